@@ -1,0 +1,186 @@
+"""Everything warp_gemm knows about differences between warp-lang releases, in one place.
+
+The installed Warp is probed once at import through its builtin table, ``hasattr`` and
+``inspect.signature`` -- never by comparing version strings. Other modules read these flags and
+call these helpers; no other module looks at Warp's version. ``WARP_VERSION`` is for messages only.
+
+Release history the probes stand for (see docs/compat.md and shared WARP_TILES.md):
+1.5 tile-index offsets (unsupported) . 1.6 element offsets, GPU only . 1.7 CPU tiles,
+``module="unique"``, 16-bit tiles accumulate in 16 bit . 1.8 ``tile_astype`` . 1.9 ``bounds_check``,
+``compile_aot_module`` . 1.11 alpha/beta . 1.13 ``aligned``, ``wp.bfloat16``, ``module_options`` .
+1.14 bf16 operands need ``enable_backward=False`` modules . 1.19 ``precision="tf32"``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import os
+import threading
+
+import warp as wp
+
+WARP_VERSION: str = getattr(wp.config, "version", None) or getattr(wp, "__version__", "unknown")
+
+
+def _context_module():
+    # warp.context moved to warp._src.context in 1.13.
+    for name in ("warp._src.context", "warp.context"):
+        try:
+            mod = importlib.import_module(name)
+        except ImportError:
+            continue
+        if hasattr(mod, "builtin_functions"):
+            return mod
+    raise ImportError("cannot find Warp's builtin function table (warp._src.context / warp.context)")
+
+
+_ctx = _context_module()
+
+
+def _builtin_params(name: str) -> set[str]:
+    """Union of the parameter names of every overload of a Warp builtin ({} if it does not exist)."""
+    fn = _ctx.builtin_functions.get(name)
+    if fn is None:
+        return set()
+    params: set[str] = set()
+    for ov in getattr(fn, "overloads", None) or [fn]:
+        params.update((getattr(ov, "input_types", None) or {}).keys())
+    return params
+
+
+_kernel_params = set(inspect.signature(wp.kernel).parameters)
+
+HAS_TILES: bool = "tile_load" in _ctx.builtin_functions
+#: 1.6+: ``tile_load(a, shape=, offset=)`` with element offsets; 1.5 took tile indices.
+TILE_ELEMENT_OFFSETS: bool = "shape" in _builtin_params("tile_load")
+#: 1.7+: ``@wp.kernel(module="unique")``.
+HAS_UNIQUE_MODULE: bool = "module" in _kernel_params
+#: Tiles reached the CPU backend in the same release (1.7) as ``module="unique"``; no cheaper probe
+#: exists short of compiling a kernel, so that arrival stands for CPU tile support.
+HAS_CPU_TILES: bool = HAS_TILES and HAS_UNIQUE_MODULE
+#: 1.8+: ``tile_astype``. The same release made 16-bit inputs accumulate in the ``out`` tile's dtype;
+#: 1.7 accumulated float16 in float16 (relative error 6e-2 in the probe), so without ``tile_astype``
+#: warp_gemm widens 16-bit operands to float32 on the device before the GEMM kernel.
+HAS_TILE_ASTYPE: bool = "tile_astype" in _ctx.builtin_functions
+WIDEN_16BIT_INPUTS: bool = not HAS_TILE_ASTYPE
+#: 1.9+: ``bounds_check=`` on tile_load/tile_store.
+HAS_BOUNDS_CHECK: bool = "bounds_check" in _builtin_params("tile_load")
+#: 1.13+: ``aligned=`` on tile_load/tile_store.
+HAS_ALIGNED: bool = "aligned" in _builtin_params("tile_load")
+#: 1.11+: ``tile_matmul(..., alpha=, beta=)``.
+HAS_MATMUL_ALPHA_BETA: bool = "alpha" in _builtin_params("tile_matmul")
+#: 1.19+: ``tile_matmul(..., precision="tf32")``. Elsewhere allow_tf32 gives exact fp32.
+HAS_TF32: bool = "precision" in _builtin_params("tile_matmul")
+#: 1.13+: ``wp.bfloat16``.
+HAS_BF16: bool = hasattr(wp, "bfloat16")
+#: 1.13+: ``@wp.kernel(module_options=...)``.
+HAS_MODULE_OPTIONS_KW: bool = "module_options" in _kernel_params
+#: 1.9+: offline CUDA compilation without a GPU.
+HAS_COMPILE_AOT: bool = hasattr(wp, "compile_aot_module")
+#: <= 1.6: the CUTLASS ``wp.matmul`` (benchmarks only).
+HAS_OLD_MATMUL: bool = hasattr(wp, "matmul")
+#: 1.18+: CPU tile kernels may use several threads per block.
+HAS_CPU_BLOCKS: bool = hasattr(wp.config, "enable_cpu_blocks")
+
+#: The oldest release warp_gemm supports at all, and the oldest with CPU tiles (for messages).
+MIN_RELEASE = "1.6"
+MIN_CPU_RELEASE = "1.7"
+
+SUPPORTED: bool = HAS_TILES and TILE_ELEMENT_OFFSETS
+
+
+class UnsupportedWarpError(RuntimeError):
+    """The installed warp-lang lacks a feature the call needs."""
+
+
+def require_supported() -> None:
+    if not SUPPORTED:
+        raise UnsupportedWarpError(
+            f"warp_gemm needs warp-lang >= {MIN_RELEASE} (tile_load with element offsets); "
+            f"warp-lang {WARP_VERSION} is installed. Upgrade with: pip install -U warp-lang"
+        )
+
+
+def require_device(device) -> None:
+    """Raise if Warp cannot run tile kernels on ``device``."""
+    require_supported()
+    if device.is_cpu and not HAS_CPU_TILES:
+        raise UnsupportedWarpError(
+            f"tile kernels on the CPU need warp-lang >= {MIN_CPU_RELEASE}; warp-lang {WARP_VERSION} "
+            "runs them on CUDA devices only. Use a CUDA device or upgrade warp-lang."
+        )
+
+
+# --- one-time, thread-safe initialisation ---------------------------------------------------------
+# Warp's own first-time initialisation is not thread-safe: 8 threads entering it at once were seen to
+# nest the kernel-cache path (~/.cache/warp/1.19.0/1.19.0/1.19.0/...). warp_gemm initialises once,
+# under a lock, before any other Warp call.
+_init_lock = threading.Lock()
+_initialised = False
+
+
+def init() -> None:
+    global _initialised
+    if _initialised:
+        return
+    with _init_lock:
+        if _initialised:
+            return
+        if os.environ.get("WARP_GEMM_VERBOSE", "") in ("", "0"):
+            quiet()
+        wp.init()
+        _initialised = True
+
+
+def quiet() -> None:
+    """Silence Warp's per-module compile/load messages (``quiet`` went away in 1.18: ``log_level``)."""
+    if hasattr(wp.config, "quiet"):
+        wp.config.quiet = True
+    if hasattr(wp.config, "log_level"):
+        try:
+            import logging
+
+            wp.config.log_level = logging.WARNING
+        except Exception:
+            pass
+
+
+# --- kernels ----------------------------------------------------------------------------------------
+_MODULE_OPTIONS = {
+    # Every warp_gemm kernel is forward-only: gradients are computed by warp_gemm's own GEMMs on
+    # transposed layouts. It also halves the generated code, and 1.14+ rejects bf16 tile operands in
+    # modules with backward code.
+    "enable_backward": False,
+}
+
+
+def make_kernel(func, key: str):
+    """``@wp.kernel`` for ``func`` in a module of its own, forward-only.
+
+    ``key`` names the configuration; it becomes the kernel's name so logs and caches are readable.
+    """
+    init()
+    func.__name__ = func.__qualname__ = key
+    if HAS_MODULE_OPTIONS_KW:
+        return wp.kernel(func, module="unique", enable_backward=False, module_options=dict(_MODULE_OPTIONS))
+    if HAS_UNIQUE_MODULE:
+        k = wp.kernel(func, module="unique", enable_backward=False)
+    else:
+        # 1.6: no module= argument; a module is named after ``__module__``, so give each its own.
+        func.__module__ = f"warp_gemm._gen.{key}"
+        k = wp.kernel(func, enable_backward=False)
+    k.module.options.update(_MODULE_OPTIONS)
+    return k
+
+
+def bf16_dtype():
+    if not HAS_BF16:
+        raise TypeError(f"bfloat16 needs warp-lang >= 1.13 (wp.bfloat16); warp-lang {WARP_VERSION} is installed")
+    return wp.bfloat16
+
+
+def features() -> dict[str, bool | str]:
+    """The probed flags, for ``warp-gemm info`` and bug reports."""
+    names = [n for n in globals() if n.isupper() and isinstance(globals()[n], (bool, str))]
+    return {n: globals()[n] for n in names}

@@ -1,0 +1,115 @@
+"""Tile configurations and the per-problem choice among them.
+
+``choose(...)`` returns one :class:`Config` for a problem: the tuned winner from the autotuner's cache
+or the shipped default table when one matches (see :mod:`warp_gemm.tune`), else the heuristic below.
+Every figure quoted here was measured on an H100 80GB with warp-lang 1.19 (docs/performance.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, order=True)
+class Config:
+    tm: int
+    tn: int
+    tk: int
+    block_dim: int
+    group_m: int = 8
+
+    def __str__(self) -> str:
+        return f"{self.tm}x{self.tn}x{self.tk}/b{self.block_dim}/g{self.group_m}"
+
+    @classmethod
+    def parse(cls, text: str) -> Config:
+        """Inverse of ``str``: ``128x128x64/b256/g8`` (``/g`` optional)."""
+        parts = text.strip().split("/")
+        tm, tn, tk = (int(x) for x in parts[0].split("x"))
+        bd = int(parts[1].lstrip("b")) if len(parts) > 1 else 256
+        g = int(parts[2].lstrip("g")) if len(parts) > 2 else 8
+        return cls(tm, tn, tk, bd, g)
+
+    def to_json(self) -> str:
+        return str(self)
+
+
+# CPU: Warp runs one thread per block (block_dim is forced to 1 before 1.18's enable_cpu_blocks), so
+# the tile shape only trades loop overhead against wasted work on partial tiles. One configuration
+# keeps CPU use to one compiled kernel per dtype/layout/epilogue (~2 s each on a 2-core machine).
+CPU_CONFIG = Config(32, 32, 32, 1, 8)
+
+# CUDA candidates searched by the autotuner (warp_gemm.tune) and the benchmark sweep.
+_CUDA_CANDIDATES_16 = [
+    Config(128, 128, 64, 256),
+    Config(128, 128, 128, 256),
+    Config(128, 128, 256, 256),
+    Config(128, 256, 64, 256),
+    Config(256, 128, 64, 256),
+    Config(64, 64, 128, 128),
+    Config(64, 128, 128, 128),
+    Config(64, 64, 256, 128),
+    Config(16, 128, 256, 128),
+    Config(32, 128, 256, 128),
+]
+_CUDA_CANDIDATES_32 = [
+    Config(128, 128, 32, 256),
+    Config(128, 128, 64, 256),
+    Config(64, 64, 64, 128),
+    Config(64, 128, 64, 128),
+    Config(64, 64, 32, 128),
+    Config(16, 128, 128, 128),
+]
+_CUDA_CANDIDATES_64 = [
+    Config(64, 64, 32, 128),
+    Config(64, 64, 64, 128),
+    Config(128, 64, 32, 256),
+    Config(32, 64, 64, 128),
+    Config(16, 64, 64, 64),
+]
+
+
+def candidate_configs(device: str, dtype: str) -> list[Config]:
+    """Every configuration the tuner may pick for ``dtype`` on ``device`` ("cpu" or "cuda")."""
+    if device.startswith("cpu"):
+        return [CPU_CONFIG]
+    if dtype in ("float16", "bfloat16"):
+        return list(_CUDA_CANDIDATES_16)
+    if dtype == "float32":
+        return list(_CUDA_CANDIDATES_32)
+    return list(_CUDA_CANDIDATES_64)
+
+
+def heuristic(device_is_cpu: bool, dtype: str, M: int, N: int, K: int, batch: int) -> Config:
+    """The untuned choice. CUDA rules (H100, warp-lang 1.19):
+
+    - Large 16-bit problems: 128x128 tiles with a deep K tile; 128x128x256 measured 50 TFLOP/s at
+      fp16 4096^3 against 37 for 128x128x64 (WARP_TILES.md).
+    - Skinny M (<= 16): a 16-row tile so 15/16 of every MMA is not wasted on zero rows.
+    - Problems with too few 128x128 tiles to fill 132 SMs: 64x64 tiles.
+    """
+    if device_is_cpu:
+        return CPU_CONFIG
+    wide = dtype in ("float16", "bfloat16")
+    tiles_128 = max(batch, 1) * -(-M // 128) * -(-N // 128)
+    if M <= 16:
+        return Config(16, 128, 256 if wide else 128, 128)
+    if dtype == "float64":
+        return Config(64, 64, 32, 128)
+    if tiles_128 < 132:
+        return Config(64, 64, 128 if wide else 64, 128)
+    if wide:
+        return Config(128, 128, 256 if K >= 256 else 64, 256)
+    return Config(128, 128, 32, 256)
+
+
+def choose(device, dtype: str, layout: str, M: int, N: int, K: int, batch: int) -> Config:
+    """The configuration for one problem: a tuned winner (user cache, then the shipped table) for
+    CUDA devices, else :func:`heuristic`. ``device`` is a Warp device."""
+    if not device.is_cpu:
+        from . import tune
+
+        hit = tune.lookup(device, dtype, layout, M, N, K, batch)
+        if hit is not None:
+            return hit
+    return heuristic(device.is_cpu, dtype, M, N, K, batch)

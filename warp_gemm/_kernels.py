@@ -1,0 +1,194 @@
+"""The Warp tile GEMM kernel family and its memoized factory.
+
+One kernel computes, for every batch index ``b`` and output tile ``(i, j)``::
+
+    D[b] = alpha * op(A[b]) @ op(B[b])            (epilogue "scale")
+    D[b] = alpha * op(A[b]) @ op(B[b]) + beta * C[b]   (epilogue "axpby")
+
+Tile shapes are compile-time constants captured from the factory's closure; M, N and K are not:
+the launch grid and the K loop are ceil-divisions, and the last row/column/K tile of a non-multiple
+problem takes Warp's checked path (loads outside the array read zeros, stores outside it are dropped).
+Every kernel keeps ``bounds_check`` at its default (checked): unchecked loads on a non-multiple shape
+corrupt the heap on Warp 1.9-1.19 (see tests/test_safety.py).
+
+Layouts: ``"N"`` reads the operand from row-major storage as is; ``"T"`` reads the *transposed*
+storage (the operand's transpose is row-major) in tiles of the transposed shape and transposes the
+tile in the block, so global loads stay coalesced either way.
+
+Batching: operands are 3-D arrays; a batch count of 1 broadcasts (``A[min(b, a_nb - 1)]``).
+"""
+
+# No `from __future__ import annotations` here: Warp reads the kernels' annotations as objects,
+# and closure variables used only in annotations must stay real references.
+import functools
+import threading
+from dataclasses import dataclass
+
+import warp as wp
+
+from . import _compat
+
+WP_DTYPES = {"float16": wp.float16, "float32": wp.float32, "float64": wp.float64}
+if _compat.HAS_BF16:
+    WP_DTYPES["bfloat16"] = wp.bfloat16
+
+
+def acc_dtype_name(in_dtype):
+    """16-bit and float32 inputs accumulate in float32; float64 in float64."""
+    return "float64" if in_dtype == "float64" else "float32"
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    tm: int
+    tn: int
+    tk: int
+    in_dtype: str
+    out_dtype: str
+    layout_a: str  # "N" or "T"
+    layout_b: str
+    epilogue: str  # "scale" or "axpby"
+    tf32: bool = False
+
+    @property
+    def acc_dtype(self) -> str:
+        return acc_dtype_name(self.in_dtype)
+
+    @property
+    def key(self) -> str:
+        tf = "_tf32" if self.tf32 else ""
+        return (f"wg_gemm_{self.in_dtype}_{self.out_dtype}_{self.layout_a}{self.layout_b}_"
+                f"{self.tm}x{self.tn}x{self.tk}_{self.epilogue}{tf}")
+
+
+_factory_lock = threading.Lock()
+
+
+def get_kernel(spec: KernelSpec):
+    """The kernel for ``spec``, built once per process (thread-safe)."""
+    with _factory_lock:
+        return _build(spec)
+
+
+@functools.cache
+def _build(spec: KernelSpec):
+    if spec.layout_a not in "NT" or spec.layout_b not in "NT" or spec.epilogue not in ("scale", "axpby"):
+        raise ValueError(f"bad kernel spec {spec}")
+    if spec.tf32 and not (_compat.HAS_TF32 and spec.in_dtype == "float32"):
+        raise ValueError(f"tf32 kernels need float32 inputs and a Warp with precision='tf32': {spec}")
+    TM, TN, TK = spec.tm, spec.tn, spec.tk
+    IN = WP_DTYPES[spec.in_dtype]
+    OUT = WP_DTYPES[spec.out_dtype]
+    ACC = WP_DTYPES[spec.acc_dtype]
+    TRANS_A = spec.layout_a == "T"
+    TRANS_B = spec.layout_b == "T"
+    AXPBY = spec.epilogue == "axpby"
+    TF32 = spec.tf32
+    CAST_OUT = spec.out_dtype != spec.acc_dtype
+    if CAST_OUT and not _compat.HAS_TILE_ASTYPE:
+        raise ValueError(f"{spec} needs tile_astype (warp-lang >= 1.8); the launcher must use a temporary")
+    if not _compat.HAS_TILE_ASTYPE and spec.in_dtype != spec.acc_dtype:
+        raise ValueError(f"{spec}: 16-bit tiles would accumulate in 16 bit on this Warp; widen first")
+
+    def gemm(
+        A: wp.array3d(dtype=IN),
+        B: wp.array3d(dtype=IN),
+        C: wp.array3d(dtype=OUT),
+        D: wp.array3d(dtype=OUT),
+        alpha: ACC,
+        beta: ACC,
+        k_tiles: int,
+        tiles_m: int,
+        tiles_n: int,
+        group_m: int,
+        a_nb: int,
+        b_nb: int,
+        c_nb: int,
+    ):
+        bi, t = wp.tid()
+        # Grouped tile order (Triton's GROUP_SIZE_M): consecutive blocks walk group_m tile rows
+        # column by column, so the A rows and B columns they share stay in L2.
+        per_group = group_m * tiles_n
+        first_m = (t // per_group) * group_m
+        rows = wp.min(tiles_m - first_m, group_m)
+        i = first_m + (t % per_group) % rows
+        j = (t % per_group) // rows
+        Ab = A[wp.min(bi, a_nb - 1)]
+        Bb = B[wp.min(bi, b_nb - 1)]
+        acc = wp.tile_zeros(shape=(TM, TN), dtype=ACC)
+        # k_tiles is a runtime value on purpose: Warp unrolls short constant-trip loops and then
+        # allocates every iteration's tiles in shared memory.
+        for k in range(k_tiles):
+            if wp.static(TRANS_A):
+                a = wp.tile_transpose(wp.tile_load(Ab, shape=(TK, TM), offset=(k * TK, i * TM)))
+            else:
+                a = wp.tile_load(Ab, shape=(TM, TK), offset=(i * TM, k * TK))
+            if wp.static(TRANS_B):
+                b = wp.tile_transpose(wp.tile_load(Bb, shape=(TN, TK), offset=(j * TN, k * TK)))
+            else:
+                b = wp.tile_load(Bb, shape=(TK, TN), offset=(k * TK, j * TN))
+            if wp.static(TF32):
+                wp.tile_matmul(a, b, acc, precision="tf32")
+            else:
+                wp.tile_matmul(a, b, acc)
+        if wp.static(AXPBY):
+            c = wp.tile_load(C[wp.min(bi, c_nb - 1)], shape=(TM, TN), offset=(i * TM, j * TN))
+            if wp.static(CAST_OUT):
+                r = wp.tile_map(wp.add, acc * alpha, wp.tile_astype(c, ACC) * beta)
+            else:
+                r = wp.tile_map(wp.add, acc * alpha, c * beta)
+        else:
+            r = acc * alpha
+        if wp.static(CAST_OUT):
+            wp.tile_store(D[bi], wp.tile_astype(r, OUT), offset=(i * TM, j * TN))
+        else:
+            wp.tile_store(D[bi], r, offset=(i * TM, j * TN))
+
+    return _compat.make_kernel(gemm, spec.key)
+
+
+# --- elementwise helpers (conversions, broadcasts, K == 0) ---------------------------------------------
+@functools.cache
+def _convert_kernel(src_dtype: str, dst_dtype: str):
+    SRC = WP_DTYPES[src_dtype]
+    DST = WP_DTYPES[dst_dtype]
+    # Scale in float64 for float64 data, float32 otherwise (16-bit data is exact in float32).
+    F = wp.float64 if "float64" in (src_dtype, dst_dtype) else wp.float32
+
+    def convert(dst: wp.array3d(dtype=DST), src: wp.array3d(dtype=SRC), scale: F):
+        b, i, j = wp.tid()
+        # A source dimension of extent 1 broadcasts.
+        sb = wp.min(b, src.shape[0] - 1)
+        si = wp.min(i, src.shape[1] - 1)
+        sj = wp.min(j, src.shape[2] - 1)
+        dst[b, i, j] = DST(F(src[sb, si, sj]) * scale)
+
+    return _compat.make_kernel(convert, f"wg_convert_{src_dtype}_{dst_dtype}")
+
+
+@functools.cache
+def _fill_kernel(dtype: str):
+    T = WP_DTYPES[dtype]
+
+    def fill(dst: wp.array3d(dtype=T), value: float):
+        b, i, j = wp.tid()
+        dst[b, i, j] = T(value)
+
+    return _compat.make_kernel(fill, f"wg_fill_{dtype}")
+
+
+def convert(dst, src, dst_dtype: str, src_dtype: str, scale: float = 1.0) -> None:
+    """``dst[...] = scale * src[...]`` with dtype conversion; ``src`` broadcasts over size-1 dims."""
+    if dst.size == 0:
+        return
+    with _factory_lock:
+        k = _convert_kernel(src_dtype, dst_dtype)
+    wp.launch(k, dim=dst.shape, inputs=[dst, src, scale], device=dst.device)
+
+
+def fill(dst, dtype: str, value: float = 0.0) -> None:
+    if dst.size == 0:
+        return
+    with _factory_lock:
+        k = _fill_kernel(dtype)
+    wp.launch(k, dim=dst.shape, inputs=[dst, value], device=dst.device)

@@ -1,0 +1,193 @@
+"""Operands: wp.array, torch.Tensor and numpy.ndarray described uniformly, viewed zero-copy as Warp arrays.
+
+An :class:`Operand` records what warp_gemm needs of an input -- pointer, dtype name, shape, strides in
+elements, device -- whatever the container. :func:`as_layout_view` turns the last two dimensions into a
+Warp 3-D view in one of the two layouts the kernels read (``"N"``: unit column stride; ``"T"``: unit
+row stride, read through the transpose), copying only when neither dimension has unit stride.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+import warp as wp
+
+from . import _compat
+from ._kernels import WP_DTYPES
+
+SUPPORTED = ("float16", "bfloat16", "float32", "float64")
+ITEMSIZE = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}
+
+_NP_NAMES = {np.dtype(np.float16): "float16", np.dtype(np.float32): "float32", np.dtype(np.float64): "float64"}
+
+
+def _torch():
+    """torch if the caller has imported it (a tensor cannot exist otherwise); never imports it."""
+    return sys.modules.get("torch")
+
+
+def _wp_dtype_name(dt) -> str | None:
+    for name, w in WP_DTYPES.items():
+        if dt is w:
+            return name
+    return None
+
+
+def _torch_dtype_name(dt) -> str | None:
+    torch = _torch()
+    return {torch.float16: "float16", torch.bfloat16: "bfloat16", torch.float32: "float32",
+            torch.float64: "float64"}.get(dt)
+
+
+@dataclass(frozen=True)
+class Operand:
+    kind: str  # "warp" | "torch" | "numpy"
+    obj: Any  # the caller's object (kept alive by the caller for the call)
+    dtype: str  # "float16" | "bfloat16" | "float32" | "float64"
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]  # in elements
+    ptr: int
+    device: Any  # wp.context.Device
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape)) if self.shape else 1
+
+    def span(self) -> tuple[int, int]:
+        """[first byte, one past the last byte) that any element occupies."""
+        if self.size == 0:
+            return (self.ptr, self.ptr)
+        hi = sum((n - 1) * s for n, s in zip(self.shape, self.strides))
+        return (self.ptr, self.ptr + (hi + 1) * ITEMSIZE[self.dtype])
+
+    def describe(self) -> str:
+        return f"{self.kind} {self.dtype}{list(self.shape)} on {self.device}"
+
+    def transposed(self) -> Operand:
+        """Swap the last two dimensions (a view)."""
+        sh, st = list(self.shape), list(self.strides)
+        sh[-1], sh[-2] = sh[-2], sh[-1]
+        st[-1], st[-2] = st[-2], st[-1]
+        return replace(self, shape=tuple(sh), strides=tuple(st))
+
+
+def _dtype_error(name: str, dt) -> TypeError:
+    return TypeError(
+        f"{name} has dtype {dt}; warp_gemm supports float16, bfloat16, float32 and float64 "
+        "(integer, bool, complex and fp8 GEMMs are not provided)"
+    )
+
+
+def describe(x, name: str) -> Operand:
+    """Describe ``x`` (wp.array, torch.Tensor or numpy.ndarray) or raise TypeError naming it."""
+    _compat.init()
+    torch = _torch()
+    if isinstance(x, wp.array):
+        dt = _wp_dtype_name(x.dtype)
+        if dt is None:
+            raise _dtype_error(name, getattr(x.dtype, "__name__", x.dtype))
+        item = ITEMSIZE[dt]
+        strides = tuple(s // item for s in x.strides)
+        return Operand("warp", x, dt, tuple(x.shape), strides, int(x.ptr or 0), x.device)
+    if torch is not None and isinstance(x, torch.Tensor):
+        dt = _torch_dtype_name(x.dtype)
+        if dt is None:
+            raise _dtype_error(name, x.dtype)
+        if dt == "bfloat16":
+            _compat.bf16_dtype()  # clear error on Warp without bfloat16
+        if x.device.type == "cuda":
+            idx = x.device.index if x.device.index is not None else torch.cuda.current_device()
+            dev = wp.get_device(f"cuda:{idx}")
+        elif x.device.type == "cpu":
+            dev = wp.get_device("cpu")
+        else:
+            raise TypeError(f"{name} is a torch tensor on device {x.device}; warp_gemm runs on 'cpu' and 'cuda'")
+        if x.is_conj() or x.is_neg():
+            x = x.resolve_conj().resolve_neg()
+        return Operand("torch", x, dt, tuple(x.shape), tuple(x.stride()), int(x.data_ptr()), dev)
+    if isinstance(x, np.ndarray):
+        dt = _NP_NAMES.get(x.dtype)
+        if dt is None:
+            raise _dtype_error(name, x.dtype)
+        if any(s < 0 or s % x.itemsize for s in x.strides):
+            # Negative or unaligned strides cannot be expressed as a Warp array: use a copy.
+            x = np.ascontiguousarray(x)
+        strides = tuple(s // x.itemsize for s in x.strides)
+        return Operand("numpy", x, dt, tuple(x.shape), strides, int(x.ctypes.data), wp.get_device("cpu"))
+    raise TypeError(
+        f"{name} is a {type(x).__module__}.{type(x).__name__}; warp_gemm takes wp.array, torch.Tensor "
+        "or numpy.ndarray"
+    )
+
+
+def wp_view(op: Operand, shape: tuple[int, ...], strides: tuple[int, ...]):
+    """A Warp array over ``op``'s memory with the given shape and element strides (no copy)."""
+    item = ITEMSIZE[op.dtype]
+    dtype = WP_DTYPES[op.dtype]
+    extent = sum((n - 1) * s for n, s in zip(shape, strides)) + 1 if all(shape) else 0
+    return wp.array(ptr=op.ptr, dtype=dtype, shape=tuple(shape), strides=tuple(s * item for s in strides),
+                    capacity=max(extent, 1) * item, device=op.device)
+
+
+def as3d(op: Operand) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+    """(shape, strides) of ``op`` with a batch dimension in front (extent 1 for 2-D operands)."""
+    if op.ndim == 2:
+        return (1, *op.shape), (0, *op.strides)
+    return tuple(op.shape), tuple(op.strides)
+
+
+def layout_view(op: Operand, allocate) -> tuple[Any, str, Any]:
+    """A Warp 3-D view of ``op`` that a kernel can read, its layout ``"N"``/``"T"``, and a keep-alive.
+
+    ``"N"``: the view is (batch, rows, cols) with unit column stride. ``"T"``: the view is the
+    transpose, (batch, cols, rows), with unit row stride. Neither: a contiguous copy (``"N"``).
+    ``allocate(shape, dtype)`` makes a contiguous Warp array on ``op``'s device for the copy.
+    """
+    (nb, r, c), (sb, sr, sc) = as3d(op)
+    if nb == 1:
+        sb = r * c
+    if c == 1:
+        sc = 1
+    if r == 1:
+        sr = c if sc == 1 else 1
+    if sc == 1:
+        return wp_view(op, (nb, r, c), (sb, sr, 1)), "N", None
+    if sr == 1:
+        return wp_view(op, (nb, c, r), (sb, sc, 1)), "T", None
+    # A strided view such as a[:, ::2]: the kernels want one unit stride; copy it once.
+    from ._kernels import convert
+
+    tmp = allocate((nb, r, c), op.dtype)
+    convert(tmp, wp_view(op, (nb, r, c), (sb, sr, sc)), op.dtype, op.dtype)
+    return tmp, "N", tmp
+
+
+def overlaps(x: Operand, y: Operand) -> bool:
+    if x.size == 0 or y.size == 0 or str(x.device) != str(y.device):
+        return False
+    a0, a1 = x.span()
+    b0, b1 = y.span()
+    return a0 < b1 and b0 < a1
+
+
+def empty_like_caller(kind: str, ref: Operand, shape: tuple[int, ...], dtype: str):
+    """A new result array of the caller's container type on ``ref``'s device."""
+    if kind == "torch":
+        torch = _torch()
+        tdt = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32,
+               "float64": torch.float64}[dtype]
+        return torch.empty(shape, dtype=tdt, device=ref.obj.device if ref.kind == "torch" else _torch_device(ref))
+    if kind == "numpy":
+        return np.empty(shape, dtype=dtype)
+    return wp.empty(shape, dtype=WP_DTYPES[dtype], device=ref.device)
+
+
+def _torch_device(op: Operand):
+    return "cpu" if op.device.is_cpu else f"cuda:{op.device.ordinal}"

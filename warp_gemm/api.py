@@ -1,0 +1,299 @@
+"""Public entry points: :func:`matmul` and :func:`gemm`.
+
+Both validate everything before any launch (so a bad call writes nothing), describe the operands
+zero-copy, pick one tile configuration, and launch one Warp tile kernel (plus, only where the installed
+Warp or the operands require it, an elementwise widening/copy kernel).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from typing import Any
+
+import warp as wp
+
+from . import _compat, _config
+from ._config import Config
+from ._kernels import KernelSpec, acc_dtype_name, convert, fill, get_kernel
+from ._operands import Operand, as3d, describe, empty_like_caller, layout_view, overlaps, wp_view, _torch
+
+
+def matmul(a, b, *, out=None, allow_tf32: bool = False, config: Config | None = None):
+    """``a @ b`` with ``torch.matmul`` semantics for 2-D and 3-D operands.
+
+    Shapes: ``(M, K) @ (K, N) -> (M, N)``; with a batch dimension on either side,
+    ``(B, M, K) @ (B, K, N) -> (B, M, N)``, where a missing or size-1 batch dimension broadcasts.
+    dtypes: float16, bfloat16, float32, float64 (both operands the same); 16-bit inputs accumulate in
+    float32, float64 in float64. The result has the input dtype (or ``out``'s), the caller's container
+    type (``wp.array``, ``torch.Tensor``, ``numpy.ndarray``; that of ``a``) and device.
+    ``allow_tf32``: float32 products on TF32 tensor cores where the installed Warp offers
+    ``precision="tf32"`` (1.19+) and on CUDA; exact float32 otherwise.
+    Raises ``TypeError``/``ValueError`` before any launch for bad input; ``out`` is then untouched.
+    """
+    return _run(a, b, None, 1.0, 0.0, False, False, out, allow_tf32, config, "matmul")
+
+
+def gemm(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, trans_a: bool = False,
+         trans_b: bool = False, out=None, allow_tf32: bool = False, config: Config | None = None):
+    """``alpha * op(A) @ op(B) + beta * C`` -- the form of Warp's removed ``wp.matmul``.
+
+    ``op(X)`` is ``X`` or, with ``trans_x``, its transpose (of the last two dimensions). ``c`` has the
+    result's shape or broadcasts to it (e.g. a bias of shape ``(N,)``) and the result's dtype; it is
+    not read when ``beta == 0`` (BLAS semantics, so NaN in an unread ``c`` does not propagate), and
+    ``op(A) @ op(B)`` is not computed when ``alpha == 0`` or K is 0. ``out`` may not share memory with
+    ``a``, ``b`` or ``c``. Everything else as :func:`matmul`.
+    """
+    return _run(a, b, c, alpha, beta, trans_a, trans_b, out, allow_tf32, config, "gemm")
+
+
+# --- validation ---------------------------------------------------------------------------------------
+@dataclass
+class _Problem:
+    A: Operand  # op(A), as a (possibly transposed) view
+    B: Operand
+    C: Operand | None
+    D: Operand  # the output (caller's out or a new array)
+    result: Any  # what the caller gets back
+    M: int
+    N: int
+    K: int
+    batch: int  # launch batch (1 for 2-D results)
+    in_dtype: str
+    out_dtype: str
+
+
+def _shape_str(op: Operand) -> str:
+    return "x".join(map(str, op.shape)) if op.shape else "scalar"
+
+
+def _validate(a, b, c, alpha, beta, trans_a, trans_b, out, fname) -> _Problem:
+    A = describe(a, "a")
+    B = describe(b, "b")
+    for name, op in (("a", A), ("b", B)):
+        if op.ndim not in (2, 3):
+            raise ValueError(f"{fname}: {name} has shape {list(op.shape)} (rank {op.ndim}); "
+                             "warp_gemm takes 2-D (M, K) or 3-D batched (B, M, K) operands")
+    if A.dtype != B.dtype:
+        raise TypeError(f"{fname}: a is {A.dtype}{list(A.shape)} but b is {B.dtype}{list(B.shape)}; "
+                        "both operands must have the same dtype")
+    if str(A.device) != str(B.device):
+        raise ValueError(f"{fname}: a is on {A.device} but b is on {B.device}; both must be on one device")
+    _compat.require_device(A.device)
+    if trans_a:
+        A = A.transposed()
+    if trans_b:
+        B = B.transposed()
+    M, K = A.shape[-2:]
+    K2, N = B.shape[-2:]
+    if K != K2:
+        ta = "op(a)" if trans_a else "a"
+        tb = "op(b)" if trans_b else "b"
+        raise ValueError(f"{fname}: inner dimensions differ: {ta} is {_shape_str(A)} and {tb} is "
+                         f"{_shape_str(B)} ({K} != {K2}) [{A.dtype}]")
+    nba = A.shape[0] if A.ndim == 3 else None
+    nbb = B.shape[0] if B.ndim == 3 else None
+    if nba is not None and nbb is not None and nba != nbb and 1 not in (nba, nbb):
+        raise ValueError(f"{fname}: batch dimensions {nba} (a: {_shape_str(A)}) and {nbb} "
+                         f"(b: {_shape_str(B)}) do not broadcast")
+    batched = nba is not None or nbb is not None
+    nb = max(nba or 1, nbb or 1)
+    shape = (nb, M, N) if batched else (M, N)
+    in_dtype = A.dtype
+
+    C = None
+    if c is not None:
+        C = describe(c, "c")
+        if str(C.device) != str(A.device):
+            raise ValueError(f"{fname}: c is on {C.device} but a and b are on {A.device}")
+        if C.ndim > len(shape) or any(cd not in (1, rd) for cd, rd in zip(C.shape[::-1], shape[::-1])):
+            raise ValueError(f"{fname}: c has shape {list(C.shape)}, which does not broadcast to the result "
+                             f"shape {list(shape)}")
+
+    if out is not None:
+        D = describe(out, "out")
+        if tuple(D.shape) != shape:
+            raise ValueError(f"{fname}: out has shape {list(D.shape)}; the result of {_shape_str(A)} @ "
+                             f"{_shape_str(B)} has shape {list(shape)}")
+        if str(D.device) != str(A.device):
+            raise ValueError(f"{fname}: out is on {D.device} but the operands are on {A.device}")
+        for name, op in (("a", A), ("b", B), ("c", C)):
+            if op is not None and overlaps(D, op):
+                raise ValueError(f"{fname}: out shares memory with {name}; warp_gemm does not compute in "
+                                 "place (pass a separate out)")
+        out_dtype = D.dtype
+        result = out
+    else:
+        out_dtype = in_dtype
+        D = None
+        result = None
+    if C is not None and C.dtype != out_dtype:
+        raise TypeError(f"{fname}: c is {C.dtype}{list(C.shape)} but the result is {out_dtype}; "
+                        "c must have the result's dtype")
+    for name, v in (("alpha", alpha), ("beta", beta)):
+        try:
+            float(v)
+        except (TypeError, ValueError):
+            raise TypeError(f"{fname}: {name} must be a real number, got {type(v).__name__}") from None
+
+    if D is None:
+        result = empty_like_caller(A.kind, A, shape, out_dtype)
+        D = describe(result, "out")
+    return _Problem(A, B, C, D, result, M, N, K, nb, in_dtype, out_dtype)
+
+
+# --- launch -----------------------------------------------------------------------------------------
+def _stream_scope(p: _Problem):
+    """Order the launch on torch's current stream when the operands are torch CUDA tensors."""
+    torch = _torch()
+    if torch is not None and not p.A.device.is_cpu and "torch" in (p.A.kind, p.B.kind, p.D.kind):
+        return wp.ScopedStream(wp.stream_from_torch(torch.cuda.current_stream(p.A.device.ordinal)))
+    return contextlib.nullcontext()
+
+
+def _allocator(device):
+    def allocate(shape, dtype):
+        from ._kernels import WP_DTYPES
+
+        return wp.empty(shape, dtype=WP_DTYPES[dtype], device=device)
+
+    return allocate
+
+
+def _run(a, b, c, alpha, beta, trans_a, trans_b, out, allow_tf32, config, fname):
+    p = _validate(a, b, c, alpha, beta, trans_a, trans_b, out, fname)
+    if p.M == 0 or p.N == 0:
+        return p.result
+    with _stream_scope(p), wp.ScopedDevice(p.A.device):
+        _launch(p, float(alpha), float(beta), allow_tf32, config)
+    return p.result
+
+
+def _launch(p: _Problem, alpha: float, beta: float, allow_tf32: bool, config: Config | None) -> None:
+    dev = p.A.device
+    allocate = _allocator(dev)
+    D = p.D
+    # A column-major out (unit row stride): compute D^T = op(B)^T @ op(A)^T into its row-major transpose.
+    A, B, C = p.A, p.B, p.C
+    M, N = p.M, p.N
+    (_, dr, dc), (_, sdr, sdc) = as3d(D)
+    if dc > 1 and sdc != 1 and (sdr == 1 or dr == 1):
+        A, B, D = p.B.transposed(), p.A.transposed(), D.transposed()
+        C = C.transposed() if C is not None and C.ndim >= 2 else C
+        if C is not None and C.ndim == 1:  # a (N,) bias becomes a column: (N, 1)
+            from dataclasses import replace
+
+            C = replace(C, shape=(C.shape[0], 1), strides=(C.strides[0], 0))
+        M, N = N, M
+    (dnb, dr, dc), (dsb, dsr, dsc) = as3d(D)
+    use_c = C is not None and beta != 0.0
+
+    acc = acc_dtype_name(p.in_dtype)
+    in_k = p.in_dtype
+    widen = _compat.WIDEN_16BIT_INPUTS and p.in_dtype in ("float16", "bfloat16")
+    if widen:
+        in_k = "float32"
+    out_k = p.out_dtype
+    # Without tile_astype the kernel's output dtype must be its accumulator dtype.
+    need_tmp_out = (not _compat.HAS_TILE_ASTYPE and out_k != acc) or (dc > 1 and dsc != 1)
+    if need_tmp_out:
+        out_k = acc if not _compat.HAS_TILE_ASTYPE else p.out_dtype
+        Dk = allocate((dnb, dr, dc), out_k)
+    else:
+        Dk = wp_view(D, (dnb, dr, dc), (dsb if dnb > 1 else dr * dc, dsr if dr > 1 else dc, 1))
+
+    if p.K == 0 or alpha == 0.0:
+        # No product to compute: D = beta * C, or zeros.
+        if use_c:
+            convert(Dk, _c_view(C), out_k, C.dtype, beta)
+        else:
+            fill(Dk, out_k, 0.0)
+    else:
+        keep = []
+        Av, la, ka = layout_view(A, allocate)
+        Bv, lb, kb = layout_view(B, allocate)
+        keep += [ka, kb]
+        if widen:
+            Av, la = _widened(Av, la, p.in_dtype, allocate), la
+            Bv, lb = _widened(Bv, lb, p.in_dtype, allocate), lb
+        c_nb = 1
+        Cv = Dk
+        epilogue = "scale"
+        if use_c:
+            epilogue = "axpby"
+            Cv, c_nb = _c_operand(C, Dk, out_k, M, N)
+        cfg = config or _config.choose(dev, p.in_dtype, la + lb, M, N, p.K, p.batch)
+        tf32 = bool(allow_tf32 and p.in_dtype == "float32" and _compat.HAS_TF32 and not dev.is_cpu)
+        spec = KernelSpec(cfg.tm, cfg.tn, cfg.tk, in_k, out_k, la, lb, epilogue, tf32)
+        kernel = get_kernel(spec)
+        tiles_m = -(-M // cfg.tm)
+        tiles_n = -(-N // cfg.tn)
+        k_tiles = -(-p.K // cfg.tk)
+        a_nb = Av.shape[0]
+        b_nb = Bv.shape[0]
+        wp.launch_tiled(
+            kernel,
+            dim=(p.batch, tiles_m * tiles_n),
+            inputs=[Av, Bv, Cv, Dk, alpha, beta, k_tiles, tiles_m, tiles_n, max(1, cfg.group_m), a_nb, b_nb, c_nb],
+            block_dim=1 if dev.is_cpu else cfg.block_dim,
+            device=dev,
+        )
+    if need_tmp_out:
+        convert(wp_view(D, (dnb, dr, dc), (dsb, dsr, dsc)), Dk, D.dtype, out_k)
+
+
+def _widened(view, layout, dtype, allocate):
+    """Warp 1.7: 16-bit tiles accumulate in 16 bit, so widen the operand to float32 first."""
+    tmp = allocate(view.shape, "float32")
+    convert(tmp, view, "float32", dtype)
+    return tmp
+
+
+def _c_view(C: Operand):
+    """``C`` as a 3-D Warp view whose size-1 dimensions broadcast (for the convert kernel)."""
+    shape = (1,) * (3 - C.ndim) + tuple(C.shape)
+    strides = (0,) * (3 - C.ndim) + tuple(C.strides)
+    return wp_view(C, shape, tuple(s if n > 1 else 0 for n, s in zip(shape, strides)))
+
+
+def _c_operand(C: Operand, Dk, out_k: str, M: int, N: int):
+    """The C array the kernel reads and its batch count.
+
+    A full (…, M, N) C with unit column stride and the kernel's dtype is read in place. Anything
+    else (a broadcast bias, a strided view, another dtype) is first written into the output, which
+    the kernel then reads back tile by tile before overwriting that same tile.
+    """
+    shape = (1,) * (3 - C.ndim) + tuple(C.shape)
+    strides = (0,) * (3 - C.ndim) + tuple(C.strides)
+    if shape[1] == M and shape[2] == N and (strides[2] == 1 or N == 1) and C.dtype == out_k:
+        view = wp_view(C, shape, (strides[0] if shape[0] > 1 else M * N, strides[1] if M > 1 else N, 1))
+        return view, shape[0]
+    convert(Dk, _c_view(C), out_k, C.dtype)
+    return Dk, Dk.shape[0]
+
+
+def precompile_config(config: Config | str, dtype: str, device: str = "cuda", layout: str = "NN",
+                      epilogue: str = "scale", tf32: bool = False) -> float:
+    """Build (or load from Warp's kernel cache) one GEMM kernel; returns the seconds it took."""
+    import time
+
+    _compat.init()
+    cfg = Config.parse(config) if isinstance(config, str) else config
+    in_k = "float32" if _compat.WIDEN_16BIT_INPUTS and dtype in ("float16", "bfloat16") else dtype
+    out_k = in_k if _compat.HAS_TILE_ASTYPE else acc_dtype_name(in_k)
+    spec = KernelSpec(cfg.tm, cfg.tn, cfg.tk, in_k, out_k, layout[0], layout[1], epilogue, tf32)
+    kernel = get_kernel(spec)
+    dev = wp.get_device(device)
+    t = time.perf_counter()
+    if dev.is_cpu:
+        kernel.module.load(dev)
+    else:
+        kernel.module.load(dev, block_dim=cfg.block_dim) if _accepts_block_dim(kernel.module.load) \
+            else kernel.module.load(dev)
+    return time.perf_counter() - t
+
+
+def _accepts_block_dim(fn) -> bool:
+    import inspect
+
+    return "block_dim" in inspect.signature(fn).parameters

@@ -1,0 +1,144 @@
+"""The one shape list shared by the tests, ``warp-gemm check`` and the benchmarks.
+
+A shape is ``(M, N, K)`` or ``(B, M, N, K)`` for a batched product. Each named set is a list of
+:class:`Shape`; ``Shape.id`` gives readable test ids such as ``M1023-N1025-K1027``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Shape:
+    M: int
+    N: int
+    K: int
+    batch: int = 0  # 0: a plain 2-D product; >= 1: a 3-D batched product
+
+    @property
+    def id(self) -> str:
+        b = f"B{self.batch}-" if self.batch else ""
+        return f"{b}M{self.M}-N{self.N}-K{self.K}"
+
+    @property
+    def flops(self) -> int:
+        return 2 * max(self.batch, 1) * self.M * self.N * self.K
+
+    def __str__(self) -> str:
+        return self.id
+
+
+def _s(M: int, N: int, K: int, batch: int = 0) -> Shape:
+    return Shape(M, N, K, batch)
+
+
+def parse_shape(text: str) -> Shape:
+    """Parse ``MxNxK``, ``BxMxNxK`` or an id such as ``M7-N13-K97`` into a :class:`Shape`."""
+    t = text.strip()
+    if t.upper().startswith(("M", "B")) and "-" in t:
+        parts = {p[0].upper(): int(p[1:]) for p in t.split("-")}
+        return Shape(parts["M"], parts["N"], parts["K"], parts.get("B", 0))
+    dims = [int(x) for x in t.lower().replace("*", "x").split("x")]
+    if len(dims) == 3:
+        return Shape(*dims)
+    if len(dims) == 4:
+        return Shape(dims[1], dims[2], dims[3], dims[0])
+    raise ValueError(f"cannot parse shape {text!r}: expected MxNxK or BxMxNxK")
+
+
+def tile_edges(tiles: list[tuple[int, int, int]]) -> list[Shape]:
+    """tile-1 / tile / tile+1 in every dimension at once for each (TM, TN, TK) tile."""
+    out = []
+    for tm, tn, tk in tiles:
+        for d in (-1, 0, 1):
+            out.append(_s(tm + d, tn + d, tk + d))
+    return out
+
+
+# Tiny and degenerate shapes: a 1x1x1 product, row/column vectors, primes, K below one K tile.
+TINY = [
+    _s(1, 1, 1),
+    _s(1, 37, 1),
+    _s(1, 1, 53),
+    _s(37, 1, 1),
+    _s(7, 13, 97),
+    _s(13, 7, 5),
+    _s(97, 251, 7),
+    _s(251, 97, 13),
+    _s(64, 64, 3),  # K smaller than one K tile
+]
+
+PRIMES = [
+    _s(7, 7, 7),
+    _s(13, 13, 13),
+    _s(97, 97, 97),
+    _s(251, 251, 251),
+    _s(1021, 7, 13),
+    _s(7, 1021, 97),
+]
+
+# Skinny M (1..16) with N, K >= 1000: the decode-style products.
+SKINNY = [
+    _s(1, 1000, 1024),
+    _s(5, 1031, 1000),
+    _s(16, 1024, 1021),
+]
+
+LARGE_ODD = [
+    _s(1000, 500, 1500),
+    _s(1023, 1025, 1027),
+]
+
+BATCHED = [
+    _s(7, 13, 97, batch=3),
+    _s(33, 17, 65, batch=2),
+]
+
+# The odd-shape matrix the tests and `warp-gemm check` run (tile edges are added per device from
+# the configurations the heuristic can pick; see tests/conftest.py and warp_gemm.check).
+ODD = TINY + PRIMES + SKINNY + LARGE_ODD
+
+# A small representative subset: quick enough for the Triton interpreter and `check --shapes small`.
+SMALL = [_s(1, 1, 1), _s(7, 13, 97), _s(64, 64, 3), _s(97, 251, 7), _s(65, 33, 129), _s(5, 300, 257)]
+
+# Benchmark sets (issue 5).
+BENCH_SQUARE = [_s(n, n, n) for n in (1024, 2048, 4096, 8192)]
+BENCH_ODD = [_s(1000, 1000, 1000), _s(1023, 1025, 1027), _s(4095, 4095, 4095), _s(4097, 4097, 4097),
+             _s(127, 4099, 1031)]
+BENCH_SKINNY = [_s(16, 8192, 8192), _s(8192, 8192, 64), _s(1, 4096, 4096)]
+BENCH_TRANSFORMER = [_s(4096, 11008, 4096), _s(4096, 4096, 11008)]
+BENCH_BATCHED = [_s(512, 512, 512, batch=32)]
+BENCH_QUICK = [_s(128, 128, 128), _s(127, 129, 131), _s(16, 512, 512)]
+
+SETS: dict[str, list[Shape]] = {
+    "tiny": TINY,
+    "primes": PRIMES,
+    "skinny": SKINNY,
+    "large": LARGE_ODD,
+    "batched": BATCHED,
+    "odd": ODD + BATCHED,
+    "small": SMALL,
+    "bench-square": BENCH_SQUARE,
+    "bench-odd": BENCH_ODD,
+    "bench-skinny": BENCH_SKINNY,
+    "bench-transformer": BENCH_TRANSFORMER,
+    "bench-batched": BENCH_BATCHED,
+    "bench-quick": BENCH_QUICK,
+    "bench-all": BENCH_SQUARE + BENCH_ODD + BENCH_SKINNY + BENCH_TRANSFORMER + BENCH_BATCHED,
+}
+
+
+def get_set(names: str) -> list[Shape]:
+    """Shapes of one or more comma-separated set names or literal shapes (``7x13x97``)."""
+    out: list[Shape] = []
+    for name in names.split(","):
+        name = name.strip()
+        if name in SETS:
+            out.extend(SETS[name])
+        else:
+            try:
+                out.append(parse_shape(name))
+            except ValueError:
+                raise ValueError(f"unknown shape set {name!r}; known: {', '.join(SETS)}") from None
+    return out
