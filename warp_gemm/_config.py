@@ -113,3 +113,16 @@ def choose(device, dtype: str, layout: str, M: int, N: int, K: int, batch: int) 
         if hit is not None:
             return hit
     return heuristic(device.is_cpu, dtype, M, N, K, batch)
+
+
+def reachable_configs(device_is_cpu: bool, dtype: str) -> list[Config]:
+    """Every configuration :func:`choose` can return for ``dtype`` without a user tuning cache: the
+    heuristic's branches and the shipped table's entries. The tests take tile-1/tile/tile+1 shapes
+    of each."""
+    found = {heuristic(device_is_cpu, dtype, M, N, K, 1)
+             for M in (8, 100, 4096) for N in (100, 4096) for K in (100, 4096)}
+    if not device_is_cpu:
+        from . import tune
+
+        found.update(tune.shipped_configs(dtype))
+    return sorted(found)

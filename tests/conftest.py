@@ -1,0 +1,113 @@
+"""Shared fixtures: devices, operand containers, fresh random inputs, NaN-poisoned outputs.
+
+GPU tests carry the ``gpu`` marker and skip without CUDA. Every test draws fresh inputs from its own
+seed (test id hashed with a per-session random salt, printed in the header for reproduction).
+"""
+
+from __future__ import annotations
+
+import os
+import zlib
+
+import numpy as np
+import pytest
+import warp as wp
+
+import warp_gemm._compat as compat
+from warp_gemm.tolerance import f64_to_bf16_bits, random_operands
+
+try:
+    import torch
+except ImportError:  # torch is an optional extra
+    torch = None
+
+compat.init()
+SALT = int(os.environ.get("WARP_GEMM_TEST_SEED", np.random.SeedSequence().entropy % 2**31))
+HAS_CUDA = wp.get_cuda_device_count() > 0
+DTYPES = ["float16", "float32", "float64"] + (["bfloat16"] if compat.HAS_BF16 else [])
+CPU_OK = compat.HAS_CPU_TILES
+DEVICES = ([pytest.param("cpu", id="cpu")] if CPU_OK else []) + [
+    pytest.param("cuda", id="cuda", marks=pytest.mark.gpu)
+]
+KINDS = ["warp", "numpy"] + (["torch"] if torch is not None else [])
+
+
+def pytest_report_header(config):
+    return (f"warp-lang {compat.WARP_VERSION}; cuda devices: {wp.get_cuda_device_count()}; "
+            f"torch: {getattr(torch, '__version__', None)}; WARP_GEMM_TEST_SEED={SALT}")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.get_closest_marker("gpu") and not HAS_CUDA:
+            item.add_marker(pytest.mark.skip(reason="needs a CUDA device"))
+
+
+@pytest.fixture
+def rng(request):
+    return np.random.default_rng([SALT, zlib.crc32(request.node.nodeid.encode())])
+
+
+def kind_ok(kind: str, dtype: str, device: str) -> str | None:
+    """Why this container/dtype/device combination cannot be built, or None."""
+    if kind == "numpy" and dtype == "bfloat16":
+        return "numpy has no bfloat16"
+    if kind == "numpy" and device != "cpu":
+        return "numpy arrays live on the CPU"
+    if kind == "torch" and torch is None:
+        return "torch not installed"
+    if kind == "torch" and dtype == "bfloat16" and not compat.HAS_BF16:
+        return "bfloat16 needs warp-lang >= 1.13"
+    return None
+
+
+TORCH_DT = {}
+if torch is not None:
+    TORCH_DT = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32,
+                "float64": torch.float64}
+
+
+def make(x64: np.ndarray, dtype: str, kind: str, device: str):
+    """A new contiguous container of ``kind`` holding ``x64`` (already rounded to ``dtype``)."""
+    if kind == "numpy":
+        return np.ascontiguousarray(x64.astype(dtype))
+    if kind == "torch":
+        return torch.tensor(x64, dtype=torch.float64).to(TORCH_DT[dtype]).to(device).contiguous()
+    if dtype == "bfloat16":
+        bits = wp.array(f64_to_bf16_bits(x64), dtype=wp.uint16, device=device)
+        return _bf16_from_bits(bits)
+    return wp.array(np.ascontiguousarray(x64.astype(dtype)), dtype=getattr(wp, dtype), device=device)
+
+
+_KEEP = []
+
+
+def _bf16_from_bits(bits):
+    # Reinterpret a uint16 array as bfloat16 (keeps the owner alive for the test session).
+    _KEEP.append(bits)
+    return wp.array(ptr=bits.ptr, dtype=wp.bfloat16, shape=bits.shape, strides=bits.strides,
+                    capacity=bits.size * 2, device=bits.device)
+
+
+def nan_like(kind: str, shape, dtype: str, device: str):
+    """An output container pre-filled with NaN, so an unwritten element fails the check."""
+    return make(np.full(shape, np.nan), dtype, kind, device)
+
+
+def to_f64(x) -> np.ndarray:
+    if isinstance(x, np.ndarray):
+        return x.astype(np.float64)
+    if torch is not None and isinstance(x, torch.Tensor):
+        return x.detach().to("cpu", torch.float64).numpy()
+    if isinstance(x, wp.array):
+        if compat.HAS_BF16 and x.dtype is wp.bfloat16:
+            from warp_gemm.tolerance import bf16_bits_to_f64
+
+            u16 = wp.array(ptr=x.ptr, dtype=wp.uint16, shape=x.shape, strides=x.strides,
+                           capacity=x.capacity, device=x.device)
+            return bf16_bits_to_f64(u16.numpy())
+        return x.numpy().astype(np.float64)
+    raise TypeError(type(x))
+
+
+__all__ = ["DEVICES", "DTYPES", "KINDS", "kind_ok", "make", "nan_like", "random_operands", "to_f64", "torch"]
