@@ -103,13 +103,13 @@ def heuristic(device_is_cpu: bool, dtype: str, M: int, N: int, K: int, batch: in
     return Config(128, 128, 32, 256)
 
 
-def choose(device, dtype: str, layout: str, M: int, N: int, K: int, batch: int) -> Config:
+def choose(device, dtype: str, layout: str, M: int, N: int, K: int, batch: int, tf32: bool = False) -> Config:
     """The configuration for one problem: a tuned winner (user cache, then the shipped table) for
     CUDA devices, else :func:`heuristic`. ``device`` is a Warp device."""
     if not device.is_cpu:
         from . import tune
 
-        hit = tune.lookup(device, dtype, layout, M, N, K, batch)
+        hit = tune.lookup(device, dtype, layout, M, N, K, batch, tf32)
         if hit is not None:
             return hit
     return heuristic(device.is_cpu, dtype, M, N, K, batch)

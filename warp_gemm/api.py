@@ -222,8 +222,8 @@ def _launch(p: _Problem, alpha: float, beta: float, allow_tf32: bool, config: Co
         if use_c:
             epilogue = "axpby"
             Cv, c_nb = _c_operand(C, Dk, out_k, M, N)
-        cfg = config or _config.choose(dev, p.in_dtype, la + lb, M, N, p.K, p.batch)
         tf32 = bool(allow_tf32 and p.in_dtype == "float32" and _compat.HAS_TF32 and not dev.is_cpu)
+        cfg = config or _config.choose(dev, p.in_dtype, la + lb, M, N, p.K, p.batch, tf32)
         spec = KernelSpec(cfg.tm, cfg.tn, cfg.tk, in_k, out_k, la, lb, epilogue, tf32)
         kernel = get_kernel(spec)
         tiles_m = -(-M // cfg.tm)

@@ -1,11 +1,289 @@
-"""Autotuner placeholder: replaced by the tuning work (issue 6)."""
+"""Autotuner: pick the fastest tile configuration per (GPU arch, dtype, layout, shape bucket).
+
+``warp_gemm.tune(...)`` / ``warp-gemm tune`` compile every candidate of :func:`candidate_configs` in
+parallel processes (a cold MathDx GEMM compile costs ~60 s, so serial compiles would dominate), time
+each candidate on each shape in one process with CUDA events, and persist the winners in a JSON file per
+Warp release and GPU under ``~/.cache/warp_gemm`` (``WARP_GEMM_CACHE_DIR`` overrides). Lookups consult
+that file first and then the shipped default table measured on an H100 (``data/tuned_sm90.json``).
+A corrupt or stale file is ignored with a warning, never a crash.
+
+Shape buckets: ``(ceil(log2 M), ceil(log2 N), ceil(log2 K))`` with M clamped to >= 16 so all skinny
+problems share buckets, and the batch folded into M. A lookup takes the nearest tuned bucket within
+L1 distance 2 (a factor of 4 in one dimension); further away the heuristic decides.
+"""
 
 from __future__ import annotations
 
+import json
+import math
+import os
+import sys
+import threading
+import time
+import warnings
+from importlib import resources
+from pathlib import Path
 
-def lookup(device, dtype, layout, M, N, K, batch):
+from . import _compat
+from ._config import Config, candidate_configs
+
+FORMAT = 1  # bump when the file layout changes; other formats are ignored as stale
+_lock = threading.Lock()
+_tables: dict[str, dict] = {}  # path -> parsed entries
+
+
+def bucket(M: int, N: int, K: int, batch: int = 1) -> tuple[int, int, int]:
+    m = max(M, 1) * max(batch, 1)
+    return (max(4, math.ceil(math.log2(max(m, 16)))), math.ceil(math.log2(max(N, 1))),
+            math.ceil(math.log2(max(K, 1))))
+
+
+def arch_of(device) -> str:
+    """``sm90`` etc. for a Warp CUDA device."""
+    arch = getattr(device, "arch", None)
+    return f"sm{arch}" if arch else "unknown"
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("WARP_GEMM_CACHE_DIR", Path.home() / ".cache" / "warp_gemm"))
+
+
+def user_cache_path(device) -> Path:
+    name = "".join(ch if ch.isalnum() else "-" for ch in getattr(device, "name", "gpu")).strip("-")
+    return cache_dir() / f"tuned-warp{_compat.WARP_VERSION}-{arch_of(device)}-{name}.json"
+
+
+def _shipped_path(arch: str) -> Path | None:
+    try:
+        p = resources.files("warp_gemm") / "data" / f"tuned_{arch}.json"
+        return Path(str(p)) if p.is_file() else None
+    except (ModuleNotFoundError, FileNotFoundError):
+        return None
+
+
+def _load(path: Path | None) -> dict:
+    """Entries of one table file: {"arch|dtype|layout": {"m,n,k": "config"}}; {} if absent/bad."""
+    if path is None:
+        return {}
+    key = str(path)
+    with _lock:
+        if key in _tables:
+            return _tables[key]
+        entries: dict = {}
+        if path.is_file():
+            try:
+                data = json.loads(path.read_text())
+                if not isinstance(data, dict) or data.get("format") != FORMAT:
+                    raise ValueError(f"format {data.get('format') if isinstance(data, dict) else '?'} != {FORMAT}")
+                for group, rows in data["entries"].items():
+                    entries[group] = {tuple(int(x) for x in b.split(",")): Config.parse(c) for b, c in rows.items()}
+            except Exception as e:  # corrupt or stale: ignore, never crash a GEMM call
+                warnings.warn(f"warp_gemm: ignoring tuning table {path}: {type(e).__name__}: {e}", stacklevel=3)
+                entries = {}
+        _tables[key] = entries
+        return entries
+
+
+def _nearest(rows: dict, b: tuple[int, int, int]) -> Config | None:
+    best, best_d = None, 3
+    for bb, cfg in rows.items():
+        d = sum(abs(x - y) for x, y in zip(bb, b))
+        if d < best_d:
+            best, best_d = cfg, d
+    return best
+
+
+def lookup(device, dtype: str, layout: str, M: int, N: int, K: int, batch: int, tf32: bool = False) -> Config | None:
+    """The tuned configuration for a problem, or None (then the heuristic decides)."""
+    arch = arch_of(device)
+    dt = "tf32" if tf32 else dtype
+    b = bucket(M, N, K, batch)
+    for table in (_load(user_cache_path(device)), _load(_shipped_path(arch))):
+        for lay in (layout, "NN"):  # untuned layouts borrow the NN winner of the bucket
+            rows = table.get(f"{arch}|{dt}|{lay}")
+            if rows:
+                hit = _nearest(rows, b)
+                if hit is not None:
+                    return hit
     return None
 
 
-def shipped_configs(dtype):
-    return []
+def shipped_configs(dtype: str) -> list[Config]:
+    """Every configuration in the shipped tables for ``dtype`` (for tests and precompile)."""
+    out = set()
+    data_dir = resources.files("warp_gemm") / "data"
+    try:
+        files = [Path(str(p)) for p in data_dir.iterdir() if p.name.startswith("tuned_")]
+    except (FileNotFoundError, NotADirectoryError):
+        files = []
+    for f in files:
+        for group, rows in _load(f).items():
+            if group.split("|")[1] in (dtype, "tf32" if dtype == "float32" else dtype):
+                out.update(rows.values())
+    return sorted(out)
+
+
+# --- tuning -------------------------------------------------------------------------------------------
+def _time_one(fn, device, warmup_ms: float = 25, rep_ms: float = 100) -> float:
+    """Median milliseconds of ``fn`` with CUDA events (Warp's own, so torch is not needed)."""
+    import warp as wp
+
+    fn()
+    wp.synchronize_device(device)
+    e0, e1 = wp.Event(device, enable_timing=True), wp.Event(device, enable_timing=True)
+    wp.record_event(e0)
+    fn()
+    wp.record_event(e1)
+    wp.synchronize_device(device)
+    est = max(wp.get_event_elapsed_time(e0, e1), 1e-3)
+    for _ in range(max(1, int(warmup_ms / est))):
+        fn()
+    times = []
+    for _ in range(max(5, int(rep_ms / est))):
+        a, b = wp.Event(device, enable_timing=True), wp.Event(device, enable_timing=True)
+        wp.record_event(a)
+        fn()
+        wp.record_event(b)
+        times.append((a, b))
+    wp.synchronize_device(device)
+    ms = sorted(wp.get_event_elapsed_time(a, b) for a, b in times)
+    return ms[len(ms) // 2]
+
+
+def tune(dtypes: list[str], shapes=None, device: str = "cuda", workers: int | None = None,
+         configs: list[Config] | None = None, persist: bool = True, progress: bool = True,
+         rep_ms: float = 100, on_row=None) -> list[dict]:
+    """Time every candidate on every shape; persist the per-bucket winners. Returns all rows.
+
+    ``dtypes``: names or aliases (fp16, bf16, fp32, tf32, fp64). ``shapes``: :class:`Shape` list
+    (default: the benchmark square, odd, skinny and transformer sets). Layout NN.
+    """
+    import numpy as np
+    import warp as wp
+
+    from . import shapes as S
+    from .api import gemm
+    from .precompile import canon_dtype, precompile
+    from .tolerance import compare, random_operands
+
+    _compat.init()
+    dev = wp.get_device(device)
+    if dev.is_cpu:
+        raise ValueError("tuning is for CUDA devices; the CPU uses one configuration")
+    shapes = shapes or (S.BENCH_SQUARE + S.BENCH_ODD + S.BENCH_SKINNY + S.BENCH_TRANSFORMER)
+    dts = [canon_dtype(d) for d in dtypes]
+    t0 = time.perf_counter()
+    built = precompile(dts, None, workers=workers, configs=configs, progress=progress)
+    bad = {(j[0], "tf32" if j[4] else j[1]) for j, _, err in built if err}
+    compile_s = time.perf_counter() - t0
+    rows: list[dict] = []
+    rng = np.random.default_rng()
+    total = sum(len(configs or candidate_configs("cuda", "float32" if d == "tf32" else d)) for d in dts) * len(shapes)
+    done = 0
+    for dt in dts:
+        base = "float32" if dt == "tf32" else dt
+        for s in shapes:
+            a64, b64 = random_operands(min(s.M, 64), s.N, s.K, base, rng)  # check rows: 64 of M
+            A = _device_operand(rng, (s.M, s.K), base, dev, a64)
+            B = _device_operand(rng, (s.K, s.N), base, dev, b64)
+            out = wp.empty((s.M, s.N), dtype=A.dtype, device=dev)
+            for cfg in configs or candidate_configs("cuda", base):
+                done += 1
+                row = {"arch": arch_of(dev), "gpu": dev.name, "dtype": dt, "layout": "NN", "shape": s.id,
+                       "M": s.M, "N": s.N, "K": s.K, "config": str(cfg), "warp": _compat.WARP_VERSION}
+                if (str(cfg), dt) in bad:
+                    rows.append({**row, "status": "compile-error"})
+                    continue
+                try:
+                    def run():
+                        gemm(A, B, out=out, config=cfg, allow_tf32=dt == "tf32")
+
+                    out.fill_(float("nan"))  # a config that writes nothing must not pass on stale data
+                    run()
+                    wp.synchronize_device(dev)
+                    got = _rows_f64(out, min(s.M, 64))
+                    cmp = compare(got, a64 @ b64, base, tf32=dt == "tf32")
+                    if not cmp.ok:
+                        rows.append({**row, "status": "WRONG", "error": str(cmp)})
+                        continue
+                    ms = _time_one(run, dev, rep_ms=rep_ms)
+                    rows.append({**row, "status": "ok", "ms": ms, "tflops": s.flops / ms / 1e9})
+                except Exception as e:
+                    rows.append({**row, "status": "error", "error": f"{type(e).__name__}: {e}"[:300]})
+                if on_row is not None:
+                    on_row(rows[-1])
+                if progress:
+                    r = rows[-1]
+                    print(f"[{done}/{total}] {dt} {s.id} {cfg}: "
+                          f"{r.get('tflops', 0):.1f} TFLOP/s {r['status']}", file=sys.stderr)
+    winners = _winners(rows)
+    rows.append({"compile_s": compile_s, "jobs": len(built), "compile_errors": sorted(map(list, bad))})
+    if persist:
+        save(user_cache_path(dev), winners, {"compile_s": compile_s})
+    return rows
+
+
+def _device_operand(rng, shape, dtype, dev, head):
+    """A random device array whose leading rows are ``head`` (float64, for the correctness check)."""
+    import numpy as np
+    import warp as wp
+
+    from ._kernels import WP_DTYPES
+
+    x = rng.standard_normal(shape, dtype=np.float32) * max(shape[-1], 1) ** -0.25
+    x[: head.shape[0]] = head
+    if dtype == "bfloat16":
+        from .tolerance import f64_to_bf16_bits
+
+        bits = wp.array(f64_to_bf16_bits(x), dtype=wp.uint16, device=dev)
+        arr = wp.empty(shape, dtype=wp.bfloat16, device=dev)
+        wp.copy(wp.array(ptr=arr.ptr, dtype=wp.uint16, shape=shape, device=dev, capacity=arr.capacity), bits)
+        return arr
+    return wp.array(x.astype(dtype), dtype=WP_DTYPES[dtype], device=dev)
+
+
+def _rows_f64(out, rows: int):
+    import numpy as np
+    import warp as wp
+
+    if _compat.HAS_BF16 and out.dtype is wp.bfloat16:
+        from .tolerance import bf16_bits_to_f64
+
+        u16 = wp.array(ptr=out.ptr, dtype=wp.uint16, shape=out.shape, device=out.device, capacity=out.capacity)
+        return bf16_bits_to_f64(u16.numpy()[:rows])
+    return out.numpy()[:rows].astype(np.float64)
+
+
+def _winners(rows: list[dict]) -> dict:
+    best: dict[str, dict[str, tuple[float, str]]] = {}
+    for r in rows:
+        if r.get("status") != "ok":
+            continue
+        group = f"{r['arch']}|{r['dtype']}|{r['layout']}"
+        b = ",".join(map(str, bucket(r["M"], r["N"], r["K"])))
+        cur = best.setdefault(group, {}).get(b)
+        if cur is None or r["tflops"] > cur[0]:
+            best[group][b] = (r["tflops"], r["config"])
+    return {g: {b: c for b, (_, c) in rows_.items()} for g, rows_ in best.items()}
+
+
+def save(path: Path, entries: dict, meta: dict | None = None) -> None:
+    """Merge ``entries`` into the table at ``path`` (atomic replace)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    old = {}
+    if path.is_file():
+        try:
+            data = json.loads(path.read_text())
+            if data.get("format") == FORMAT:
+                old = data["entries"]
+        except Exception:
+            old = {}
+    for g, rows in entries.items():
+        old.setdefault(g, {}).update(rows)
+    data = {"format": FORMAT, "warp": _compat.WARP_VERSION, "saved": time.strftime("%Y-%m-%d %H:%M:%S"),
+            **(meta or {}), "entries": old}
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
+    os.replace(tmp, path)
+    with _lock:
+        _tables.pop(str(path), None)

@@ -1,0 +1,80 @@
+"""One GPU call: compile every candidate in parallel, tune, time cuBLAS on the same shapes.
+
+    python benchmarks/gpu_tune.py --dtypes fp16,bf16 --out $OUT
+
+Writes OUT/tune_rows.jsonl (one row per config x shape, as measured), OUT/tuned_sm90.json (winners,
+the shipped-table format) and prints a short table of the best warp_gemm config per shape vs torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dtypes", default="fp16,bf16,fp32,tf32,fp64")
+    ap.add_argument("--shapes", default="1024x1024x1024,1000x1000x1000,4096x4096x4096,4095x4095x4095,"
+                                        "8192x8192x8192,16x8192x8192,4096x11008x4096,8192x8192x64")
+    ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--rep-ms", type=float, default=60)
+    ap.add_argument("--workers", type=int, default=16)
+    args = ap.parse_args(argv)
+    sys.path.insert(0, os.getcwd())
+    import warp as wp
+    import warp_gemm
+    from warp_gemm import shapes as S, tune
+    from warp_gemm.precompile import canon_dtype
+
+    shapes = S.get_set(args.shapes)
+    rows_path = os.path.join(args.out, "tune_rows.jsonl")
+    fh = open(rows_path, "a")
+
+    def on_row(r):
+        fh.write(json.dumps(r) + "\n")
+        fh.flush()
+
+    t0 = time.time()
+    rows = tune.tune(args.dtypes.split(","), shapes=shapes, workers=args.workers, persist=True,
+                     progress=True, rep_ms=args.rep_ms, on_row=on_row)
+    print(f"tune wall {time.time() - t0:.0f}s; {rows[-1]}", file=sys.stderr)
+    dev = wp.get_device("cuda")
+    import shutil
+
+    shutil.copy(tune.user_cache_path(dev), os.path.join(args.out, "tuned_sm90.json"))
+    # cuBLAS on the same shapes
+    import torch
+
+    tdt = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32,
+           "float64": torch.float64, "tf32": torch.float32}
+    base = {}
+    from triton.testing import do_bench
+
+    for d in args.dtypes.split(","):
+        dt = canon_dtype(d)
+        torch.backends.cuda.matmul.allow_tf32 = dt == "tf32"
+        for s in shapes:
+            a = torch.randn(s.M, s.K, device="cuda").to(tdt[dt])
+            b = torch.randn(s.K, s.N, device="cuda").to(tdt[dt])
+            ms = do_bench(lambda: torch.matmul(a, b), warmup=25, rep=100, return_mode="median")
+            base[(dt, s.id)] = s.flops / ms / 1e9
+            on_row({"provider": "torch", "dtype": dt, "shape": s.id, "ms": ms, "tflops": base[(dt, s.id)]})
+    torch.backends.cuda.matmul.allow_tf32 = False
+    best = {}
+    for r in rows:
+        if r.get("status") == "ok":
+            k = (r["dtype"], r["shape"])
+            if k not in best or r["tflops"] > best[k][0]:
+                best[k] = (r["tflops"], r["config"])
+    print(f"{'dtype':8} {'shape':22} {'best warp_gemm':>14} {'config':22} {'torch':>8}")
+    for (dt, sid), (tf, cfg) in sorted(best.items()):
+        print(f"{dt:8} {sid:22} {tf:14.1f} {cfg:22} {base.get((dt, sid), 0):8.1f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,119 @@
+"""Build warp_gemm's kernels ahead of time into Warp's kernel cache.
+
+``warp-gemm precompile --arch 80,90 --dtype fp16,bf16,fp32`` compiles the shipped default table's
+kernels (plus the heuristic's) so a user's first call loads instead of compiling (a cold MathDx GEMM
+compile costs 47-85 s on a 16-core H100 host; a cached load ~0.2 s). Where the release has
+``wp.compile_aot_module`` (1.9+) this runs offline, with no GPU; elsewhere it loads each module on the
+current CUDA device.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+
+from . import _compat, _config
+
+DTYPE_ALIASES = {"fp16": "float16", "half": "float16", "bf16": "bfloat16", "fp32": "float32",
+                 "tf32": "tf32", "fp64": "float64", "double": "float64"}
+
+
+def canon_dtype(name: str) -> str:
+    n = DTYPE_ALIASES.get(name.strip().lower(), name.strip().lower())
+    if n not in ("float16", "bfloat16", "float32", "float64", "tf32"):
+        raise ValueError(f"unknown dtype {name!r}: use fp16, bf16, fp32, tf32 or fp64")
+    return n
+
+
+def jobs_for(dtypes: list[str], layouts: tuple[str, ...] = ("NN",), epilogues: tuple[str, ...] = ("scale",),
+             configs: list[_config.Config] | None = None) -> list[tuple]:
+    """(config, dtype, layout, epilogue, tf32) for every kernel to build."""
+    jobs = []
+    for dt in dtypes:
+        tf32 = dt == "tf32"
+        base = "float32" if tf32 else dt
+        cfgs = configs or _config.reachable_configs(False, base)
+        for cfg in cfgs:
+            for lay in layouts:
+                for epi in epilogues:
+                    jobs.append((str(cfg), base, lay, epi, tf32))
+    return jobs
+
+
+def build_one(job: tuple, archs: list[int] | None, module_dir: str | None = None) -> tuple[tuple, float, str]:
+    """Compile one kernel (in this process). Returns (job, seconds, error or "")."""
+    from ._kernels import KernelSpec, acc_dtype_name, get_kernel
+
+    cfg_s, dtype, layout, epilogue, tf32 = job
+    cfg = _config.Config.parse(cfg_s)
+    _compat.init()
+    t = time.perf_counter()
+    try:
+        if dtype == "bfloat16":
+            _compat.bf16_dtype()
+        in_k = "float32" if _compat.WIDEN_16BIT_INPUTS and dtype in ("float16", "bfloat16") else dtype
+        out_k = in_k if _compat.HAS_TILE_ASTYPE else acc_dtype_name(in_k)
+        spec = KernelSpec(cfg.tm, cfg.tn, cfg.tk, in_k, out_k, layout[0], layout[1], epilogue,
+                          tf32 and _compat.HAS_TF32)
+        kernel = get_kernel(spec)
+        kernel.module.options["block_dim"] = cfg.block_dim
+        if archs and _compat.HAS_COMPILE_AOT:
+            import warp as wp
+
+            wp.compile_aot_module(kernel.module, arch=archs, module_dir=module_dir)
+        else:
+            import warp as wp
+
+            kernel.module.load(wp.get_device("cuda"), cfg.block_dim)
+        return job, time.perf_counter() - t, ""
+    except Exception as e:  # reported per job; one failure must not hide the others
+        return job, time.perf_counter() - t, f"{type(e).__name__}: {e}"
+
+
+def precompile(dtypes: list[str], archs: list[int] | None, workers: int | None = None,
+               layouts: tuple[str, ...] = ("NN",), epilogues: tuple[str, ...] = ("scale",),
+               module_dir: str | None = None, configs=None, progress: bool = True) -> list[tuple]:
+    """Compile every job in parallel processes; returns [(job, seconds, error)]."""
+    import multiprocessing as mp
+
+    jobs = jobs_for([canon_dtype(d) for d in dtypes], layouts, epilogues, configs)
+    workers = workers or min(len(jobs), os.cpu_count() or 1)
+    results = []
+    bar = _progress(len(jobs), "compiling", progress)
+    if workers <= 1:
+        for j in jobs:
+            results.append(build_one(j, archs, module_dir))
+            bar(results[-1])
+    else:
+        with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as ex:
+            futs = [ex.submit(build_one, j, archs, module_dir) for j in jobs]
+            for f in as_completed(futs):
+                results.append(f.result())
+                bar(results[-1])
+    return results
+
+
+def _progress(total: int, what: str, enabled: bool):
+    try:
+        from tqdm import tqdm
+
+        bar = tqdm(total=total, desc=what, disable=not enabled, file=sys.stderr)
+
+        def step(res):
+            bar.update(1)
+            bar.set_postfix_str(f"{res[0][0]} {res[0][1]} {res[1]:.0f}s{' ERR' if res[2] else ''}")
+            if bar.n == total:
+                bar.close()
+
+        return step
+    except ImportError:
+        done = [0]
+
+        def step(res):
+            done[0] += 1
+            if enabled:
+                print(f"[{done[0]}/{total}] {what} {res[0][0]} {res[0][1]} {res[1]:.1f}s {res[2]}", file=sys.stderr)
+
+        return step
