@@ -78,10 +78,18 @@ class Operand:
         return replace(self, shape=tuple(sh), strides=tuple(st))
 
 
-def _dtype_error(name: str, dt) -> TypeError:
+def _dtype_error(name: str, dt, x) -> TypeError:
+    """Names the container, dtype, shape and device of the rejected operand."""
+    kind = type(x).__module__.split(".")[0]
+    noun = "tensor" if kind == "torch" else "array"
+    dt = str(dt).replace("torch.", "")
+    hint = ""
+    if isinstance(x, np.ndarray) and x.dtype.kind == "f" and not x.dtype.isnative:
+        hint = "; this one has non-native byte order: pass x.astype(x.dtype.newbyteorder('='))"
     return TypeError(
-        f"{name} has dtype {dt}; warp_gemm supports float16, bfloat16, float32 and float64 "
-        "(integer, bool, complex and fp8 GEMMs are not provided)"
+        f"{name} is a {kind} {dt}{list(x.shape)} {noun} on {getattr(x, 'device', 'cpu')}; warp_gemm "
+        "supports float16, bfloat16, float32 and float64 (integer, bool, complex and fp8 GEMMs are not "
+        f"provided){hint}"
     )
 
 
@@ -92,30 +100,36 @@ def describe(x, name: str) -> Operand:
     if isinstance(x, wp.array):
         dt = _wp_dtype_name(x.dtype)
         if dt is None:
-            raise _dtype_error(name, getattr(x.dtype, "__name__", x.dtype))
+            raise _dtype_error(name, getattr(x.dtype, "__name__", x.dtype), x)
         item = ITEMSIZE[dt]
         strides = tuple(s // item for s in x.strides)
         return Operand("warp", x, dt, tuple(x.shape), strides, int(x.ptr or 0), x.device)
     if torch is not None and isinstance(x, torch.Tensor):
         dt = _torch_dtype_name(x.dtype)
         if dt is None:
-            raise _dtype_error(name, x.dtype)
+            raise _dtype_error(name, x.dtype, x)
         if dt == "bfloat16":
-            _compat.bf16_dtype()  # clear error on Warp without bfloat16
+            try:
+                _compat.bf16_dtype()  # clear error on Warp without bfloat16
+            except TypeError as e:
+                raise TypeError(f"{name} is a torch bfloat16{list(x.shape)} tensor on {x.device}: "
+                                f"{e}") from None
         if x.device.type == "cuda":
             idx = x.device.index if x.device.index is not None else torch.cuda.current_device()
             dev = wp.get_device(f"cuda:{idx}")
         elif x.device.type == "cpu":
             dev = wp.get_device("cpu")
         else:
-            raise TypeError(f"{name} is a torch tensor on device {x.device}; warp_gemm runs on 'cpu' and 'cuda'")
+            tdt = str(x.dtype).replace("torch.", "")
+            raise TypeError(f"{name} is a torch {tdt}{list(x.shape)} tensor on device {x.device}; "
+                            "warp_gemm runs on 'cpu' and 'cuda'")
         if x.is_conj() or x.is_neg():
             x = x.resolve_conj().resolve_neg()
         return Operand("torch", x, dt, tuple(x.shape), tuple(x.stride()), int(x.data_ptr()), dev)
     if isinstance(x, np.ndarray):
         dt = _NP_NAMES.get(x.dtype)
         if dt is None:
-            raise _dtype_error(name, x.dtype)
+            raise _dtype_error(name, x.dtype, x)
         if any(s < 0 or s % x.itemsize for s in x.strides):
             # Negative or unaligned strides cannot be expressed as a Warp array: use a copy.
             x = np.ascontiguousarray(x)

@@ -8,6 +8,7 @@ Warp or the operands require it, an elementwise widening/copy kernel).
 from __future__ import annotations
 
 import contextlib
+import numbers
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,9 +68,30 @@ def _shape_str(op: Operand) -> str:
     return "x".join(map(str, op.shape)) if op.shape else "scalar"
 
 
+def _describe(x, name: str, fname: str) -> Operand:
+    try:
+        return describe(x, name)
+    except TypeError as e:
+        raise TypeError(f"{fname}: {e}") from None
+
+
+def _real(v, name: str, fname: str) -> float:
+    """``float(v)`` for a real scalar; strings, complex values and arrays are refused, not coerced."""
+    bad = isinstance(v, (str, bytes, bytearray))
+    bad |= isinstance(v, numbers.Complex) and not isinstance(v, numbers.Real)
+    if not bad and getattr(getattr(v, "dtype", None), "kind", "") != "c":
+        try:
+            return float(v)
+        except OverflowError:
+            raise ValueError(f"{fname}: {name} ({type(v).__name__}) is too large for a float") from None
+        except (TypeError, ValueError, RuntimeError):
+            pass
+    raise TypeError(f"{fname}: {name} must be a real number, got {type(v).__name__}")
+
+
 def _validate(a, b, c, alpha, beta, trans_a, trans_b, out, fname) -> _Problem:
-    A = describe(a, "a")
-    B = describe(b, "b")
+    A = _describe(a, "a", fname)
+    B = _describe(b, "b", fname)
     for name, op in (("a", A), ("b", B)):
         if op.ndim not in (2, 3):
             raise ValueError(f"{fname}: {name} has shape {list(op.shape)} (rank {op.ndim}); "
@@ -78,7 +100,7 @@ def _validate(a, b, c, alpha, beta, trans_a, trans_b, out, fname) -> _Problem:
         raise TypeError(f"{fname}: a is {A.dtype}{list(A.shape)} but b is {B.dtype}{list(B.shape)}; "
                         "both operands must have the same dtype")
     if str(A.device) != str(B.device):
-        raise ValueError(f"{fname}: a is on {A.device} but b is on {B.device}; both must be on one device")
+        raise ValueError(f"{fname}: a is {A.describe()} but b is {B.describe()}; both must be on one device")
     _compat.require_device(A.device)
     if trans_a:
         A = A.transposed()
@@ -103,24 +125,33 @@ def _validate(a, b, c, alpha, beta, trans_a, trans_b, out, fname) -> _Problem:
 
     C = None
     if c is not None:
-        C = describe(c, "c")
+        C = _describe(c, "c", fname)
         if str(C.device) != str(A.device):
-            raise ValueError(f"{fname}: c is on {C.device} but a and b are on {A.device}")
+            raise ValueError(f"{fname}: c is {C.describe()} but a and b are on {A.device}")
         if C.ndim > len(shape) or any(cd not in (1, rd) for cd, rd in zip(C.shape[::-1], shape[::-1])):
             raise ValueError(f"{fname}: c has shape {list(C.shape)}, which does not broadcast to the result "
                              f"shape {list(shape)}")
 
     if out is not None:
-        D = describe(out, "out")
+        D = _describe(out, "out", fname)
+        if D.obj is not out and D.size:  # describe() had to copy it (negative or unaligned numpy strides)
+            raise ValueError(f"{fname}: out ({D.describe()}) has negative or unaligned strides; warp_gemm "
+                             "writes out in place and cannot write through such a view")
+        if D.kind == "numpy" and not out.flags.writeable:
+            raise ValueError(f"{fname}: out ({D.describe()}) is a read-only numpy array")
+        if D.size and any(n > 1 and st == 0 for n, st in zip(D.shape, D.strides)):
+            raise ValueError(f"{fname}: out ({D.describe()}, strides {list(D.strides)}) has several elements "
+                             "at one address (a broadcast/expanded view); pass a writable array of its own")
         if tuple(D.shape) != shape:
             raise ValueError(f"{fname}: out has shape {list(D.shape)}; the result of {_shape_str(A)} @ "
                              f"{_shape_str(B)} has shape {list(shape)}")
         if str(D.device) != str(A.device):
-            raise ValueError(f"{fname}: out is on {D.device} but the operands are on {A.device}")
+            raise ValueError(f"{fname}: out is {D.describe()} but the operands are on {A.device}")
         for name, op in (("a", A), ("b", B), ("c", C)):
             if op is not None and overlaps(D, op):
-                raise ValueError(f"{fname}: out shares memory with {name}; warp_gemm does not compute in "
-                                 "place (pass a separate out)")
+                raise ValueError(f"{fname}: out ({D.describe()}) shares memory with {name} "
+                                 f"({op.describe()}); warp_gemm does not compute in place "
+                                 "(pass a separate out)")
         out_dtype = D.dtype
         result = out
     else:
@@ -131,10 +162,7 @@ def _validate(a, b, c, alpha, beta, trans_a, trans_b, out, fname) -> _Problem:
         raise TypeError(f"{fname}: c is {C.dtype}{list(C.shape)} but the result is {out_dtype}; "
                         "c must have the result's dtype")
     for name, v in (("alpha", alpha), ("beta", beta)):
-        try:
-            float(v)
-        except (TypeError, ValueError):
-            raise TypeError(f"{fname}: {name} must be a real number, got {type(v).__name__}") from None
+        _real(v, name, fname)
 
     if D is None:
         result = empty_like_caller(A.kind, A, shape, out_dtype)

@@ -1,0 +1,200 @@
+"""Eight threads call warp_gemm at once on cold caches.
+
+The work runs in a fresh subprocess whose Warp kernel cache is an empty temporary directory
+(``WARP_CACHE_PATH``, which Warp 1.19's ``warp._src.build.init_kernel_cache`` reads when
+``wp.config.kernel_cache_dir`` is unset; Warp appends ``<version>/`` to it). Nothing in the subprocess
+touches Warp before the threads start, so Warp's own initialisation, warp_gemm's kernel factory and
+Warp's module compilation all happen concurrently, from the threads, for eight different
+dtype/shape/layout/epilogue combinations (eight different kernels).
+
+Checked: every result matches float64; no thread raised; the process exited cleanly; and the cache
+holds ``<cache>/<version>/`` but no nested ``<cache>/<version>/<version>`` -- the path Warp's own
+unsynchronised first-time init produces when several threads enter it at once, which
+``warp_gemm._compat.init()`` prevents by initialising once under a lock.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+from warp_gemm import _compat
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+WORKER = r'''
+import json, sys, threading, traceback
+import numpy as np
+
+import warp_gemm  # must not initialise Warp by itself
+import warp as wp
+from warp_gemm import _compat
+from warp_gemm.tolerance import compare, random_operands, round_to, f64_to_bf16_bits, bf16_bits_to_f64
+
+try:
+    from warp._src import context as _ctx
+except ImportError:  # Warp < 1.13
+    from warp import context as _ctx
+pre_init = _ctx.runtime is not None
+DEV = sys.argv[1]
+JOBS = [  # dtype, kind, M, N, K, batch, trans_a, trans_b, with_c
+    ("float32", "numpy", 33, 31, 65, 0, False, False, False),
+    ("float64", "numpy", 17, 40, 29, 0, True, False, False),
+    ("float16", "warp", 45, 37, 70, 0, False, True, False),
+    ("float32", "warp", 31, 33, 32, 3, False, False, True),
+    ("float64", "warp", 64, 7, 13, 2, True, True, True),
+    ("float16", "numpy", 1, 65, 33, 0, False, False, True),
+    ("bfloat16" if _compat.HAS_BF16 else "float32", "warp", 29, 23, 41, 0, False, False, False),
+    ("float32", "numpy", 63, 1, 97, 0, True, False, False),
+]
+barrier = threading.Barrier(len(JOBS))
+results = [None] * len(JOBS)
+
+
+def to_wp(x, dtype):
+    if dtype == "bfloat16":
+        bits = wp.array(f64_to_bf16_bits(x), dtype=wp.uint16, device=DEV)
+        return wp.array(ptr=bits.ptr, dtype=wp.bfloat16, shape=bits.shape, strides=bits.strides,
+                        capacity=bits.size * 2, device=DEV), bits
+    return wp.array(np.ascontiguousarray(x.astype(dtype)), dtype=getattr(wp, dtype), device=DEV), None
+
+
+def from_wp(x, dtype):
+    if dtype == "bfloat16":
+        u = wp.array(ptr=x.ptr, dtype=wp.uint16, shape=x.shape, strides=x.strides, capacity=x.capacity,
+                     device=x.device)
+        return bf16_bits_to_f64(u.numpy())
+    return x.numpy().astype(np.float64)
+
+
+def job(i):
+    dtype, kind, M, N, K, batch, ta, tb, with_c = JOBS[i]
+    if DEV != "cpu":
+        kind = "warp"
+    try:
+        rng = np.random.default_rng(i)
+        a, b = random_operands(M, N, K, dtype, rng, batch=batch)
+        c = round_to(rng.standard_normal((N,)), dtype) if with_c else None
+        ref = np.matmul(a, b) * 1.5 + (-0.5 * c if with_c else 0.0)
+        sa = np.ascontiguousarray(np.swapaxes(a, -1, -2)) if ta else a
+        sb = np.ascontiguousarray(np.swapaxes(b, -1, -2)) if tb else b
+        keep = []
+        barrier.wait()  # start together: Warp init, the kernel factory and compilation all race
+        if kind == "numpy":  # the first Warp call of this thread is warp_gemm's own
+            A, B = sa.astype(dtype), sb.astype(dtype)
+            C = c.astype(dtype) if with_c else None
+        else:  # wp.array() would initialise Warp itself: go through warp_gemm's init like a caller would
+            _compat.init()
+            (A, k1), (B, k2) = to_wp(sa, dtype), to_wp(sb, dtype)
+            C, k3 = to_wp(c, dtype) if with_c else (None, None)
+            keep += [k1, k2, k3]
+        for rep in range(3):
+            res = warp_gemm.gemm(A, B, C, alpha=1.5, beta=-0.5, trans_a=ta, trans_b=tb)
+            got = res.astype(np.float64) if kind == "numpy" else from_wp(res, dtype)
+            cmp = compare(got, ref, dtype)
+            if not cmp.ok:
+                results[i] = f"job {JOBS[i]} rep {rep}: {cmp}"
+                return
+        results[i] = "ok"
+    except BaseException:
+        results[i] = f"job {JOBS[i]}: " + traceback.format_exc()
+
+
+threads = [threading.Thread(target=job, args=(i,)) for i in range(len(JOBS))]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join(timeout=600)
+print("RESULT " + json.dumps({"results": results, "cache": wp.config.kernel_cache_dir,
+                              "version": wp.config.version, "alive": [t.is_alive() for t in threads],
+                              "pre_init": pre_init}))
+'''
+
+
+def _run_worker(tmp_path, device: str):
+    cache = tmp_path / "warp-cache"
+    env = dict(os.environ)
+    env["WARP_CACHE_PATH"] = str(cache)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    env.pop("WARP_GEMM_VERBOSE", None)
+    proc = subprocess.run([sys.executable, "-c", WORKER, device], env=env, cwd=tmp_path, capture_output=True,
+                          text=True, timeout=900)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+    assert proc.returncode == 0 and lines, (
+        f"worker exited {proc.returncode}\n--- stdout\n{proc.stdout[-4000:]}\n--- stderr\n{proc.stderr[-4000:]}")
+    return cache, json.loads(lines[-1][len("RESULT "):])
+
+
+def _check(cache: pathlib.Path, info: dict) -> None:
+    bad = [r for r in info["results"] if r != "ok"]
+    assert not bad, "\n\n".join(str(r) for r in bad)
+    assert not any(info["alive"]), "a thread hung"
+    assert info["pre_init"] is not True, "Warp was initialised before the threads started"
+    version = info["version"]
+    assert pathlib.Path(info["cache"]).resolve() == (cache / version).resolve(), info["cache"]
+    nested = [p for p in cache.rglob(version) if p.is_dir() and p.parent != cache]
+    assert not nested, f"nested kernel cache directories (Warp first-init race): {nested}"
+    modules = [p for p in (cache / version).iterdir() if p.is_dir() and p.name.startswith("wp_")]
+    assert len(modules) >= 8, f"expected >= 8 compiled modules in the fresh cache, found {len(modules)}"
+
+
+@pytest.mark.skipif(not _compat.HAS_CPU_TILES, reason="Warp without CPU tiles")
+def test_eight_threads_cold_cache_cpu(tmp_path):
+    cache, info = _run_worker(tmp_path, "cpu")
+    _check(cache, info)
+
+
+@pytest.mark.gpu
+def test_eight_threads_cold_cache_cuda(tmp_path):
+    cache, info = _run_worker(tmp_path, "cuda:0")
+    _check(cache, info)
+
+
+def test_init_serialises_warp_init(monkeypatch):
+    """``_compat.init()`` from 8 threads at once enters ``wp.init`` exactly once, never concurrently.
+
+    Deterministic companion to the subprocess test (whose nested-path check guards a race that only
+    opens for a few microseconds inside Warp's ``init_kernel_cache``): a slow stand-in for ``wp.init``
+    counts entries and the largest number of threads inside it at one time.
+    """
+    import threading
+    import time
+
+    import warp as wp
+
+    state = {"calls": 0, "inside": 0, "max_inside": 0}
+    lock = threading.Lock()
+
+    def slow_init():
+        with lock:
+            state["calls"] += 1
+            state["inside"] += 1
+            state["max_inside"] = max(state["max_inside"], state["inside"])
+        time.sleep(0.2)
+        with lock:
+            state["inside"] -= 1
+
+    monkeypatch.setattr(wp, "init", slow_init)
+    monkeypatch.setattr(_compat, "_initialised", False)
+    barrier = threading.Barrier(8)
+    errors = []
+
+    def worker():
+        try:
+            barrier.wait()
+            _compat.init()
+        except BaseException as e:  # noqa: BLE001
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert not errors, errors
+    assert state == {"calls": 1, "inside": 0, "max_inside": 1}, state
