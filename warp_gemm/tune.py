@@ -164,7 +164,7 @@ def tune(dtypes: list[str], shapes=None, device: str = "cuda", workers: int | No
     from . import shapes as S
     from .api import gemm
     from .precompile import canon_dtype, precompile
-    from .tolerance import compare, random_operands
+    from .tolerance import random_operands
 
     _compat.init()
     dev = wp.get_device(device)
@@ -173,7 +173,11 @@ def tune(dtypes: list[str], shapes=None, device: str = "cuda", workers: int | No
     shapes = shapes or (S.BENCH_SQUARE + S.BENCH_ODD + S.BENCH_SKINNY + S.BENCH_TRANSFORMER)
     dts = [canon_dtype(d) for d in dtypes]
     t0 = time.perf_counter()
-    built = precompile(dts, None, workers=workers, configs=configs, progress=progress)
+    built = []
+    for dt in dts:  # every candidate, compiled in parallel processes before any timing
+        base = "float32" if dt == "tf32" else dt
+        built += precompile([dt], None, workers=workers, configs=configs or candidate_configs("cuda", base),
+                            progress=progress)
     bad = {(j[0], "tf32" if j[4] else j[1]) for j, _, err in built if err}
     compile_s = time.perf_counter() - t0
     rows: list[dict] = []
@@ -193,23 +197,8 @@ def tune(dtypes: list[str], shapes=None, device: str = "cuda", workers: int | No
                        "M": s.M, "N": s.N, "K": s.K, "config": str(cfg), "warp": _compat.WARP_VERSION}
                 if (str(cfg), dt) in bad:
                     rows.append({**row, "status": "compile-error"})
-                    continue
-                try:
-                    def run():
-                        gemm(A, B, out=out, config=cfg, allow_tf32=dt == "tf32")
-
-                    out.fill_(float("nan"))  # a config that writes nothing must not pass on stale data
-                    run()
-                    wp.synchronize_device(dev)
-                    got = _rows_f64(out, min(s.M, 64))
-                    cmp = compare(got, a64 @ b64, base, tf32=dt == "tf32")
-                    if not cmp.ok:
-                        rows.append({**row, "status": "WRONG", "error": str(cmp)})
-                        continue
-                    ms = _time_one(run, dev, rep_ms=rep_ms)
-                    rows.append({**row, "status": "ok", "ms": ms, "tflops": s.flops / ms / 1e9})
-                except Exception as e:
-                    rows.append({**row, "status": "error", "error": f"{type(e).__name__}: {e}"[:300]})
+                else:
+                    rows.append({**row, **_measure(gemm, A, B, out, cfg, dt, base, s, a64 @ b64, dev, rep_ms)})
                 if on_row is not None:
                     on_row(rows[-1])
                 if progress:
@@ -223,6 +212,28 @@ def tune(dtypes: list[str], shapes=None, device: str = "cuda", workers: int | No
     return rows
 
 
+def _measure(gemm, A, B, out, cfg, dt, base, s, ref_rows, dev, rep_ms) -> dict:
+    """Check one configuration on the problem's first rows, then time it: a status dict."""
+    import warp as wp
+
+    from .tolerance import compare
+
+    def run():
+        gemm(A, B, out=out, config=cfg, allow_tf32=dt == "tf32")
+
+    try:
+        out.fill_(float("nan"))  # a config that writes nothing must not pass on stale data
+        run()
+        wp.synchronize_device(dev)
+        cmp = compare(_rows_f64(out, ref_rows.shape[0]), ref_rows, base, tf32=dt == "tf32")
+        if not cmp.ok:
+            return {"status": "WRONG", "error": str(cmp)}
+        ms = _time_one(run, dev, rep_ms=rep_ms)
+        return {"status": "ok", "ms": ms, "tflops": s.flops / ms / 1e9}
+    except Exception as e:
+        return {"status": "error", "error": f"{type(e).__name__}: {e}"[:300]}
+
+
 def _device_operand(rng, shape, dtype, dev, head):
     """A random device array whose leading rows are ``head`` (float64, for the correctness check)."""
     import numpy as np
@@ -230,7 +241,9 @@ def _device_operand(rng, shape, dtype, dev, head):
 
     from ._kernels import WP_DTYPES
 
-    x = rng.standard_normal(shape, dtype=np.float32) * max(shape[-1], 1) ** -0.25
+    # float64 draws for float64 operands, so the checked rows are exactly the reference's.
+    x = rng.standard_normal(shape, dtype=np.float64 if dtype == "float64" else np.float32)
+    x *= max(shape[-1], 1) ** -0.25
     x[: head.shape[0]] = head
     if dtype == "bfloat16":
         from .tolerance import f64_to_bf16_bits
