@@ -184,3 +184,8 @@ def features() -> dict[str, bool | str]:
     """The probed flags, for ``warp-gemm info`` and bug reports."""
     names = [n for n in globals() if n.isupper() and isinstance(globals()[n], (bool, str))]
     return {n: globals()[n] for n in names}
+
+
+def sm_count(device) -> int:
+    """Multiprocessors of a CUDA device (132 on an H100 SXM when Warp does not say)."""
+    return int(getattr(device, "sm_count", 0) or 132)

@@ -17,9 +17,11 @@ class Config:
     tk: int
     block_dim: int
     group_m: int = 8
+    split_k: int = 1  # K splits; 0 = automatic (see split_count)
 
     def __str__(self) -> str:
-        return f"{self.tm}x{self.tn}x{self.tk}/b{self.block_dim}/g{self.group_m}"
+        s = f"/s{self.split_k}" if self.split_k != 1 else ""
+        return f"{self.tm}x{self.tn}x{self.tk}/b{self.block_dim}/g{self.group_m}{s}"
 
     @classmethod
     def parse(cls, text: str) -> Config:
@@ -28,7 +30,8 @@ class Config:
         tm, tn, tk = (int(x) for x in parts[0].split("x"))
         bd = int(parts[1].lstrip("b")) if len(parts) > 1 else 256
         g = int(parts[2].lstrip("g")) if len(parts) > 2 else 8
-        return cls(tm, tn, tk, bd, g)
+        sk = int(parts[3].lstrip("s")) if len(parts) > 3 else 1
+        return cls(tm, tn, tk, bd, g, sk)
 
     def to_json(self) -> str:
         return str(self)
@@ -51,6 +54,9 @@ _CUDA_CANDIDATES_16 = [
     Config(64, 64, 256, 128),
     Config(16, 128, 256, 128),
     Config(32, 128, 256, 128),
+    Config(16, 128, 256, 128, 8, 0),
+    Config(64, 64, 128, 128, 8, 0),
+    Config(64, 128, 128, 128, 8, 0),
 ]
 _CUDA_CANDIDATES_32 = [
     Config(128, 128, 32, 256),
@@ -59,6 +65,10 @@ _CUDA_CANDIDATES_32 = [
     Config(64, 128, 64, 128),
     Config(64, 64, 32, 128),
     Config(16, 128, 128, 128),
+    Config(128, 128, 128, 256),
+    Config(64, 128, 128, 128),
+    Config(16, 128, 128, 128, 8, 0),
+    Config(64, 64, 64, 128, 8, 0),
 ]
 _CUDA_CANDIDATES_64 = [
     Config(64, 64, 32, 128),
@@ -66,7 +76,20 @@ _CUDA_CANDIDATES_64 = [
     Config(128, 64, 32, 256),
     Config(32, 64, 64, 128),
     Config(16, 64, 64, 64),
+    Config(16, 64, 64, 64, 8, 0),
+    Config(64, 64, 32, 128, 8, 0),
 ]
+
+
+def split_count(cfg: Config, tiles: int, k_tiles: int, sm_count: int) -> int:
+    """How many K splits to launch. ``split_k == 0`` (automatic): when the output tiles cannot fill the
+    GPU (fewer than ``sm_count``), split K so about four blocks per SM run, keeping >= 2 K tiles per
+    split; 16x8192x8192 fp16 has 64 output tiles of 16x128 for 132 SMs."""
+    if cfg.split_k >= 1:
+        return max(1, min(cfg.split_k, k_tiles))
+    if tiles >= sm_count or k_tiles < 4:
+        return 1
+    return max(1, min(-(-4 * sm_count // tiles), k_tiles // 2, 32))
 
 
 def candidate_configs(device: str, dtype: str) -> list[Config]:
@@ -93,11 +116,12 @@ def heuristic(device_is_cpu: bool, dtype: str, M: int, N: int, K: int, batch: in
     wide = dtype in ("float16", "bfloat16")
     tiles_128 = max(batch, 1) * -(-M // 128) * -(-N // 128)
     if M <= 16:
-        return Config(16, 128, 256 if wide else 128, 128)
+        # split_k=0: automatic K splits (too few output tiles to fill the SMs otherwise).
+        return Config(16, 128, 256 if wide else 128, 128, 8, 0)
     if dtype == "float64":
         return Config(64, 64, 32, 128)
     if tiles_128 < 132:
-        return Config(64, 64, 128 if wide else 64, 128)
+        return Config(64, 64, 128 if wide else 64, 128, 8, 0)
     if wide:
         return Config(128, 128, 256 if K >= 256 else 64, 256)
     return Config(128, 128, 32, 256)

@@ -47,7 +47,7 @@ class KernelSpec:
     out_dtype: str
     layout_a: str  # "N" or "T"
     layout_b: str
-    epilogue: str  # "scale" or "axpby"
+    epilogue: str  # "scale", "axpby" or "splitk" (atomic add of the partial sum into D, no scaling)
     tf32: bool = False
 
     @property
@@ -72,7 +72,7 @@ def get_kernel(spec: KernelSpec):
 
 @functools.cache
 def _build(spec: KernelSpec):
-    if spec.layout_a not in "NT" or spec.layout_b not in "NT" or spec.epilogue not in ("scale", "axpby"):
+    if spec.layout_a not in "NT" or spec.layout_b not in "NT" or spec.epilogue not in ("scale", "axpby", "splitk"):
         raise ValueError(f"bad kernel spec {spec}")
     if spec.tf32 and not (_compat.HAS_TF32 and spec.in_dtype == "float32"):
         raise ValueError(f"tf32 kernels need float32 inputs and a Warp with precision='tf32': {spec}")
@@ -83,6 +83,9 @@ def _build(spec: KernelSpec):
     TRANS_A = spec.layout_a == "T"
     TRANS_B = spec.layout_b == "T"
     AXPBY = spec.epilogue == "axpby"
+    SPLITK = spec.epilogue == "splitk"
+    if SPLITK and spec.out_dtype != spec.acc_dtype:
+        raise ValueError(f"{spec}: split-K partial sums are accumulated in the accumulator dtype")
     TF32 = spec.tf32
     CAST_OUT = spec.out_dtype != spec.acc_dtype
     if CAST_OUT and not _compat.HAS_TILE_ASTYPE:
@@ -98,6 +101,7 @@ def _build(spec: KernelSpec):
         alpha: ACC,
         beta: ACC,
         k_tiles: int,
+        k_per_split: int,
         tiles_m: int,
         tiles_n: int,
         group_m: int,
@@ -105,7 +109,7 @@ def _build(spec: KernelSpec):
         b_nb: int,
         c_nb: int,
     ):
-        bi, t = wp.tid()
+        bi, t, split = wp.tid()
         # Grouped tile order (Triton's GROUP_SIZE_M): consecutive blocks walk group_m tile rows
         # column by column, so the A rows and B columns they share stay in L2.
         per_group = group_m * tiles_n
@@ -118,7 +122,8 @@ def _build(spec: KernelSpec):
         acc = wp.tile_zeros(shape=(TM, TN), dtype=ACC)
         # k_tiles is a runtime value on purpose: Warp unrolls short constant-trip loops and then
         # allocates every iteration's tiles in shared memory.
-        for k in range(k_tiles):
+        # Split s covers K tiles [s*k_per_split, (s+1)*k_per_split) (one split: all of them).
+        for k in range(split * k_per_split, wp.min(k_tiles, (split + 1) * k_per_split)):
             if wp.static(TRANS_A):
                 a = wp.tile_transpose(wp.tile_load(Ab, shape=(TK, TM), offset=(k * TK, i * TM)))
             else:
@@ -131,7 +136,11 @@ def _build(spec: KernelSpec):
                 wp.tile_matmul(a, b, acc, precision="tf32")
             else:
                 wp.tile_matmul(a, b, acc)
-        if wp.static(AXPBY):
+        if wp.static(SPLITK):
+            # Partial sums of the K splits meet in D (zeroed by the launcher); a finishing pass
+            # applies alpha, beta*C and the output dtype.
+            wp.tile_atomic_add(D[bi], acc, offset=(i * TM, j * TN))
+        elif wp.static(AXPBY):
             c = wp.tile_load(C[wp.min(bi, c_nb - 1)], shape=(TM, TN), offset=(i * TM, j * TN))
             if wp.static(CAST_OUT):
                 r = wp.tile_map(wp.add, acc * alpha, wp.tile_astype(c, ACC) * beta)
@@ -139,7 +148,9 @@ def _build(spec: KernelSpec):
                 r = wp.tile_map(wp.add, acc * alpha, c * beta)
         else:
             r = acc * alpha
-        if wp.static(CAST_OUT):
+        if wp.static(SPLITK):
+            pass
+        elif wp.static(CAST_OUT):
             wp.tile_store(D[bi], wp.tile_astype(r, OUT), offset=(i * TM, j * TN))
         else:
             wp.tile_store(D[bi], r, offset=(i * TM, j * TN))
@@ -164,6 +175,30 @@ def _convert_kernel(src_dtype: str, dst_dtype: str):
         dst[b, i, j] = DST(F(src[sb, si, sj]) * scale)
 
     return _compat.make_kernel(convert, f"wg_convert_{src_dtype}_{dst_dtype}")
+
+
+@functools.cache
+def _finish_kernel(acc_dtype: str, out_dtype: str):
+    W_T = WP_DTYPES[acc_dtype]
+    OUT = WP_DTYPES[out_dtype]
+
+    def finish(dst: wp.array3d(dtype=OUT), w: wp.array3d(dtype=W_T), c: wp.array3d(dtype=OUT),
+               alpha: W_T, beta: W_T, use_c: int):
+        b, i, j = wp.tid()
+        r = alpha * w[b, i, j]
+        if use_c != 0:
+            r = r + beta * W_T(c[wp.min(b, c.shape[0] - 1), wp.min(i, c.shape[1] - 1), wp.min(j, c.shape[2] - 1)])
+        dst[b, i, j] = OUT(r)
+
+    return _compat.make_kernel(finish, f"wg_finish_{acc_dtype}_{out_dtype}")
+
+
+def finish_splitk(dst, w, c, out_dtype: str, acc_dtype: str, alpha: float, beta: float) -> None:
+    """``dst = alpha * w + beta * c`` (``c`` broadcasts over size-1 dims; None: not read)."""
+    with _factory_lock:
+        k = _finish_kernel(acc_dtype, out_dtype)
+    wp.launch(k, dim=dst.shape, inputs=[dst, w, c if c is not None else dst, alpha, beta, int(c is not None)],
+              device=dst.device)
 
 
 @functools.cache

@@ -37,7 +37,8 @@ def jobs_for(dtypes: list[str], layouts: tuple[str, ...] = ("NN",), epilogues: t
         cfgs = configs or _config.reachable_configs(False, base)
         for cfg in cfgs:
             for lay in layouts:
-                for epi in epilogues:
+                # A split-K configuration may launch either kernel: one split, or several.
+                for epi in epilogues + (("splitk",) if cfg.split_k != 1 else ()):
                     jobs.append((str(cfg), base, lay, epi, tf32))
     return jobs
 
@@ -54,7 +55,7 @@ def build_one(job: tuple, archs: list[int] | None, module_dir: str | None = None
         if dtype == "bfloat16":
             _compat.bf16_dtype()
         in_k = "float32" if _compat.WIDEN_16BIT_INPUTS and dtype in ("float16", "bfloat16") else dtype
-        out_k = in_k if _compat.HAS_TILE_ASTYPE else acc_dtype_name(in_k)
+        out_k = in_k if _compat.HAS_TILE_ASTYPE and epilogue != "splitk" else acc_dtype_name(in_k)
         spec = KernelSpec(cfg.tm, cfg.tn, cfg.tk, in_k, out_k, layout[0], layout[1], epilogue,
                           tf32 and _compat.HAS_TF32)
         kernel = get_kernel(spec)
