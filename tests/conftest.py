@@ -37,10 +37,31 @@ def pytest_report_header(config):
             f"torch: {getattr(torch, '__version__', None)}; WARP_GEMM_TEST_SEED={SALT}")
 
 
+def _shard_key(item) -> str:
+    """Items that compile the same kernels share a key: dtype, layout, and the tile configuration the
+    heuristic picks for the item's shape (a cold CUDA kernel compile costs ~30-60 s)."""
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    key = [item.module.__name__, str(params.get("dtype", "")), str(params.get("layout", params.get("trans", "")))]
+    shape = params.get("shape")
+    if shape is not None and hasattr(shape, "M"):
+        from warp_gemm._config import heuristic
+
+        key.append(str(heuristic(False, str(params.get("dtype", "float32")), shape.M, shape.N, shape.K, 1)))
+    return "|".join(key)
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.get_closest_marker("gpu") and not HAS_CUDA:
             item.add_marker(pytest.mark.skip(reason="needs a CUDA device"))
+    # WARP_GEMM_SHARD=i/n keeps one of n kernel-disjoint shards, so n processes can compile in
+    # parallel on the GPU machine (scripts/gpu_tests.sh).
+    shard = os.environ.get("WARP_GEMM_SHARD")
+    if shard:
+        i, n = (int(x) for x in shard.split("/"))
+        keep = [it for it in items if zlib.crc32(_shard_key(it).encode()) % n == i]
+        config.hook.pytest_deselected(items=[it for it in items if it not in keep])
+        items[:] = keep
 
 
 @pytest.fixture

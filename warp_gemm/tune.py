@@ -98,13 +98,17 @@ def lookup(device, dtype: str, layout: str, M: int, N: int, K: int, batch: int, 
     arch = arch_of(device)
     dt = "tf32" if tf32 else dtype
     b = bucket(M, N, K, batch)
+    # bfloat16 borrows float16's winners where it has none of its own: the two measured within 2%
+    # of each other on every tuned shape (H100, Warp 1.19).
+    dts = (dt, "float16") if dt == "bfloat16" else (dt,)
     for table in (_load(user_cache_path(device)), _load(_shipped_path(arch))):
-        for lay in (layout, "NN"):  # untuned layouts borrow the NN winner of the bucket
-            rows = table.get(f"{arch}|{dt}|{lay}")
-            if rows:
-                hit = _nearest(rows, b)
-                if hit is not None:
-                    return hit
+        for d in dts:
+            for lay in (layout, "NN"):  # untuned layouts borrow the NN winner of the bucket
+                rows = table.get(f"{arch}|{d}|{lay}")
+                if rows:
+                    hit = _nearest(rows, b)
+                    if hit is not None:
+                        return hit
     return None
 
 
@@ -118,7 +122,8 @@ def shipped_configs(dtype: str) -> list[Config]:
         files = []
     for f in files:
         for group, rows in _load(f).items():
-            if group.split("|")[1] in (dtype, "tf32" if dtype == "float32" else dtype):
+            if group.split("|")[1] in (dtype, "tf32" if dtype == "float32" else dtype,
+                                       "float16" if dtype == "bfloat16" else dtype):
                 out.update(rows.values())
     return sorted(out)
 
