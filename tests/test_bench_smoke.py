@@ -1,0 +1,56 @@
+"""Smoke test of the benchmark runner: ``benchmarks/run.py --quick --device cpu`` in-process.
+
+CI runs no GPU, so this covers the CPU timer, the correctness gate, the table, --json and --plot; it takes
+a few seconds once Warp's CPU kernels are cached (~10 s cold on a 2-core machine).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _load_runner():
+    spec = importlib.util.spec_from_file_location("warp_gemm_bench_run", ROOT / "benchmarks" / "run.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the class is created
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_quick_cpu_run_writes_rows_and_plots(tmp_path):
+    pytest.importorskip("matplotlib")
+    try:
+        from warp_gemm import matmul  # noqa: F401
+    except ImportError as exc:
+        pytest.skip(f"warp_gemm.matmul is not importable yet: {exc}")
+    import warp as wp
+
+    run = _load_runner()
+    rows_path, plot_dir = tmp_path / "rows.json", tmp_path / "plots"
+    level = getattr(wp.config, "log_level", None)
+    try:
+        rc = run.main(["--quick", "--device", "cpu", "--json", str(rows_path), "--plot", str(plot_dir)])
+    finally:
+        if level is not None:  # the runner quiets Warp; leave the session's setting as it was
+            wp.config.log_level = level
+
+    data = json.loads(rows_path.read_text())
+    rows = data["rows"]
+    assert rc == 0
+    assert rows, "no benchmark rows"
+    bad = [(r["shape"], r["provider"], r["status"], r["note"]) for r in rows if r["status"] != "ok"]
+    assert not bad, bad
+    assert "warp_gemm" in {r["provider"] for r in rows}
+    for r in rows:
+        assert r["median_ms"] > 0 and r["tflops"] > 0 and r["gbps"] > 0
+        assert r["p20_ms"] <= r["median_ms"] <= r["p80_ms"]
+        assert r["commit"] == data["header"]["commit"]  # every row carries the header fields
+    assert data["header"]["device"] == "cpu"
+    assert list(plot_dir.glob("*.png")), "no figure written"
