@@ -1,0 +1,129 @@
+"""The ``warp-gemm`` console script: ``info``, ``check``, ``bench``, ``tune``, ``precompile``.
+
+Also ``python -m warp_gemm <command>``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+
+def _info(args) -> int:
+    from . import __version__, _compat
+
+    _compat.init()
+    import warp as wp
+
+    print(f"warp_gemm {__version__}")
+    print(f"warp-lang {_compat.WARP_VERSION} (supported: {_compat.SUPPORTED})")
+    for dev in wp.get_devices():
+        extra = f", arch sm{dev.arch}, {_compat.sm_count(dev)} SMs" if dev.is_cuda else ""
+        print(f"device {dev}: {dev.name}{extra}")
+    for mod in ("torch", "triton", "numpy"):
+        try:
+            m = __import__(mod)
+            print(f"{mod} {m.__version__}")
+        except ImportError:
+            print(f"{mod}: not installed")
+    print("features:")
+    for k, v in _compat.features().items():
+        print(f"  {k} = {v}")
+    if wp.get_cuda_device_count():
+        from . import tune
+
+        print(f"tuning cache: {tune.user_cache_path(wp.get_device('cuda'))}")
+    return 0
+
+
+def _check(rest: list[str]) -> int:
+    from . import check
+
+    return check.main(rest)
+
+
+def _bench(rest: list[str]) -> int:
+    from . import bench
+
+    return bench.main(rest)
+
+
+def _tune(args) -> int:
+    from . import shapes as S
+    from . import tune
+
+    shapes = S.get_set(args.shapes) if args.shapes else None
+    rows = tune.tune(args.dtype.split(","), shapes=shapes, device=args.device, workers=args.workers,
+                     persist=not args.no_save, rep_ms=args.rep_ms)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+    best: dict = {}
+    for r in rows:
+        if r.get("status") == "ok" and r["tflops"] > best.get((r["dtype"], r["shape"]), (0, ""))[0]:
+            best[(r["dtype"], r["shape"])] = (r["tflops"], r["config"])
+    print(f"{'dtype':9} {'shape':24} {'TFLOP/s':>8}  config")
+    for (dt, sid), (tf, cfg) in sorted(best.items()):
+        print(f"{dt:9} {sid:24} {tf:8.1f}  {cfg}")
+    if not args.no_save:
+        import warp as wp
+
+        print(f"winners saved to {tune.user_cache_path(wp.get_device(args.device))}")
+    return 0
+
+
+def _precompile(args) -> int:
+    from . import _compat
+    from .precompile import precompile
+
+    archs = [int(a) for a in args.arch.split(",")] if args.arch else None
+    if archs and not _compat.HAS_COMPILE_AOT:
+        print(f"warp-lang {_compat.WARP_VERSION} has no wp.compile_aot_module (1.9+): compiling on the "
+              "current CUDA device instead", file=sys.stderr)
+        archs = None
+    layouts = tuple(x.strip().upper() for x in args.layouts.split(","))
+    epilogues = tuple(x.strip() for x in args.epilogues.split(","))
+    res = precompile(args.dtype.split(","), archs, workers=args.workers, layouts=layouts, epilogues=epilogues,
+                     module_dir=args.module_dir)
+    failed = [r for r in res if r[2]]
+    for job, sec, err in sorted(res):
+        print(f"{'FAIL' if err else 'ok':4} {job[1]:9}{' tf32' if job[4] else '':5} {job[2]} {job[3]:7} {job[0]:22} "
+              f"{sec:6.1f}s {err}")
+    print(f"{len(res) - len(failed)} built, {len(failed)} failed")
+    return 1 if failed else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    ap = argparse.ArgumentParser(prog="warp-gemm", description=__doc__)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("info", help="versions, devices and the probed Warp features")
+    sub.add_parser("check", help="cross-check warp_gemm vs Triton vs float64 (see `warp-gemm check -h`)",
+                   add_help=False)
+    sub.add_parser("bench", help="benchmark providers (see `warp-gemm bench -h`)", add_help=False)
+    t = sub.add_parser("tune", help="autotune tile configurations on this GPU and save the winners")
+    t.add_argument("--dtype", default="fp16,bf16,fp32,tf32,fp64")
+    t.add_argument("--shapes", default=None, help="shape sets or MxNxK list (default: benchmark sets)")
+    t.add_argument("--device", default="cuda")
+    t.add_argument("--workers", type=int, default=None, help="parallel compile processes (default: cores)")
+    t.add_argument("--rep-ms", type=float, default=100)
+    t.add_argument("--json", default=None, help="write every measured row here")
+    t.add_argument("--no-save", action="store_true", help="do not write the tuning cache")
+    p = sub.add_parser("precompile", help="build kernels ahead of time into Warp's kernel cache")
+    p.add_argument("--arch", default="80,90", help="CUDA archs for offline builds ('' = current device)")
+    p.add_argument("--dtype", default="fp16,bf16,fp32")
+    p.add_argument("--layouts", default="NN,TN,NT,TT")
+    p.add_argument("--epilogues", default="scale,axpby")
+    p.add_argument("--workers", type=int, default=None)
+    p.add_argument("--module-dir", default=None, help="output folder (default: Warp's kernel cache)")
+    if argv and argv[0] in ("check", "bench"):
+        return _check(argv[1:]) if argv[0] == "check" else _bench(argv[1:])
+    args = ap.parse_args(argv)
+    return {"info": _info, "tune": _tune, "precompile": _precompile}[args.cmd](args)
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    sys.exit(main())
