@@ -7,7 +7,7 @@ n=${1:-16}; shift || true
 out=${OUT:-/tmp}
 pids=()
 for i in $(seq 0 $((n - 1))); do
-  WARP_GEMM_SHARD="$i/$n" python3 -m pytest -q -p no:cacheprovider -m gpu -k "cuda" "$@" tests \
+  WARP_GEMM_SHARD="$i/$n" python3 -m pytest -q -p no:cacheprovider -m gpu "$@" tests \
     > "$out/gpu_shard_$i.log" 2>&1 &
   pids+=($!)
 done

@@ -1,4 +1,4 @@
-"""The launcher's special paths on the CPU backend: split-K and padded (16-byte aligned) copies.
+"""The launcher's special paths on the CPU backend: split-K and zero-padded tile-multiple copies.
 
 On CUDA these are chosen automatically (split-K when the output tiles cannot fill the GPU, padding
 for large problems with misaligned rows); here they are forced so CI exercises their kernels.
@@ -43,17 +43,19 @@ def test_split_k_batched_transposed(rng):
 
 
 @pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
-@pytest.mark.parametrize("layout", ["nn", "tn"])
-def test_padded_copies(dtype, layout, rng, monkeypatch):
+@pytest.mark.parametrize("layout", ["nn", "tn", "nt"])
+@pytest.mark.parametrize("split", [1, 3])
+def test_padded_copies(dtype, layout, split, rng, monkeypatch):
     monkeypatch.setattr(api, "PAD_ON_CPU", True)
     monkeypatch.setattr(api, "PAD_MIN_WORK", 1)
     M, N, K = 45, 37, 61  # odd leading dimensions: rows not 16-byte aligned
     a, b = random_operands(M, N, K, dtype, rng)
     c = round_to(rng.standard_normal((M, N)), dtype)
-    ta = layout[0] == "t"
+    ta, tb = layout[0] == "t", layout[1] == "t"
     A = make(np.ascontiguousarray(a.T) if ta else a, dtype, "numpy", "cpu")
+    B = make(np.ascontiguousarray(b.T) if tb else b, dtype, "numpy", "cpu")
     out = nan_like("numpy", (M, N), dtype, "cpu")
-    warp_gemm.gemm(A, make(b, dtype, "numpy", "cpu"), make(c, dtype, "numpy", "cpu"), beta=2.0, trans_a=ta,
-                   out=out)
-    cmp = compare(out, a @ b + 2.0 * c, dtype)
+    warp_gemm.gemm(A, B, make(c, dtype, "numpy", "cpu"), alpha=0.5, beta=2.0, trans_a=ta, trans_b=tb, out=out,
+                   config=Config(32, 32, 32, 1, 8, split))
+    cmp = compare(out, 0.5 * a @ b + 2.0 * c, dtype)
     assert cmp.ok, f"{dtype} {layout}: {cmp}"

@@ -158,14 +158,12 @@ def as3d(op: Operand) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
     return tuple(op.shape), tuple(op.strides)
 
 
-def layout_view(op: Operand, allocate, pad: bool = False) -> tuple[Any, str, Any]:
+def layout_view(op: Operand, allocate) -> tuple[Any, str, Any]:
     """A Warp 3-D view of ``op`` that a kernel can read, its layout ``"N"``/``"T"``, and a keep-alive.
 
     ``"N"``: the view is (batch, rows, cols) with unit column stride. ``"T"``: the view is the
     transpose, (batch, cols, rows), with unit row stride. Neither: a contiguous copy (``"N"``).
     ``allocate(shape, dtype)`` makes a contiguous Warp array on ``op``'s device for the copy.
-    ``pad``: also copy when the rows of the chosen view do not start on 16-byte boundaries, into
-    rows padded to 16 bytes (the copy keeps the layout).
     """
     (nb, r, c), (sb, sr, sc) = as3d(op)
     if nb == 1:
@@ -181,16 +179,7 @@ def layout_view(op: Operand, allocate, pad: bool = False) -> tuple[Any, str, Any
     else:
         shape = None
     if shape is not None:
-        view = wp_view(op, shape, strides)
-        item = ITEMSIZE[op.dtype]
-        if not pad or ((strides[1] * item) % 16 == 0 and op.ptr % 16 == 0 and (nb == 1 or (sb * item) % 16 == 0)):
-            return view, lay, None
-        from ._kernels import convert
-        from .api import _padded
-
-        tmp = _padded(allocate, shape, op.dtype)
-        convert(tmp, view, op.dtype, op.dtype)
-        return tmp, lay, tmp
+        return wp_view(op, shape, strides), lay, None
     # A strided view such as a[:, ::2]: the kernels want one unit stride; copy it once.
     from ._kernels import convert
 

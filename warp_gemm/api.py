@@ -228,12 +228,12 @@ def _launch(p: _Problem, alpha: float, beta: float, allow_tf32: bool, config: Co
     if widen:
         in_k = "float32"
     out_k = p.out_dtype
-    # Large CUDA problems whose rows are not 16-byte aligned (4095 fp16 columns) read and write
-    # through padded copies: 4095^3 fp16 ran at 23 TFLOP/s against 51 for 4096^3 (H100, Warp 1.19).
+    # Large CUDA problems that are not tile multiples (or whose rows are not 16-byte aligned) run on
+    # zero-padded tile-multiple copies: 4095^3 fp16 ran at 21-23 TFLOP/s against 51 for 4096^3
+    # (H100, Warp 1.19), while the copies cost ~3 passes over the data.
     pad = (not dev.is_cpu or PAD_ON_CPU) and M * N * p.K >= PAD_MIN_WORK
     # Without tile_astype the kernel's output dtype must be its accumulator dtype.
-    need_tmp_out = ((not _compat.HAS_TILE_ASTYPE and out_k != acc) or (dc > 1 and dsc != 1)
-                    or (pad and _misaligned(D, dsr if dr > 1 else dc)))
+    need_tmp_out = (not _compat.HAS_TILE_ASTYPE and out_k != acc) or (dc > 1 and dsc != 1)
     if need_tmp_out:
         out_k = acc if not _compat.HAS_TILE_ASTYPE else p.out_dtype
         Dk = _padded(allocate, (dnb, dr, dc), out_k)
@@ -248,14 +248,18 @@ def _launch(p: _Problem, alpha: float, beta: float, allow_tf32: bool, config: Co
             fill(Dk, out_k, 0.0)
     else:
         keep = []
-        Av, la, ka = layout_view(A, allocate, pad)
-        Bv, lb, kb = layout_view(B, allocate, pad)
+        Av, la, ka = layout_view(A, allocate)
+        Bv, lb, kb = layout_view(B, allocate)
         keep += [ka, kb]
         if widen:
             Av, la = _widened(Av, la, p.in_dtype, allocate), la
             Bv, lb = _widened(Bv, lb, p.in_dtype, allocate), lb
         tf32 = bool(allow_tf32 and p.in_dtype == "float32" and _compat.HAS_TF32 and not dev.is_cpu)
         cfg = config or _config.choose(dev, p.in_dtype, la + lb, M, N, p.K, p.batch, tf32)
+        padded = pad and _needs_padding(M, N, p.K, cfg, Av, Bv)
+        if padded:
+            Av = _tile_padded_copy(Av, (cfg.tm, cfg.tk) if la == "N" else (cfg.tk, cfg.tm), in_k)
+            Bv = _tile_padded_copy(Bv, (cfg.tk, cfg.tn) if lb == "N" else (cfg.tn, cfg.tk), in_k)
         tiles_m = -(-M // cfg.tm)
         tiles_n = -(-N // cfg.tn)
         k_tiles = -(-p.K // cfg.tk)
@@ -267,12 +271,15 @@ def _launch(p: _Problem, alpha: float, beta: float, allow_tf32: bool, config: Co
         c_nb = 1
         Cv = Dk
         epilogue = "scale"
-        if splits > 1:
-            # Split-K: partial sums meet in a zeroed accumulator-dtype workspace; one finishing pass
-            # applies alpha, beta*C and the output dtype.
-            epilogue = "splitk"
-            W = wp.zeros((dnb, dr, dc), dtype=_kernels.WP_DTYPES[acc], device=dev)
-            kernel_out, Dlaunch, Cv = acc, W, W
+        alpha_k = alpha
+        workspace = splits > 1 or padded
+        if workspace:
+            # Split-K partial sums meet in a zeroed accumulator-dtype workspace (tile-multiple sized
+            # when padded); one finishing pass applies alpha, beta*C and the output dtype.
+            epilogue = "splitk" if splits > 1 else "scale"
+            Wshape = (dnb, tiles_m * cfg.tm, tiles_n * cfg.tn) if padded else (dnb, dr, dc)
+            W = (wp.zeros if splits > 1 else wp.empty)(Wshape, dtype=_kernels.WP_DTYPES[acc], device=dev)
+            kernel_out, Dlaunch, Cv, alpha_k = acc, W, W, 1.0
         else:
             kernel_out, Dlaunch = out_k, Dk
             if use_c:
@@ -283,19 +290,22 @@ def _launch(p: _Problem, alpha: float, beta: float, allow_tf32: bool, config: Co
         wp.launch_tiled(
             kernel,
             dim=(p.batch, tiles_m * tiles_n, splits),
-            inputs=[Av, Bv, Cv, Dlaunch, alpha, beta, k_tiles, k_per_split, tiles_m, tiles_n,
+            inputs=[Av, Bv, Cv, Dlaunch, alpha_k, beta, k_tiles, k_per_split, tiles_m, tiles_n,
                     max(1, cfg.group_m), Av.shape[0], Bv.shape[0], c_nb],
             block_dim=1 if dev.is_cpu else cfg.block_dim,
             device=dev,
         )
-        if splits > 1:
+        if workspace:
             cfin = None
             if use_c:
                 cfin = _c_view(C)
                 if C.dtype != out_k:  # Warp 1.7's float32 temporary: bring C to its dtype first
                     convert(Dk, cfin, out_k, C.dtype)
                     cfin = Dk
-            _kernels.finish_splitk(Dk, W, cfin, out_k, acc, alpha, beta)
+            Wv = W if not padded else wp.array(ptr=W.ptr, dtype=W.dtype, shape=(dnb, dr, dc),
+                                                strides=(W.strides[0], W.strides[1], W.strides[2]),
+                                                capacity=W.capacity, device=dev)
+            _kernels.finish_splitk(Dk, Wv, cfin, out_k, acc, alpha, beta)
     if need_tmp_out:
         convert(wp_view(D, (dnb, dr, dc), (dsb, dsr, dsc)), Dk, D.dtype, out_k)
 
@@ -304,11 +314,25 @@ PAD_MIN_WORK = 2**27  # M*N*K from which a padded copy (~3 extra passes over the
 PAD_ON_CPU = False  # tests set this to run the padded path on the CPU backend
 
 
-def _misaligned(op: Operand, row_stride: int) -> bool:
+def _needs_padding(M: int, N: int, K: int, cfg: Config, Av, Bv) -> bool:
+    """True unless M, N, K are tile multiples and both operands' rows start on 16-byte boundaries."""
+    if M % cfg.tm or N % cfg.tn or K % cfg.tk:
+        return True
+    return any(v.ptr % 16 or v.strides[1] % 16 or (v.shape[0] > 1 and v.strides[0] % 16) for v in (Av, Bv))
+
+
+def _tile_padded_copy(view, tiles: tuple[int, int], dtype: str):
+    """A zero-filled (nb, rows, cols) copy of ``view`` with rows and cols rounded up to ``tiles``."""
     from ._operands import ITEMSIZE
 
-    item = ITEMSIZE[op.dtype]
-    return (row_stride * item) % 16 != 0 or op.ptr % 16 != 0
+    nb, r, c = view.shape
+    rp, cp = -(-r // tiles[0]) * tiles[0], -(-c // tiles[1]) * tiles[1]
+    buf = wp.zeros((nb, rp, cp), dtype=view.dtype, device=view.device)
+    item = ITEMSIZE[dtype]
+    sub = wp.array(ptr=buf.ptr, dtype=buf.dtype, shape=(nb, r, c), strides=(rp * cp * item, cp * item, item),
+                   capacity=buf.capacity, device=buf.device)
+    convert(sub, view, dtype, dtype)
+    return buf
 
 
 def _padded(allocate, shape, dtype):

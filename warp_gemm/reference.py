@@ -289,7 +289,6 @@ def _kernels() -> dict[str, Any]:
         raise RuntimeError("TRITON_INTERPRET changed after triton was imported; set it (or not) before the "
                            "first import of triton")
 
-    @triton.jit
     def gemm_kernel(
         a_ptr, b_ptr, c_ptr, d_ptr,
         M, N, K,
@@ -362,14 +361,25 @@ def _kernels() -> dict[str, Any]:
         d_ptrs = d_ptr + pid_b * stride_db + offs_m[:, None] * stride_dm + offs_n[None, :] * stride_dn
         tl.store(d_ptrs, acc.to(d_ptr.dtype.element_ty), mask=mask)
 
+    # Two compilations of the one kernel. The tuned one lets Triton specialize integer arguments (a
+    # stride of 1 or a size divisible by 16 becomes a compile-time fact: contiguous, vectorized loads).
+    # The fixed one does not: a correctness run over odd shapes and layouts would otherwise compile a
+    # new binary for nearly every case; unspecialized, it compiles about once per dtype.
+    ints = ["M", "N", "K", "stride_ab", "stride_am", "stride_ak", "stride_bb", "stride_bk", "stride_bn",
+            "stride_cb", "stride_cm", "stride_cn", "stride_db", "stride_dm", "stride_dn"]
+    fast = triton.jit(gemm_kernel)
+    generic = triton.jit(do_not_specialize=ints)(gemm_kernel)
+
     key = ["M", "N", "K"]  # the autotuner adds the tensor dtypes to the key itself
     if interpreting():
-        lists = {(tuned, is64): _interpreter_configs() for tuned in (True, False) for is64 in (True, False)}
+        cfg = _interpreter_configs
+        lists = {(True, False): cfg(), (True, True): cfg(), (False, False): cfg(), (False, True): cfg()}
     else:
         lists = {(True, False): _cuda_configs(), (True, True): _fp64_configs(),
                  (False, False): _fixed_configs("float32"), (False, True): _fixed_configs("float64")}
     # With a single configuration the autotuner launches it directly, without timing anything.
-    return {k: triton.autotune(configs=v, key=key)(gemm_kernel) for k, v in lists.items()}
+    return {(tuned, is64): triton.autotune(configs=v, key=key)(fast if tuned else generic)
+            for (tuned, is64), v in lists.items()}
 
 
 def _batch_stride(t) -> int:
