@@ -2,7 +2,8 @@
 
 - :func:`warp_gemm.reference.float64_gemm` against plain NumPy;
 - the Triton kernel against float64 on ``shapes.SMALL`` for every dtype, plus batched, broadcast,
-  transposed and alpha/beta cases: on CPU under Triton's interpreter, on CUDA compiled (``gpu`` marker);
+  transposed and alpha/beta cases: on CPU under Triton's interpreter, on CUDA compiled (``gpu`` marker;
+  the fixed configuration, plus one autotuned case);
 - ``warp_gemm.check.main`` on the small set on CPU: returns 0, and 1 when a path is wrong.
 
 Triton reads TRITON_INTERPRET when it is imported, so this module turns the interpreter on (when no CUDA
@@ -118,7 +119,7 @@ def test_triton_small(shape, dtype, device, rng):
     _need_triton(device)
     a, b = random_operands(shape.M, shape.N, shape.K, dtype, rng)
     ta, tb = _t(a, dtype, device), _t(b, dtype, device)
-    out = _run_triton(lambda: reference.triton_gemm(ta, tb), dtype, device)
+    out = _run_triton(lambda: reference.triton_gemm(ta, tb, tune=False), dtype, device)
     assert out.dtype == TORCH_DT[dtype] and tuple(out.shape) == (shape.M, shape.N)
     cmp = compare(reference.to_float64(out), reference.float64_gemm(a, b), dtype)
     assert cmp.ok, f"{shape.id} {dtype} {device}: {cmp}"
@@ -132,10 +133,10 @@ def test_triton_batched_broadcast(dtype, device, rng):
     s = shapes.BATCHED[0]
     a, b = random_operands(s.M, s.N, s.K, dtype, rng, batch=s.batch)
     ta, tb = _t(a, dtype, device), _t(b, dtype, device)
-    out = _run_triton(lambda: reference.triton_matmul(ta, tb), dtype, device)
+    out = _run_triton(lambda: reference.triton_gemm(ta, tb, tune=False), dtype, device)
     cmp = compare(reference.to_float64(out), reference.float64_gemm(a, b), dtype)
     assert cmp.ok, f"batched {s.id} {dtype}: {cmp}"
-    out = reference.triton_matmul(ta, tb[0])
+    out = reference.triton_gemm(ta, tb[0], tune=False)
     cmp = compare(reference.to_float64(out), reference.float64_gemm(a, b[0]), dtype)
     assert out.shape == (s.batch, s.M, s.N) and cmp.ok, f"broadcast B {dtype}: {cmp}"
 
@@ -152,7 +153,7 @@ def test_triton_transposed_alpha_beta(dtype, device, rng):
     tb = _t(b.T, dtype, device)
     tc = _t(c, dtype, device)
     out = _run_triton(lambda: reference.triton_gemm(ta, tb, tc, alpha=0.5, beta=-1.5, trans_a=True,
-                                                    trans_b=True), dtype, device)
+                                                    trans_b=True, tune=False), dtype, device)
     ref = reference.float64_gemm(a, b, c, alpha=0.5, beta=-1.5)
     cmp = compare(reference.to_float64(out), ref, dtype)
     assert cmp.ok, f"tt alpha/beta {dtype}: {cmp}"
@@ -164,11 +165,24 @@ def test_triton_beta_zero_ignores_nan_c_and_out_dtype(device, rng):
     a, b = random_operands(17, 19, 40, "float16", rng)
     c = torch.full((17, 19), float("nan"), dtype=torch.float16, device=device)
     out = reference.triton_gemm(_t(a, "float16", device), _t(b, "float16", device), c, beta=0.0,
-                                out_dtype=torch.float32)
+                                out_dtype=torch.float32, tune=False)
     assert out.dtype == torch.float32
     # float32 output of a float32 accumulator: float32's bound applies.
     cmp = compare(reference.to_float64(out), reference.float64_gemm(a, b), "float32")
     assert cmp.ok, str(cmp)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_triton_k_zero_and_empty(device, rng):
+    """K == 0: the product is zero and D = beta * C; M == 0: an empty result, no launch."""
+    _need_triton(device)
+    a = torch.ones((5, 0), device=device)
+    b = torch.ones((0, 7), device=device)
+    c = torch.from_numpy(rng.standard_normal((5, 7))).float().to(device)
+    out = reference.triton_gemm(a, b, c, beta=2.0, tune=False)
+    np.testing.assert_allclose(reference.to_float64(out), 2.0 * reference.to_float64(c), rtol=1e-6)
+    empty = reference.triton_gemm(torch.ones((0, 4), device=device), torch.ones((4, 3), device=device))
+    assert tuple(empty.shape) == (0, 3)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -186,11 +200,14 @@ def test_triton_errors(device):
 
 @pytest.mark.gpu
 def test_triton_tf32_and_tuned_cuda(rng):
+    """The autotuned kernel (the other tests use the fixed one: autotuning compiles and times ~10
+    configurations per new shape) on an odd shape, and TF32."""
     _need_triton("cuda")
     M, N, K = 257, 129, 1000
     a, b = random_operands(M, N, K, "float32", rng)
     ref = reference.float64_gemm(a, b)
-    out = reference.triton_matmul(_t(a, "float32", "cuda"), _t(b, "float32", "cuda"), allow_tf32=True)
+    out = reference.triton_gemm(_t(a, "float32", "cuda"), _t(b, "float32", "cuda"), allow_tf32=True,
+                                tune=False)
     cmp = compare(reference.to_float64(out), ref, "float32", tf32=True)
     assert cmp.ok, f"tf32: {cmp}"
     a, b = random_operands(M, N, K, "float16", rng)

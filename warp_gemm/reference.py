@@ -302,7 +302,7 @@ def _kernels() -> dict[str, Any]:
         ACC_DTYPE: tl.constexpr,  # float32, or float64 for float64 inputs
         UPCAST: tl.constexpr,  # convert operands to float32 before tl.dot (bf16 in the interpreter)
         INPUT_PRECISION: tl.constexpr,  # "ieee" or "tf32"
-        K_TILES_HOST: tl.constexpr,  # interpreter only (else 0): the K-loop trip count, see below
+        K_TILES_HOST: tl.constexpr,  # interpreter only (else -1): the K-loop trip count, see below
         BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr,
         GROUP_SIZE_M: tl.constexpr,
     ):
@@ -336,8 +336,8 @@ def _kernels() -> dict[str, Any]:
         acc = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=ACC_DTYPE)
         # Triton 3.6's interpreter fails on range() over a kernel scalar with NumPy >= 2.4
         # (triton-lang/triton#9171), so it gets the trip count as a Python int; the compiled kernel
-        # (K_TILES_HOST == 0, a constant condition resolved at compile time) loops to cdiv(K, BLOCK_SIZE_K).
-        for k in range(0, K_TILES_HOST if K_TILES_HOST else tl.cdiv(K, BLOCK_SIZE_K)):
+        # (K_TILES_HOST == -1, a constant condition resolved at compile time) loops to cdiv(K, BLOCK_SIZE_K).
+        for k in range(0, K_TILES_HOST if K_TILES_HOST >= 0 else tl.cdiv(K, BLOCK_SIZE_K)):
             # Masks on all three edges: rows past M, columns past N and the K tail read as 0, so any shape
             # works without padding (the tutorial wraps M/N with % instead and masks K only).
             k_left = K - k * BLOCK_SIZE_K
@@ -430,6 +430,8 @@ def triton_gemm(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, trans_a:
     if has_c:
         if not isinstance(c, torch.Tensor):
             c = torch.as_tensor(c, device=a.device)
+        if c.device != a.device:
+            raise ValueError(f"triton_gemm: C is on {c.device} but A and B are on {a.device}")
         try:
             cv = torch.broadcast_to(c, shape)  # a stride-0 view where C broadcasts; no copy
         except RuntimeError:
@@ -438,9 +440,8 @@ def triton_gemm(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, trans_a:
     else:
         cv = out  # never read (HAS_C is False); any tensor serves as the pointer
 
-    # The interpreter (Triton 3.6) converts float32 to bfloat16 by truncation, not rounding to nearest
-    # even as the GPU does; there the kernel stores float32 and torch rounds (float32 -> bf16 is exact
-    # rounding of the same accumulator the GPU would round).
+    # The interpreter (Triton 3.6) converts float32 to bfloat16 by truncation, not by rounding to
+    # nearest even as the GPU does; there the kernel stores its float32 result and torch rounds it.
     dst = out
     if out.dtype == torch.bfloat16 and interpreting():
         dst = torch.empty(shape, dtype=torch.float32, device=a.device)
@@ -469,7 +470,7 @@ def triton_gemm(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, trans_a:
             INPUT_PRECISION="tf32" if (allow_tf32 and name == "float32") else "ieee",
             # Compiled kernels keep K a runtime argument (one binary for every K); the interpreter, which
             # compiles nothing, takes the trip count as a constant.
-            K_TILES_HOST=triton.cdiv(K, _INTERPRETER_BLOCK) if interpreting() else 0,
+            K_TILES_HOST=triton.cdiv(K, _INTERPRETER_BLOCK) if interpreting() else -1,
         )
     except Exception as e:
         if is64:
