@@ -109,7 +109,7 @@ def synchronize(device: str) -> None:
     if device.startswith("cuda"):
         wp.synchronize_device(device)
         if torch is not None and torch.cuda.is_available():
-            torch.cuda.synchronize(device)
+            torch.cuda.synchronize(torch.device(device) if ':' in device else None)
 
 
 def time_calls(name: str, fn: Callable, device: str, repeats: int) -> list[float]:
@@ -129,7 +129,7 @@ def time_calls(name: str, fn: Callable, device: str, repeats: int) -> list[float
             s.record()
             fn()
             e.record()
-        torch.cuda.synchronize(device)
+        torch.cuda.synchronize(torch.device(device) if ':' in device else None)
         return [s.elapsed_time(e) for s, e in pairs]
     pairs = [(wp.Event(device, enable_timing=True), wp.Event(device, enable_timing=True))
              for _ in range(repeats)]

@@ -188,11 +188,29 @@ def _stream_scope(p: _Problem):
     return contextlib.nullcontext()
 
 
-def _allocator(device):
-    def allocate(shape, dtype):
-        from ._kernels import WP_DTYPES
+def _allocator(device, torch_stream: bool):
+    """``allocate(shape, dtype, zero=False)`` for temporaries. On the torch path they come from torch's
+    caching allocator, which is stream-ordered and CUDA-graph aware: Warp frees its own arrays at once,
+    which is not permitted while torch captures a graph (Warp CUDA error 900 in ``release_now``)."""
+    from ._kernels import WP_DTYPES
 
-        return wp.empty(shape, dtype=WP_DTYPES[dtype], device=device)
+    torch = _torch()
+    if torch_stream and torch is not None and not device.is_cpu:
+        tdt = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32,
+               "float64": torch.float64}
+        tdev = torch.device("cuda", device.ordinal)
+
+        def allocate(shape, dtype, zero=False):
+            t = (torch.zeros if zero else torch.empty)(shape, dtype=tdt[dtype], device=tdev)
+            arr = wp.array(ptr=t.data_ptr(), dtype=WP_DTYPES[dtype], shape=tuple(shape),
+                           capacity=max(t.numel(), 1) * t.element_size(), device=device)
+            arr._wg_owner = t  # the tensor lives as long as the Warp view
+            return arr
+
+        return allocate
+
+    def allocate(shape, dtype, zero=False):
+        return (wp.zeros if zero else wp.empty)(shape, dtype=WP_DTYPES[dtype], device=device)
 
     return allocate
 
@@ -208,7 +226,8 @@ def _run(a, b, c, alpha, beta, trans_a, trans_b, out, allow_tf32, config, fname)
 
 def _launch(p: _Problem, alpha: float, beta: float, allow_tf32: bool, config: Config | None) -> None:
     dev = p.A.device
-    allocate = _allocator(dev)
+    torch_path = "torch" in (p.A.kind, p.B.kind, p.D.kind)
+    allocate = _allocator(dev, torch_path)
     D = p.D
     # A column-major out (unit row stride): compute D^T = op(B)^T @ op(A)^T into its row-major transpose.
     A, B, C = p.A, p.B, p.C
@@ -261,8 +280,8 @@ def _launch(p: _Problem, alpha: float, beta: float, allow_tf32: bool, config: Co
         cfg = config or _config.choose(dev, p.in_dtype, la + lb, M, N, p.K, p.batch, tf32)
         padded = pad and _needs_padding(M, N, p.K, cfg, Av, Bv)
         if padded:
-            Av = _tile_padded_copy(Av, (cfg.tm, cfg.tk) if la == "N" else (cfg.tk, cfg.tm), in_k)
-            Bv = _tile_padded_copy(Bv, (cfg.tk, cfg.tn) if lb == "N" else (cfg.tn, cfg.tk), in_k)
+            Av = _tile_padded_copy(Av, (cfg.tm, cfg.tk) if la == "N" else (cfg.tk, cfg.tm), in_k, allocate)
+            Bv = _tile_padded_copy(Bv, (cfg.tk, cfg.tn) if lb == "N" else (cfg.tn, cfg.tk), in_k, allocate)
         tiles_m = -(-M // cfg.tm)
         tiles_n = -(-N // cfg.tn)
         k_tiles = -(-p.K // cfg.tk)
@@ -281,7 +300,7 @@ def _launch(p: _Problem, alpha: float, beta: float, allow_tf32: bool, config: Co
             # when padded); one finishing pass applies alpha, beta*C and the output dtype.
             epilogue = "splitk" if splits > 1 else "scale"
             Wshape = (dnb, tiles_m * cfg.tm, tiles_n * cfg.tn) if padded else (dnb, dr, dc)
-            W = (wp.zeros if splits > 1 else wp.empty)(Wshape, dtype=_kernels.WP_DTYPES[acc], device=dev)
+            W = allocate(Wshape, acc, zero=splits > 1)
             kernel_out, Dlaunch, Cv, alpha_k = acc, W, W, 1.0
         else:
             kernel_out, Dlaunch = out_k, Dk
@@ -327,13 +346,13 @@ def _needs_padding(M: int, N: int, K: int, cfg: Config, Av, Bv) -> bool:
     return any(v.ptr % 16 or v.strides[1] % 16 or (v.shape[0] > 1 and v.strides[0] % 16) for v in (Av, Bv))
 
 
-def _tile_padded_copy(view, tiles: tuple[int, int], dtype: str):
+def _tile_padded_copy(view, tiles: tuple[int, int], dtype: str, allocate):
     """A zero-filled (nb, rows, cols) copy of ``view`` with rows and cols rounded up to ``tiles``."""
     from ._operands import ITEMSIZE
 
     nb, r, c = view.shape
     rp, cp = -(-r // tiles[0]) * tiles[0], -(-c // tiles[1]) * tiles[1]
-    buf = wp.zeros((nb, rp, cp), dtype=view.dtype, device=view.device)
+    buf = allocate((nb, rp, cp), dtype, zero=True)
     item = ITEMSIZE[dtype]
     sub = wp.array(ptr=buf.ptr, dtype=buf.dtype, shape=(nb, r, c), strides=(rp * cp * item, cp * item, item),
                    capacity=buf.capacity, device=buf.device)
