@@ -109,7 +109,7 @@ def synchronize(device: str) -> None:
     if device.startswith("cuda"):
         wp.synchronize_device(device)
         if torch is not None and torch.cuda.is_available():
-            torch.cuda.synchronize(torch.device(device) if ':' in device else None)
+            torch.cuda.synchronize(torch.device(device))
 
 
 def time_calls(name: str, fn: Callable, device: str, repeats: int) -> list[float]:
@@ -129,7 +129,7 @@ def time_calls(name: str, fn: Callable, device: str, repeats: int) -> list[float
             s.record()
             fn()
             e.record()
-        torch.cuda.synchronize(torch.device(device) if ':' in device else None)
+        torch.cuda.synchronize(torch.device(device))
         return [s.elapsed_time(e) for s, e in pairs]
     pairs = [(wp.Event(device, enable_timing=True), wp.Event(device, enable_timing=True))
              for _ in range(repeats)]
@@ -145,6 +145,8 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     wp.init()
     device = args.device or default_device()
+    if device == "cuda":
+        device = "cuda:0"  # torch's set_device/synchronize want an index
     dtype = args.dtype or ("float16" if device.startswith("cuda") else "float32")
     tf32 = args.allow_tf32 and dtype == "float32"
     M, N, K = args.m, args.n, args.k

@@ -9,6 +9,18 @@ from __future__ import annotations
 import os
 import zlib
 
+# Triton's interpreter must be chosen before triton is first imported: on a machine without CUDA the
+# Triton reference tests run interpreted (TRITON_INTERPRET=1); on a GPU machine they compile.
+if "TRITON_INTERPRET" not in os.environ:
+    try:
+        import torch as _t
+
+        _cuda = _t.cuda.is_available()
+    except ImportError:
+        _cuda = False
+    if not _cuda:
+        os.environ["TRITON_INTERPRET"] = "1"
+
 import numpy as np
 import pytest
 import warp as wp
