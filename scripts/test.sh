@@ -21,7 +21,7 @@ for rel in $RELEASES; do
   [ -x "$venv/bin/python" ] || "$PY" -m venv "$venv"
   "$venv/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip 2>&1 | grep -v -i warning || true
   "$venv/bin/python" -m pip install -q --disable-pip-version-check "warp-lang==$rel" "$TORCH_PIN" \
-      "$TRITON_PIN" -e ".[test,bench]" 2>&1 | grep -v -i "warning" || true
+      "$TRITON_PIN" -e ".[test,bench,docs]" 2>&1 | grep -v -i "warning" || true
   "$venv/bin/python" -c "import warp, warp_gemm; print('warp', warp.config.version, 'warp_gemm', warp_gemm.__version__)"
   if [ "$rel" = "$NEWEST" ]; then
     args=(tests)
