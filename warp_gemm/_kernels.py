@@ -61,6 +61,16 @@ class KernelSpec:
                 f"{self.tm}x{self.tn}x{self.tk}_{self.epilogue}{tf}")
 
 
+def spec_for(cfg, dtype, layout="NN", epilogue="scale", tf32=False):
+    """The KernelSpec the launcher builds for a configuration and an input dtype on this Warp (for
+    ahead-of-time builds): 16-bit inputs widened where tiles would accumulate in 16 bit, the output in
+    the accumulator dtype where tile_astype is missing or for split-K partial sums."""
+    in_k = "float32" if _compat.WIDEN_16BIT_INPUTS and dtype in ("float16", "bfloat16") else dtype
+    out_k = in_k if _compat.HAS_TILE_ASTYPE and epilogue != "splitk" else acc_dtype_name(in_k)
+    return KernelSpec(cfg.tm, cfg.tn, cfg.tk, in_k, out_k, layout[0], layout[1], epilogue,
+                      bool(tf32 and _compat.HAS_TF32))
+
+
 _factory_lock = threading.Lock()
 
 

@@ -413,10 +413,7 @@ def precompile_config(config: Config | str, dtype: str, device: str = "cuda", la
 
     _compat.init()
     cfg = Config.parse(config) if isinstance(config, str) else config
-    in_k = "float32" if _compat.WIDEN_16BIT_INPUTS and dtype in ("float16", "bfloat16") else dtype
-    out_k = in_k if _compat.HAS_TILE_ASTYPE and epilogue != "splitk" else acc_dtype_name(in_k)
-    spec = KernelSpec(cfg.tm, cfg.tn, cfg.tk, in_k, out_k, layout[0], layout[1], epilogue, tf32)
-    kernel = get_kernel(spec)
+    kernel = get_kernel(_kernels.spec_for(cfg, dtype, layout, epilogue, tf32))
     dev = wp.get_device(device)
     t = time.perf_counter()
     if dev.is_cpu:

@@ -45,7 +45,7 @@ def jobs_for(dtypes: list[str], layouts: tuple[str, ...] = ("NN",), epilogues: t
 
 def build_one(job: tuple, archs: list[int] | None, module_dir: str | None = None) -> tuple[tuple, float, str]:
     """Compile one kernel (in this process). Returns (job, seconds, error or "")."""
-    from ._kernels import KernelSpec, acc_dtype_name, get_kernel
+    from ._kernels import get_kernel, spec_for
 
     cfg_s, dtype, layout, epilogue, tf32 = job
     cfg = _config.Config.parse(cfg_s)
@@ -54,11 +54,7 @@ def build_one(job: tuple, archs: list[int] | None, module_dir: str | None = None
     try:
         if dtype == "bfloat16":
             _compat.bf16_dtype()
-        in_k = "float32" if _compat.WIDEN_16BIT_INPUTS and dtype in ("float16", "bfloat16") else dtype
-        out_k = in_k if _compat.HAS_TILE_ASTYPE and epilogue != "splitk" else acc_dtype_name(in_k)
-        spec = KernelSpec(cfg.tm, cfg.tn, cfg.tk, in_k, out_k, layout[0], layout[1], epilogue,
-                          tf32 and _compat.HAS_TF32)
-        kernel = get_kernel(spec)
+        kernel = get_kernel(spec_for(cfg, dtype, layout, epilogue, tf32))
         kernel.module.options["block_dim"] = cfg.block_dim
         if archs and _compat.HAS_COMPILE_AOT:
             import warp as wp
