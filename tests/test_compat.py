@@ -58,7 +58,7 @@ def test_no_version_comparisons_outside_compat():
 def test_below_minimum_release_is_a_clear_error(monkeypatch):
     monkeypatch.setattr(_compat, "SUPPORTED", False)
     a = np.ones((3, 4), np.float32)
-    with pytest.raises(_compat.UnsupportedWarpError, match=r"warp-lang >= 1\.6"):
+    with pytest.raises(_compat.UnsupportedWarpError, match=r"warp-lang >= 1\.7"):
         warp_gemm.matmul(a, a.T.copy())
 
 

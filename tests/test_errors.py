@@ -488,14 +488,14 @@ for _w in ("b", "c", "out"):
 
 # --- the installed Warp ---------------------------------------------------------------------------------
 @case("warp-unsupported", _compat.UnsupportedWarpError, [f"warp-lang >= {_compat.MIN_RELEASE}", "installed"],
-      "Warp older than 1.6 (monkeypatched SUPPORTED=False)", patch=lambda mp: mp.setattr(_compat, "SUPPORTED", False))
+      "Warp older than 1.7 (monkeypatched SUPPORTED=False)", patch=lambda mp: mp.setattr(_compat, "SUPPORTED", False))
 def _():
     a, b, out = rnd((4, 5)), rnd((5, 6)), nan_np((4, 6))
     return mm(a, b, out=out), [out, a, b]
 
 
 @case("warp-no-cpu-tiles", _compat.UnsupportedWarpError, [f"warp-lang >= {_compat.MIN_CPU_RELEASE}", "CPU"],
-      "Warp 1.6 on the CPU (monkeypatched HAS_CPU_TILES=False)",
+      "Warp without CPU tiles on the CPU (monkeypatched HAS_CPU_TILES=False)",
       patch=lambda mp: mp.setattr(_compat, "HAS_CPU_TILES", False))
 def _():
     a, b, out = rnd((4, 5)), rnd((5, 6)), nan_np((4, 6))

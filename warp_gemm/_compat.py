@@ -84,10 +84,15 @@ HAS_OLD_MATMUL: bool = hasattr(wp, "matmul")
 HAS_CPU_BLOCKS: bool = hasattr(wp.config, "enable_cpu_blocks")
 
 #: The oldest release warp_gemm supports at all, and the oldest with CPU tiles (for messages).
-MIN_RELEASE = "1.6"
+MIN_RELEASE = "1.7"
 MIN_CPU_RELEASE = "1.7"
 
-SUPPORTED: bool = HAS_TILES and TILE_ELEMENT_OFFSETS
+#: 1.6 is refused: on an H100 with warp-lang 1.6.2 the GPU test matrix gave wrong results in 31 of
+#: 357 cases (2026-11-21): K tiles deeper than K returned garbage or Inf (128x128x32 fp32: Inf;
+#: 64x64x64 fp16: relative error 2.0), tile_atomic_add of a tile_matmul result does not compile
+#: (NVRTC: no matching atomic_add for a shared tile) or adds nothing (split-K results all zero).
+#: A clear error is better than a wrong number; 1.7 (the ``module="unique"`` probe) passes everything.
+SUPPORTED: bool = HAS_TILES and TILE_ELEMENT_OFFSETS and HAS_UNIQUE_MODULE
 
 
 class UnsupportedWarpError(RuntimeError):
@@ -97,7 +102,8 @@ class UnsupportedWarpError(RuntimeError):
 def require_supported() -> None:
     if not SUPPORTED:
         raise UnsupportedWarpError(
-            f"warp_gemm needs warp-lang >= {MIN_RELEASE} (tile_load with element offsets); "
+            f"warp_gemm needs warp-lang >= {MIN_RELEASE} (element-offset tiles with correct partial tiles "
+            f"and tile_atomic_add; 1.6 gave wrong results on the GPU, see docs/compat.md); "
             f"warp-lang {WARP_VERSION} is installed. Upgrade with: pip install -U warp-lang"
         )
 
