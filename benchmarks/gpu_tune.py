@@ -26,7 +26,6 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     sys.path.insert(0, os.getcwd())
     import warp as wp
-    import warp_gemm
     from warp_gemm import shapes as S, tune
     from warp_gemm.precompile import canon_dtype
 

@@ -26,7 +26,7 @@ import warp as wp
 sys.path.insert(0, str(pathlib.Path(__file__).parent))  # conftest, when run as a script
 if __name__ == "__main__":
     sys.path.insert(0, str(pathlib.Path(__file__).parent.parent))
-from conftest import HAS_CUDA, make, torch  # noqa: E402
+from conftest import HAS_CUDA, torch  # noqa: E402
 
 import warp_gemm  # noqa: E402
 from warp_gemm import _compat, api  # noqa: E402

@@ -269,13 +269,12 @@ def _launch(p: _Problem, alpha: float, beta: float, allow_tf32: bool, config: Co
         else:
             fill(Dk, out_k, 0.0)
     else:
-        keep = []
-        Av, la, ka = layout_view(A, allocate)
-        Bv, lb, kb = layout_view(B, allocate)
-        keep += [ka, kb]
+        # (the third values keep any contiguous copy alive until the launch is queued)
+        Av, la, _keep_a = layout_view(A, allocate)
+        Bv, lb, _keep_b = layout_view(B, allocate)
         if widen:
-            Av, la = _widened(Av, la, p.in_dtype, allocate), la
-            Bv, lb = _widened(Bv, lb, p.in_dtype, allocate), lb
+            Av = _widened(Av, p.in_dtype, allocate)
+            Bv = _widened(Bv, p.in_dtype, allocate)
         tf32 = bool(allow_tf32 and p.in_dtype == "float32" and _compat.HAS_TF32 and not dev.is_cpu)
         cfg = config or _config.choose(dev, p.in_dtype, la + lb, M, N, p.K, p.batch, tf32)
         padded = pad and _needs_padding(M, N, p.K, cfg, Av, Bv)
@@ -286,8 +285,10 @@ def _launch(p: _Problem, alpha: float, beta: float, allow_tf32: bool, config: Co
         tiles_n = -(-N // cfg.tn)
         k_tiles = -(-p.K // cfg.tk)
         # Automatic splits only on CUDA; an explicit split_k (tests, tuning) is honoured anywhere.
-        splits = 1 if dev.is_cpu and cfg.split_k == 0 else _config.split_count(cfg, p.batch * tiles_m * tiles_n, k_tiles,
-                                                            _compat.sm_count(dev))
+        if dev.is_cpu and cfg.split_k == 0:
+            splits = 1
+        else:
+            splits = _config.split_count(cfg, p.batch * tiles_m * tiles_n, k_tiles, _compat.sm_count(dev))
         k_per_split = -(-k_tiles // splits)
         splits = -(-k_tiles // k_per_split)  # no empty splits
         c_nb = 1
@@ -376,7 +377,7 @@ def _padded(allocate, shape, dtype):
     return view
 
 
-def _widened(view, layout, dtype, allocate):
+def _widened(view, dtype, allocate):
     """Warp 1.7: 16-bit tiles accumulate in 16 bit, so widen the operand to float32 first."""
     tmp = allocate(view.shape, "float32")
     convert(tmp, view, "float32", dtype)
