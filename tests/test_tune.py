@@ -18,8 +18,10 @@ SM90 = types.SimpleNamespace(arch=90, name="NVIDIA H100 80GB HBM3", is_cpu=False
 def cache_dir(tmp_path, monkeypatch):
     monkeypatch.setenv("WARP_GEMM_CACHE_DIR", str(tmp_path))
     tune._tables.clear()
+    tune._memo.clear()
     yield tmp_path
     tune._tables.clear()
+    tune._memo.clear()
 
 
 def _row(dtype, M, N, K, cfg, tflops):
