@@ -37,6 +37,12 @@ def _wp_dtype_name(dt) -> str | None:
     return None
 
 
+def torch_dtype(name: str):
+    """The torch dtype for a warp_gemm dtype name (torch must be importable)."""
+    torch = _torch() or __import__("torch")
+    return getattr(torch, name)
+
+
 def _torch_dtype_name(dt) -> str | None:
     torch = _torch()
     return {torch.float16: "float16", torch.bfloat16: "bfloat16", torch.float32: "float32",
@@ -200,8 +206,7 @@ def empty_like_caller(kind: str, ref: Operand, shape: tuple[int, ...], dtype: st
     """A new result array of the caller's container type on ``ref``'s device."""
     if kind == "torch":
         torch = _torch()
-        tdt = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32,
-               "float64": torch.float64}[dtype]
+        tdt = torch_dtype(dtype)
         return torch.empty(shape, dtype=tdt, device=ref.obj.device if ref.kind == "torch" else _torch_device(ref))
     if kind == "numpy":
         return np.empty(shape, dtype=dtype)

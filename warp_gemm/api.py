@@ -18,7 +18,8 @@ from . import _compat, _config, _kernels
 from . import autograd as _autograd
 from ._config import Config
 from ._kernels import KernelSpec, acc_dtype_name, convert, fill, get_kernel
-from ._operands import Operand, as3d, describe, empty_like_caller, layout_view, overlaps, wp_view, _torch
+from ._operands import (Operand, _torch, as3d, describe, empty_like_caller, layout_view, overlaps, torch_dtype,
+                        wp_view)
 
 
 def matmul(a, b, *, out=None, allow_tf32: bool = False, config: Config | None = None):
@@ -196,12 +197,10 @@ def _allocator(device, torch_stream: bool):
 
     torch = _torch()
     if torch_stream and torch is not None and not device.is_cpu:
-        tdt = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32,
-               "float64": torch.float64}
         tdev = torch.device("cuda", device.ordinal)
 
         def allocate(shape, dtype, zero=False):
-            t = (torch.zeros if zero else torch.empty)(shape, dtype=tdt[dtype], device=tdev)
+            t = (torch.zeros if zero else torch.empty)(shape, dtype=torch_dtype(dtype), device=tdev)
             arr = wp.array(ptr=t.data_ptr(), dtype=WP_DTYPES[dtype], shape=tuple(shape),
                            capacity=max(t.numel(), 1) * t.element_size(), device=device)
             arr._wg_owner = t  # the tensor lives as long as the Warp view

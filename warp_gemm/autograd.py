@@ -354,11 +354,10 @@ def _torch_function():
 
     from . import api
 
-    dtypes = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32,
-              "float64": torch.float64}
+    from ._operands import torch_dtype
 
     def acc_of(dt):
-        return dtypes[acc_dtype_name(str(dt).replace("torch.", ""))]
+        return torch_dtype(acc_dtype_name(str(dt).replace("torch.", "")))
 
     class WarpGemmFunction(torch.autograd.Function):
         """``alpha * op(a) @ op(b) + beta * c`` by warp_gemm, with warp_gemm's GEMMs in the backward."""
