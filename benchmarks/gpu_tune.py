@@ -26,7 +26,8 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     sys.path.insert(0, os.getcwd())
     import warp as wp
-    from warp_gemm import shapes as S, tune
+    from warp_gemm import shapes as S
+    from warp_gemm import tuning as tune
     from warp_gemm.precompile import canon_dtype
 
     shapes = S.get_set(args.shapes)

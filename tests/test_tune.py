@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 import warp_gemm
-from warp_gemm import Config, _kernels, tune
+from warp_gemm import Config, _kernels
+from warp_gemm import tuning as tune
 
 SM90 = types.SimpleNamespace(arch=90, name="NVIDIA H100 80GB HBM3", is_cpu=False)
 

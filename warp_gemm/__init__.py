@@ -12,6 +12,7 @@ __version__ = "0.1.0"
 from ._compat import WARP_VERSION, UnsupportedWarpError
 from ._config import Config, candidate_configs
 from .api import gemm, matmul, precompile_config
+from .tuning import tune
 
 __all__ = [
     "Config",
@@ -21,4 +22,5 @@ __all__ = [
     "gemm",
     "matmul",
     "precompile_config",
+    "tune",
 ]

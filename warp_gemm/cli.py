@@ -32,7 +32,7 @@ def _info(args) -> int:
     for k, v in _compat.features().items():
         print(f"  {k} = {v}")
     if wp.get_cuda_device_count():
-        from . import tune
+        from . import tuning as tune
 
         print(f"tuning cache: {tune.user_cache_path(wp.get_device('cuda'))}")
     return 0
@@ -52,7 +52,7 @@ def _bench(rest: list[str]) -> int:
 
 def _tune(args) -> int:
     from . import shapes as S
-    from . import tune
+    from . import tuning as tune
 
     shapes = S.get_set(args.shapes) if args.shapes else None
     rows = tune.tune(args.dtype.split(","), shapes=shapes, device=args.device, workers=args.workers,
