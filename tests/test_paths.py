@@ -11,7 +11,7 @@ import pytest
 from conftest import DTYPES, make, nan_like, to_f64
 
 import warp_gemm
-from warp_gemm import Config, api
+from warp_gemm import Config, _compat, _kernels, api
 from warp_gemm.tolerance import compare, random_operands, round_to
 
 
@@ -45,8 +45,12 @@ def test_split_k_batched_transposed(rng):
 @pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
 @pytest.mark.parametrize("layout", ["nn", "tn", "nt"])
 @pytest.mark.parametrize("split", [1, 3])
-def test_padded_copies(dtype, layout, split, rng, monkeypatch):
+@pytest.mark.parametrize("smem_pad", [False, True])
+def test_padded_copies(dtype, layout, split, smem_pad, rng, monkeypatch):
+    if smem_pad and not _compat.HAS_STRIDED_MATMUL_OPERANDS:
+        pytest.skip("padded shared tiles need warp-lang 1.19")
     monkeypatch.setattr(api, "PAD_ON_CPU", True)
+    monkeypatch.setattr(api, "SMEM_PAD_ON_CPU", smem_pad)
     monkeypatch.setattr(api, "PAD_MIN_WORK", 1)
     M, N, K = 45, 37, 61  # odd leading dimensions: rows not 16-byte aligned
     a, b = random_operands(M, N, K, dtype, rng)
@@ -59,3 +63,31 @@ def test_padded_copies(dtype, layout, split, rng, monkeypatch):
                    config=Config(32, 32, 32, 1, 8, split))
     cmp = compare(out, 0.5 * a @ b + 2.0 * c, dtype)
     assert cmp.ok, f"{dtype} {layout}: {cmp}"
+
+
+@pytest.mark.skipif(not _compat.HAS_STRIDED_MATMUL_OPERANDS,
+                    reason="padded shared tiles need tile_matmul with strided operands (warp-lang 1.19)")
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("layout", ["nn", "tn", "nt", "tt"])
+@pytest.mark.parametrize("split", [1, 3])
+def test_padded_shared_tiles(dtype, layout, split, rng, monkeypatch):
+    """The CUDA kernels' padded A/B/accumulator layouts (wide loads, tile_view, transposed views, the
+    split-K atomic epilogue of a view) on the CPU backend, on shapes that end inside the pad columns."""
+    monkeypatch.setattr(api, "SMEM_PAD_ON_CPU", True)
+    M, N, K = 45, 37, 61  # last tiles partial; the pad columns read past the end (zeros)
+    a, b = random_operands(M, N, K, dtype, rng, batch=2)
+    c = round_to(rng.standard_normal((M, N)), dtype)
+    ta, tb = layout[0] == "t", layout[1] == "t"
+    A = make(np.ascontiguousarray(np.swapaxes(a, 1, 2)) if ta else a, dtype, "warp", "cpu")
+    B = make(np.ascontiguousarray(np.swapaxes(b, 1, 2)) if tb else b, dtype, "warp", "cpu")
+    out = nan_like("warp", (2, M, N), dtype, "cpu")
+    cfg = Config(32, 32, 16, 1, 8, split)
+    built = []
+    get = api.get_kernel
+    monkeypatch.setattr(api, "get_kernel", lambda spec: built.append(spec) or get(spec))
+    warp_gemm.gemm(A, B, make(c, dtype, "warp", "cpu"), alpha=0.5, beta=2.0, trans_a=ta, trans_b=tb, out=out,
+                   config=cfg)
+    pads = _kernels.smem_pads(dtype, False)
+    assert [(s.pad_ab, s.pad_c) for s in built] == [pads] and min(pads) > 0, built
+    cmp = compare(to_f64(out), 0.5 * np.matmul(a, b) + 2.0 * c, dtype)
+    assert cmp.ok, f"{dtype} {layout} split {split}: {cmp}"

@@ -83,6 +83,27 @@ HAS_OLD_MATMUL: bool = hasattr(wp, "matmul")
 #: 1.18+: CPU tile kernels may use several threads per block.
 HAS_CPU_BLOCKS: bool = hasattr(wp.config, "enable_cpu_blocks")
 
+
+def _lto_dot_params() -> set[str]:
+    """Parameter names of Warp's internal MathDx GEMM builder (``build_lto_dot``), wherever the
+    release keeps it; empty when it cannot be found."""
+    for name in ("warp._src.build", "warp.build"):
+        try:
+            mod = importlib.import_module(name)
+        except ImportError:
+            continue
+        fn = getattr(mod, "build_lto_dot", None)
+        if fn is not None:
+            return set(inspect.signature(fn).parameters)
+    return set()
+
+
+#: 1.19: ``tile_matmul`` passes each operand's leading dimension (from the tile's strides) to
+#: cuBLASDx, so a ``tile_view`` into a wider shared tile -- a padded layout -- is multiplied
+#: correctly. Up to 1.18 (``build_lto_dot`` without ``lda``) MathDx assumed dense tiles: a view
+#: would be read wrongly, so warp_gemm pads its shared tiles only where this holds.
+HAS_STRIDED_MATMUL_OPERANDS: bool = "lda" in _lto_dot_params()
+
 #: The oldest release warp_gemm supports at all, and the oldest with CPU tiles (for messages).
 MIN_RELEASE = "1.7"
 MIN_CPU_RELEASE = "1.7"

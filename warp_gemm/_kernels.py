@@ -16,6 +16,15 @@ storage (the operand's transpose is row-major) in tiles of the transposed shape 
 tile in the block, so global loads stay coalesced either way.
 
 Batching: operands are 3-D arrays; a batch count of 1 broadcasts (``A[min(b, a_nb - 1)]``).
+
+Padded shared layouts (``pad_ab``/``pad_c`` > 0, CUDA on Warp 1.19+): the A and B tiles are loaded
+``pad_ab`` columns wider than needed (the neighbouring tile's columns, or zeros at the edge, so the
+copy stays one vectorized ``tile_load``) and the accumulator is allocated ``pad_c`` columns wider;
+``tile_matmul`` gets ``tile_view``s of the needed part, whose row stride is no longer a power of two.
+With dense tiles every row starts on the same shared-memory bank and the MathDx GEMM's fragment loads
+serialise: on the H100 the MathDx call alone ran at 64 TFLOP/s (fp16, 128x128x256 tiles, data already
+in shared memory) and at 234 with 16-byte A/B and 32-byte accumulator padding; the whole fp16 4096^3
+kernel went from 50 to 99 (benchmarks/lever_probe.py, docs/performance.md).
 """
 
 # No `from __future__ import annotations` here: Warp reads the kernels' annotations as objects,
@@ -49,6 +58,8 @@ class KernelSpec:
     layout_b: str
     epilogue: str  # "scale", "axpby" or "splitk" (atomic add of the partial sum into D, no scaling)
     tf32: bool = False
+    pad_ab: int = 0  # extra columns of the shared A and B tiles (see smem_pads)
+    pad_c: int = 0  # extra columns of the shared accumulator
 
     @property
     def acc_dtype(self) -> str:
@@ -57,18 +68,36 @@ class KernelSpec:
     @property
     def key(self) -> str:
         tf = "_tf32" if self.tf32 else ""
+        pad = f"_p{self.pad_ab}-{self.pad_c}" if self.pad_ab or self.pad_c else ""
         return (f"wg_gemm_{self.in_dtype}_{self.out_dtype}_{self.layout_a}{self.layout_b}_"
-                f"{self.tm}x{self.tn}x{self.tk}_{self.epilogue}{tf}")
+                f"{self.tm}x{self.tn}x{self.tk}_{self.epilogue}{tf}{pad}")
 
 
-def spec_for(cfg, dtype, layout="NN", epilogue="scale", tf32=False):
+# Padding of the shared tiles, in elements (H100, fp16/tf32/fp64 at 4096^3, benchmarks/lever_probe.py,
+# results/lever_probe_h100_r*.json): 16 bytes per A/B row for 16-bit and 32-bit data (fp16 full kernel
+# 50 -> 84 TFLOP/s with an 16-byte accumulator pad), 32 bytes per accumulator row (84 -> 99; tf32
+# 47 -> 59), and 32 bytes per A/B row for float64 (64x64x32: 17.3 unpadded, 18.6 with 16 bytes, 19.5
+# with 32). Plain float32 (no tensor cores) is unaffected (25.8 -> 28.1).
+_PAD_AB = {"float16": 8, "bfloat16": 8, "float32": 4, "float64": 4}
+_PAD_C = {"float32": 8, "float64": 4}
+
+
+def smem_pads(in_dtype: str, device_is_cpu: bool) -> tuple[int, int]:
+    """``(pad_ab, pad_c)`` for a kernel on this Warp and device: zero on the CPU (no banks) and where
+    tile_matmul cannot take strided operands (Warp < 1.19, see _compat)."""
+    if device_is_cpu or not _compat.HAS_STRIDED_MATMUL_OPERANDS:
+        return 0, 0
+    return _PAD_AB[in_dtype], _PAD_C[acc_dtype_name(in_dtype)]
+
+
+def spec_for(cfg, dtype, layout="NN", epilogue="scale", tf32=False, device_is_cpu=False):
     """The KernelSpec the launcher builds for a configuration and an input dtype on this Warp (for
     ahead-of-time builds): 16-bit inputs widened where tiles would accumulate in 16 bit, the output in
     the accumulator dtype where tile_astype is missing or for split-K partial sums."""
     in_k = "float32" if _compat.WIDEN_16BIT_INPUTS and dtype in ("float16", "bfloat16") else dtype
     out_k = in_k if _compat.HAS_TILE_ASTYPE and epilogue != "splitk" else acc_dtype_name(in_k)
     return KernelSpec(cfg.tm, cfg.tn, cfg.tk, in_k, out_k, layout[0], layout[1], epilogue,
-                      bool(tf32 and _compat.HAS_TF32))
+                      bool(tf32 and _compat.HAS_TF32), *smem_pads(in_k, device_is_cpu))
 
 
 _factory_lock = threading.Lock()
@@ -97,6 +126,13 @@ def _build(spec: KernelSpec):
     if SPLITK and spec.out_dtype != spec.acc_dtype:
         raise ValueError(f"{spec}: split-K partial sums are accumulated in the accumulator dtype")
     TF32 = spec.tf32
+    if (spec.pad_ab or spec.pad_c) and not _compat.HAS_STRIDED_MATMUL_OPERANDS:
+        raise ValueError(f"{spec}: padded shared tiles need a Warp whose tile_matmul takes strided operands")
+    PAD_AB = spec.pad_ab > 0
+    PAD_C = spec.pad_c > 0
+    # The wide tile shapes as closure constants (Warp needs compile-time tile shapes and does not
+    # fold TK + pad inside the kernel).
+    TMP, TNP, TKP, TNC = TM + spec.pad_ab, TN + spec.pad_ab, TK + spec.pad_ab, TN + spec.pad_c
     CAST_OUT = spec.out_dtype != spec.acc_dtype
     if CAST_OUT and not _compat.HAS_TILE_ASTYPE:
         raise ValueError(f"{spec} needs tile_astype (warp-lang >= 1.8); the launcher must use a temporary")
@@ -129,16 +165,34 @@ def _build(spec: KernelSpec):
         j = (t % per_group) // rows
         Ab = A[wp.min(bi, a_nb - 1)]
         Bb = B[wp.min(bi, b_nb - 1)]
-        acc = wp.tile_zeros(shape=(TM, TN), dtype=ACC)
+        if wp.static(PAD_C):
+            acc = wp.tile_view(wp.tile_zeros(shape=(TM, TNC), dtype=ACC, storage="shared"),
+                               offset=(0, 0), shape=(TM, TN))
+        else:
+            acc = wp.tile_zeros(shape=(TM, TN), dtype=ACC)
         # k_tiles is a runtime value on purpose: Warp unrolls short constant-trip loops and then
         # allocates every iteration's tiles in shared memory.
         # Split s covers K tiles [s*k_per_split, (s+1)*k_per_split) (one split: all of them).
         for k in range(split * k_per_split, wp.min(k_tiles, (split + 1) * k_per_split)):
-            if wp.static(TRANS_A):
+            if wp.static(PAD_AB and TRANS_A):
+                a = wp.tile_transpose(wp.tile_view(
+                    wp.tile_load(Ab, shape=(TK, TMP), offset=(k * TK, i * TM), storage="shared"),
+                    offset=(0, 0), shape=(TK, TM)))
+            elif wp.static(PAD_AB):
+                a = wp.tile_view(wp.tile_load(Ab, shape=(TM, TKP), offset=(i * TM, k * TK), storage="shared"),
+                                 offset=(0, 0), shape=(TM, TK))
+            elif wp.static(TRANS_A):
                 a = wp.tile_transpose(wp.tile_load(Ab, shape=(TK, TM), offset=(k * TK, i * TM)))
             else:
                 a = wp.tile_load(Ab, shape=(TM, TK), offset=(i * TM, k * TK))
-            if wp.static(TRANS_B):
+            if wp.static(PAD_AB and TRANS_B):
+                b = wp.tile_transpose(wp.tile_view(
+                    wp.tile_load(Bb, shape=(TN, TKP), offset=(j * TN, k * TK), storage="shared"),
+                    offset=(0, 0), shape=(TN, TK)))
+            elif wp.static(PAD_AB):
+                b = wp.tile_view(wp.tile_load(Bb, shape=(TK, TNP), offset=(k * TK, j * TN), storage="shared"),
+                                 offset=(0, 0), shape=(TK, TN))
+            elif wp.static(TRANS_B):
                 b = wp.tile_transpose(wp.tile_load(Bb, shape=(TN, TK), offset=(j * TN, k * TK)))
             else:
                 b = wp.tile_load(Bb, shape=(TK, TN), offset=(k * TK, j * TN))

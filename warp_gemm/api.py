@@ -277,9 +277,12 @@ def _launch(p: _Problem, alpha: float, beta: float, allow_tf32: bool, config: Co
         tf32 = bool(allow_tf32 and p.in_dtype == "float32" and _compat.HAS_TF32 and not dev.is_cpu)
         cfg = config or _config.choose(dev, p.in_dtype, la + lb, M, N, p.K, p.batch, tf32)
         padded = pad and _needs_padding(M, N, p.K, cfg, Av, Bv)
+        pads = _kernels.smem_pads(in_k, dev.is_cpu and not SMEM_PAD_ON_CPU)
         if padded:
-            Av = _tile_padded_copy(Av, (cfg.tm, cfg.tk) if la == "N" else (cfg.tk, cfg.tm), in_k, allocate)
-            Bv = _tile_padded_copy(Bv, (cfg.tk, cfg.tn) if lb == "N" else (cfg.tn, cfg.tk), in_k, allocate)
+            # pads[0] more columns: the kernel's widened tile loads then stay inside the copy, so every
+            # one of them takes Warp's vectorized path.
+            Av = _tile_padded_copy(Av, (cfg.tm, cfg.tk) if la == "N" else (cfg.tk, cfg.tm), in_k, allocate, pads[0])
+            Bv = _tile_padded_copy(Bv, (cfg.tk, cfg.tn) if lb == "N" else (cfg.tn, cfg.tk), in_k, allocate, pads[0])
         tiles_m = -(-M // cfg.tm)
         tiles_n = -(-N // cfg.tn)
         k_tiles = -(-p.K // cfg.tk)
@@ -307,7 +310,7 @@ def _launch(p: _Problem, alpha: float, beta: float, allow_tf32: bool, config: Co
             if use_c:
                 epilogue = "axpby"
                 Cv, c_nb = _c_operand(C, Dk, out_k, M, N)
-        spec = KernelSpec(cfg.tm, cfg.tn, cfg.tk, in_k, kernel_out, la, lb, epilogue, tf32)
+        spec = KernelSpec(cfg.tm, cfg.tn, cfg.tk, in_k, kernel_out, la, lb, epilogue, tf32, *pads)
         kernel = get_kernel(spec)
         wp.launch_tiled(
             kernel,
@@ -337,6 +340,7 @@ def _launch(p: _Problem, alpha: float, beta: float, allow_tf32: bool, config: Co
 # 1000^3 fp16 fell from 10-16 to 3.8 TFLOP/s when padded (H100), 4095^3 rose from 21 to 42.
 PAD_MIN_WORK = 2**33
 PAD_ON_CPU = False  # tests set this to run the padded path on the CPU backend
+SMEM_PAD_ON_CPU = False  # tests set this to run the padded-shared-tile kernels on the CPU backend
 
 
 def _needs_padding(M: int, N: int, K: int, cfg: Config, Av, Bv) -> bool:
@@ -346,12 +350,13 @@ def _needs_padding(M: int, N: int, K: int, cfg: Config, Av, Bv) -> bool:
     return any(v.ptr % 16 or v.strides[1] % 16 or (v.shape[0] > 1 and v.strides[0] % 16) for v in (Av, Bv))
 
 
-def _tile_padded_copy(view, tiles: tuple[int, int], dtype: str, allocate):
-    """A zero-filled (nb, rows, cols) copy of ``view`` with rows and cols rounded up to ``tiles``."""
+def _tile_padded_copy(view, tiles: tuple[int, int], dtype: str, allocate, extra_cols: int = 0):
+    """A zero-filled (nb, rows, cols) copy of ``view`` with rows and cols rounded up to ``tiles``
+    (and ``extra_cols`` more zero columns)."""
     from ._operands import ITEMSIZE
 
     nb, r, c = view.shape
-    rp, cp = -(-r // tiles[0]) * tiles[0], -(-c // tiles[1]) * tiles[1]
+    rp, cp = -(-r // tiles[0]) * tiles[0], -(-c // tiles[1]) * tiles[1] + extra_cols
     buf = allocate((nb, rp, cp), dtype, zero=True)
     item = ITEMSIZE[dtype]
     sub = wp.array(ptr=buf.ptr, dtype=buf.dtype, shape=(nb, r, c), strides=(rp * cp * item, cp * item, item),
@@ -413,7 +418,8 @@ def precompile_config(config: Config | str, dtype: str, device: str = "cuda", la
 
     _compat.init()
     cfg = Config.parse(config) if isinstance(config, str) else config
-    kernel = get_kernel(_kernels.spec_for(cfg, dtype, layout, epilogue, tf32))
+    kernel = get_kernel(_kernels.spec_for(cfg, dtype, layout, epilogue, tf32,
+                                          device_is_cpu=wp.get_device(device).is_cpu))
     dev = wp.get_device(device)
     t = time.perf_counter()
     if dev.is_cpu:
