@@ -87,7 +87,7 @@ def test_padded_shared_tiles(dtype, layout, split, rng, monkeypatch):
     monkeypatch.setattr(api, "get_kernel", lambda spec: built.append(spec) or get(spec))
     warp_gemm.gemm(A, B, make(c, dtype, "warp", "cpu"), alpha=0.5, beta=2.0, trans_a=ta, trans_b=tb, out=out,
                    config=cfg)
-    pads = _kernels.smem_pads(dtype, False)
+    pads = _kernels.smem_pads(dtype, False, tf32=True)
     assert [(s.pad_ab, s.pad_c) for s in built] == [pads] and min(pads) > 0, built
     cmp = compare(to_f64(out), 0.5 * np.matmul(a, b) + 2.0 * c, dtype)
     assert cmp.ok, f"{dtype} {layout} split {split}: {cmp}"

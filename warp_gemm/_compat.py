@@ -80,6 +80,8 @@ HAS_MODULE_OPTIONS_KW: bool = "module_options" in _kernel_params
 HAS_COMPILE_AOT: bool = hasattr(wp, "compile_aot_module")
 #: <= 1.6: the CUTLASS ``wp.matmul`` (benchmarks only).
 HAS_OLD_MATMUL: bool = hasattr(wp, "matmul")
+#: 1.19+: ``@wp.kernel(launch_bounds=(block_dim, min_blocks))``.
+HAS_LAUNCH_BOUNDS: bool = "launch_bounds" in _kernel_params
 #: 1.18+: CPU tile kernels may use several threads per block.
 HAS_CPU_BLOCKS: bool = hasattr(wp.config, "enable_cpu_blocks")
 
@@ -182,15 +184,18 @@ _MODULE_OPTIONS = {
 }
 
 
-def make_kernel(func, key: str):
+def make_kernel(func, key: str, launch_bounds: tuple[int, int] | None = None):
     """``@wp.kernel`` for ``func`` in a module of its own, forward-only.
 
     ``key`` names the configuration; it becomes the kernel's name so logs and caches are readable.
+    ``launch_bounds`` (CUDA ``__launch_bounds__``) is passed only where Warp has it (1.19+).
     """
     init()
     func.__name__ = func.__qualname__ = key
     if HAS_MODULE_OPTIONS_KW:
-        return wp.kernel(func, module="unique", enable_backward=False, module_options=dict(_MODULE_OPTIONS))
+        extra = {"launch_bounds": launch_bounds} if launch_bounds and HAS_LAUNCH_BOUNDS else {}
+        return wp.kernel(func, module="unique", enable_backward=False, module_options=dict(_MODULE_OPTIONS),
+                         **extra)
     if HAS_UNIQUE_MODULE:
         k = wp.kernel(func, module="unique", enable_backward=False)
     else:

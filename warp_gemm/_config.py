@@ -18,20 +18,26 @@ class Config:
     block_dim: int
     group_m: int = 8
     split_k: int = 1  # K splits; 0 = automatic (see split_count)
+    # Blocks per SM the compiler must leave registers for (CUDA ``__launch_bounds__(block_dim, n)``,
+    # Warp 1.19+); 0 = no bound. See the 16-bit candidates for the measured reason.
+    occupancy: int = 0
 
     def __str__(self) -> str:
         s = f"/s{self.split_k}" if self.split_k != 1 else ""
-        return f"{self.tm}x{self.tn}x{self.tk}/b{self.block_dim}/g{self.group_m}{s}"
+        o = f"/o{self.occupancy}" if self.occupancy else ""
+        return f"{self.tm}x{self.tn}x{self.tk}/b{self.block_dim}/g{self.group_m}{s}{o}"
 
     @classmethod
     def parse(cls, text: str) -> Config:
-        """Inverse of ``str``: ``128x128x64/b256/g8`` (``/g`` optional)."""
+        """Inverse of ``str``: ``128x128x64/b256/g8[/s0][/o2]`` (all but the tile shape optional)."""
         parts = text.strip().split("/")
         tm, tn, tk = (int(x) for x in parts[0].split("x"))
-        bd = int(parts[1].lstrip("b")) if len(parts) > 1 else 256
-        g = int(parts[2].lstrip("g")) if len(parts) > 2 else 8
-        sk = int(parts[3].lstrip("s")) if len(parts) > 3 else 1
-        return cls(tm, tn, tk, bd, g, sk)
+        opts = {"b": 256, "g": 8, "s": 1, "o": 0}
+        for part in parts[1:]:
+            if not part or part[0] not in opts:
+                raise ValueError(f"bad configuration {text!r}: unknown field {part!r}")
+            opts[part[0]] = int(part[1:])
+        return cls(tm, tn, tk, opts["b"], opts["g"], opts["s"], opts["o"])
 
     def to_json(self) -> str:
         return str(self)
@@ -54,6 +60,14 @@ _CUDA_CANDIDATES_16 = [
     Config(64, 64, 256, 128),
     Config(64, 128, 64, 128),
     Config(128, 64, 64, 128),
+    # Two or more blocks per SM where the padded tiles leave room (128x128x64: 105 KiB of shared
+    # memory): one block's loads overlap another's MMAs. In a stand-alone kernel with a light epilogue
+    # 128x128x64 ran at 96.5 TFLOP/s without a bound and 98.6 with (256, 2) (H100, fp16 4096^3,
+    # results/lever_probe_h100_r4.json); the production kernel's register-tile epilogue made it 64.5
+    # without a bound, which suggests one block per SM.
+    Config(128, 128, 64, 256, occupancy=2),
+    Config(64, 64, 128, 128, occupancy=4),
+    Config(64, 128, 64, 128, occupancy=3),
     Config(16, 128, 256, 128),
     Config(32, 128, 256, 128),
     Config(16, 128, 256, 128, 8, 0),
@@ -83,6 +97,8 @@ _CUDA_CANDIDATES_64 = [
     Config(64, 64, 128, 128),
     Config(128, 64, 64, 256),
     Config(128, 128, 32, 256),
+    Config(64, 64, 64, 128, occupancy=2),
+    Config(64, 64, 32, 128, occupancy=3),
 ]
 
 

@@ -60,6 +60,8 @@ class KernelSpec:
     tf32: bool = False
     pad_ab: int = 0  # extra columns of the shared A and B tiles (see smem_pads)
     pad_c: int = 0  # extra columns of the shared accumulator
+    min_blocks: int = 0  # CUDA __launch_bounds__(block_dim, min_blocks); 0: none
+    block_dim: int = 0  # only with min_blocks (the bound needs the launch's block size)
 
     @property
     def acc_dtype(self) -> str:
@@ -69,25 +71,35 @@ class KernelSpec:
     def key(self) -> str:
         tf = "_tf32" if self.tf32 else ""
         pad = f"_p{self.pad_ab}-{self.pad_c}" if self.pad_ab or self.pad_c else ""
+        occ = f"_o{self.min_blocks}b{self.block_dim}" if self.min_blocks else ""
         return (f"wg_gemm_{self.in_dtype}_{self.out_dtype}_{self.layout_a}{self.layout_b}_"
-                f"{self.tm}x{self.tn}x{self.tk}_{self.epilogue}{tf}{pad}")
+                f"{self.tm}x{self.tn}x{self.tk}_{self.epilogue}{tf}{pad}{occ}")
 
 
 # Padding of the shared tiles, in elements (H100, fp16/tf32/fp64 at 4096^3, benchmarks/lever_probe.py,
-# results/lever_probe_h100_r*.json): 16 bytes per A/B row for 16-bit and 32-bit data (fp16 full kernel
-# 50 -> 84 TFLOP/s with an 16-byte accumulator pad), 32 bytes per accumulator row (84 -> 99; tf32
+# results/lever_probe_h100_r*.json): 16 bytes per A/B row for 16-bit data and tf32 (fp16 full kernel
+# 50 -> 84 TFLOP/s with a 16-byte accumulator pad), 32 bytes per accumulator row (84 -> 99; tf32
 # 47 -> 59), and 32 bytes per A/B row for float64 (64x64x32: 17.3 unpadded, 18.6 with 16 bytes, 19.5
-# with 32). Plain float32 (no tensor cores) is unaffected (25.8 -> 28.1).
+# with 32). Exact float32 (no tensor cores) is left dense: padded, the tuner's best fell from 26.0
+# to 23.7 TFLOP/s (results/tune_h100_run3.jsonl).
 _PAD_AB = {"float16": 8, "bfloat16": 8, "float32": 4, "float64": 4}
 _PAD_C = {"float32": 8, "float64": 4}
 
 
-def smem_pads(in_dtype: str, device_is_cpu: bool) -> tuple[int, int]:
-    """``(pad_ab, pad_c)`` for a kernel on this Warp and device: zero on the CPU (no banks) and where
-    tile_matmul cannot take strided operands (Warp < 1.19, see _compat)."""
-    if device_is_cpu or not _compat.HAS_STRIDED_MATMUL_OPERANDS:
+def smem_pads(in_dtype: str, device_is_cpu: bool, tf32: bool = False) -> tuple[int, int]:
+    """``(pad_ab, pad_c)`` for a kernel on this Warp and device: zero on the CPU (no banks), for exact
+    float32, and where tile_matmul cannot take strided operands (Warp < 1.19, see _compat)."""
+    if device_is_cpu or not _compat.HAS_STRIDED_MATMUL_OPERANDS or (in_dtype == "float32" and not tf32):
         return 0, 0
     return _PAD_AB[in_dtype], _PAD_C[acc_dtype_name(in_dtype)]
+
+
+def occupancy_bound(cfg, device_is_cpu: bool) -> tuple[int, int]:
+    """``(min_blocks, block_dim)`` of the spec for ``cfg``: its occupancy hint on CUDA where Warp has
+    ``launch_bounds``, else ``(0, 0)``."""
+    if device_is_cpu or not cfg.occupancy or not _compat.HAS_LAUNCH_BOUNDS:
+        return 0, 0
+    return cfg.occupancy, cfg.block_dim
 
 
 def spec_for(cfg, dtype, layout="NN", epilogue="scale", tf32=False, device_is_cpu=False):
@@ -96,8 +108,9 @@ def spec_for(cfg, dtype, layout="NN", epilogue="scale", tf32=False, device_is_cp
     the accumulator dtype where tile_astype is missing or for split-K partial sums."""
     in_k = "float32" if _compat.WIDEN_16BIT_INPUTS and dtype in ("float16", "bfloat16") else dtype
     out_k = in_k if _compat.HAS_TILE_ASTYPE and epilogue != "splitk" else acc_dtype_name(in_k)
-    return KernelSpec(cfg.tm, cfg.tn, cfg.tk, in_k, out_k, layout[0], layout[1], epilogue,
-                      bool(tf32 and _compat.HAS_TF32), *smem_pads(in_k, device_is_cpu))
+    tf = bool(tf32 and _compat.HAS_TF32)
+    return KernelSpec(cfg.tm, cfg.tn, cfg.tk, in_k, out_k, layout[0], layout[1], epilogue, tf,
+                      *smem_pads(in_k, device_is_cpu, tf), *occupancy_bound(cfg, device_is_cpu))
 
 
 _factory_lock = threading.Lock()
@@ -219,7 +232,8 @@ def _build(spec: KernelSpec):
         else:
             wp.tile_store(D[bi], r, offset=(i * TM, j * TN))
 
-    return _compat.make_kernel(gemm, spec.key)
+    bounds = (spec.block_dim, spec.min_blocks) if spec.min_blocks else None
+    return _compat.make_kernel(gemm, spec.key, bounds)
 
 
 # --- elementwise helpers (conversions, broadcasts, K == 0) ---------------------------------------------

@@ -277,7 +277,7 @@ def _launch(p: _Problem, alpha: float, beta: float, allow_tf32: bool, config: Co
         tf32 = bool(allow_tf32 and p.in_dtype == "float32" and _compat.HAS_TF32 and not dev.is_cpu)
         cfg = config or _config.choose(dev, p.in_dtype, la + lb, M, N, p.K, p.batch, tf32)
         padded = pad and _needs_padding(M, N, p.K, cfg, Av, Bv)
-        pads = _kernels.smem_pads(in_k, dev.is_cpu and not SMEM_PAD_ON_CPU)
+        pads = _kernels.smem_pads(in_k, dev.is_cpu and not SMEM_PAD_ON_CPU, tf32 or SMEM_PAD_ON_CPU)
         if padded:
             # pads[0] more columns: the kernel's widened tile loads then stay inside the copy, so every
             # one of them takes Warp's vectorized path.
@@ -310,7 +310,8 @@ def _launch(p: _Problem, alpha: float, beta: float, allow_tf32: bool, config: Co
             if use_c:
                 epilogue = "axpby"
                 Cv, c_nb = _c_operand(C, Dk, out_k, M, N)
-        spec = KernelSpec(cfg.tm, cfg.tn, cfg.tk, in_k, kernel_out, la, lb, epilogue, tf32, *pads)
+        spec = KernelSpec(cfg.tm, cfg.tn, cfg.tk, in_k, kernel_out, la, lb, epilogue, tf32, *pads,
+                          *_kernels.occupancy_bound(cfg, dev.is_cpu))
         kernel = get_kernel(spec)
         wp.launch_tiled(
             kernel,
@@ -340,7 +341,9 @@ def _launch(p: _Problem, alpha: float, beta: float, allow_tf32: bool, config: Co
 # 1000^3 fp16 fell from 10-16 to 3.8 TFLOP/s when padded (H100), 4095^3 rose from 21 to 42.
 PAD_MIN_WORK = 2**33
 PAD_ON_CPU = False  # tests set this to run the padded path on the CPU backend
-SMEM_PAD_ON_CPU = False  # tests set this to run the padded-shared-tile kernels on the CPU backend
+# Tests set this to run the padded-shared-tile kernels on the CPU backend (float32 with the padding of
+# the tf32 kernels, since exact float32 is not padded).
+SMEM_PAD_ON_CPU = False
 
 
 def _needs_padding(M: int, N: int, K: int, cfg: Config, Av, Bv) -> bool:
