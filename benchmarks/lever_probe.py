@@ -96,19 +96,36 @@ VARIANTS = [
     ("full", 128, 128, 32, 256, 0, 4, 4, 4, "fp64"),
     ("full", 128, 64, 32, 128, 0, 2, 2, 4, "fp64"),
     ("full", 64, 64, 32, 64, 0, 2, 2, 4, "fp64"),
+    # round 5 (indices 59-): the epilogue's registers and occupancy
+    ("full", 128, 128, 64, 256, 2, 8, 8, 8, "fp16", "astype"),
+    ("full", 128, 128, 64, 256, 2, 8, 8, 8, "fp16", "chunk"),
+    ("full", 128, 128, 64, 256, 0, 8, 8, 8, "fp16", "astype"),
+    ("full", 128, 128, 64, 256, 0, 8, 8, 8, "fp16", "chunk"),
+    ("full", 128, 128, 256, 256, 0, 8, 8, 8, "fp16", "astype"),
+    ("full", 128, 128, 256, 256, 0, 8, 8, 8, "fp16", "chunk"),
+    ("full", 128, 128, 128, 256, 0, 4, 4, 8, "tf32", "acc"),
+    ("full", 64, 64, 128, 128, 4, 8, 8, 8, "fp16", "chunk"),
 ]
 
 
 def name(v) -> str:
     mode, tm, tn, tk, bd, mb, *rest = v
-    pads, dt = rest[:3], (rest[3:] or ["fp16"])[0]
+    pads, dt = rest[:3], dtype_of(v)
     p = "_p" + "-".join(map(str, pads)) if pads else ""
     d = "" if dt == "fp16" else f"_{dt}"
-    return f"{mode}_{tm}x{tn}x{tk}_b{bd}_o{mb}{p}{d}"
+    e = "" if epi_of(v) == "acc" else f"_{epi_of(v)}"
+    return f"{mode}_{tm}x{tn}x{tk}_b{bd}_o{mb}{p}{d}{e}"
 
 
 def dtype_of(v) -> str:
-    return (list(v[9:]) or ["fp16"])[0]
+    return (list(v[9:10]) or ["fp16"])[0]
+
+
+def epi_of(v) -> str:
+    """Epilogue: "acc" stores the fp32 accumulator tile as is; "astype" scales it by alpha and
+    converts the whole tile to the input dtype in registers (as warp_gemm does); "chunk" does the
+    same 32 rows at a time (a quarter of the registers)."""
+    return (list(v[10:11]) or ["acc"])[0]
 
 
 def build(v):
@@ -118,6 +135,10 @@ def build(v):
     PA, PB, PC = pads[:3] or (0, 0, 0)
     DT = dtype_of(v)
     TF32 = DT == "tf32"
+    EPI = epi_of(v)
+    EPI_ASTYPE, EPI_CHUNK = EPI == "astype", EPI == "chunk"
+    OUTT = wp.float64 if DT == "fp64" else (wp.float16 if EPI != "acc" else wp.float32)
+    CH = 32
     # Tile shapes must be closure constants (Warp does not fold TN + PC in the kernel).
     TKA, TNB, TNC = TK + PA, TN + PB, TN + PC
     IN = {"fp16": wp.float16, "fp32": wp.float32, "tf32": wp.float32, "fp64": wp.float64}[DT]
@@ -125,7 +146,7 @@ def build(v):
     MODE_FULL, MODE_LOADS, MODE_MMA, MODE_RACC, MODE_PIPE = (
         mode == m for m in ("full", "loads", "mma", "racc", "pipe"))
 
-    def probe(A: wp.array2d(dtype=IN), B: wp.array2d(dtype=IN), D: wp.array2d(dtype=ACC), k_tiles: int,
+    def probe(A: wp.array2d(dtype=IN), B: wp.array2d(dtype=IN), D: wp.array2d(dtype=OUTT), k_tiles: int,
               tiles_m: int, tiles_n: int, group_m: int):
         t = wp.tid()
         per_group = group_m * tiles_n
@@ -192,6 +213,12 @@ def build(v):
                     racc += part
         if wp.static(MODE_RACC):
             wp.tile_store(D, racc, offset=(i * TM, j * TN))
+        elif wp.static(EPI_ASTYPE):
+            wp.tile_store(D, wp.tile_astype(acc * ACC(1.0), OUTT), offset=(i * TM, j * TN))
+        elif wp.static(EPI_CHUNK):
+            for r in range(TM // CH):
+                part = wp.tile_view(acc, offset=(r * CH, 0), shape=(CH, TN))
+                wp.tile_store(D, wp.tile_astype(part * ACC(1.0), OUTT), offset=(i * TM + r * CH, j * TN))
         else:
             wp.tile_store(D, acc, offset=(i * TM, j * TN))
 
@@ -225,6 +252,8 @@ def main(argv=None) -> int:
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--only", default="", help="comma-separated variant indices")
     ap.add_argument("--out", default="")
+    ap.add_argument("--prod", default="", help="also time warp_gemm.matmul (fp16) with these configs, e.g. "
+                                               "128x128x64/b256/g8/o2;128x128x256/b256/g8")
     args = ap.parse_args(argv)
     variants = [VARIANTS[int(x)] for x in args.only.split(",")] if args.only else VARIANTS
 
@@ -262,7 +291,8 @@ def main(argv=None) -> int:
             refs[dtype_of(v)] = A.double() @ B.double()
         ref = refs[dtype_of(v)]
         D = torch.full((n, n), float("nan"), device="cuda",
-                       dtype=torch.float64 if dtype_of(v) == "fp64" else torch.float32)
+                       dtype=torch.float64 if dtype_of(v) == "fp64" else
+                       (torch.float16 if epi_of(v) != "acc" else torch.float32))
         tiles_m, tiles_n = -(-n // tm), -(-n // tn)
         inputs = [wp.from_torch(A), wp.from_torch(B), wp.from_torch(D), -(-n // tk), tiles_m, tiles_n, 8]
 
@@ -289,6 +319,28 @@ def main(argv=None) -> int:
                              us_per_k_step=t / (-(-tiles_m * tiles_n // 132)) / -(-n // tk) * 1e6))
         except Exception as e:
             rows.append(dict(variant=nm, error=f"{type(e).__name__}: {e}"[:400]))
+    for c in filter(None, args.prod.split(";")):
+        import warp_gemm
+        from warp_gemm import Config
+
+        A, B = ops["fp16"]
+        D = torch.full((n, n), float("nan"), device="cuda", dtype=torch.float16)
+        cfg = Config.parse(c)
+        warp_gemm.matmul(A, B, out=D, config=cfg)
+        torch.cuda.synchronize()
+        ref = A.double() @ B.double()
+        err = float(((D.double() - ref).abs().max() / ref.abs().max()).item())
+        times = []
+        for _ in range(args.reps):
+            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            e0.record()
+            warp_gemm.matmul(A, B, out=D, config=cfg)
+            e1.record()
+            torch.cuda.synchronize()
+            times.append(e0.elapsed_time(e1) * 1e-3)
+        t = statistics.median(times)
+        rows.append(dict(variant=f"warp_gemm {c}", seconds=t, tflops=2 * n**3 / t / 1e12, rel_err=err,
+                         us_per_k_step=float("nan")))
     header = dict(device=torch.cuda.get_device_name(), warp=wp.config.version, torch=torch.__version__,
                   size=n, compile_seconds={nm: s for nm, s, _ in built})
     if args.out:

@@ -81,7 +81,7 @@ def test_padded_shared_tiles(dtype, layout, split, rng, monkeypatch):
     A = make(np.ascontiguousarray(np.swapaxes(a, 1, 2)) if ta else a, dtype, "warp", "cpu")
     B = make(np.ascontiguousarray(np.swapaxes(b, 1, 2)) if tb else b, dtype, "warp", "cpu")
     out = nan_like("warp", (2, M, N), dtype, "cpu")
-    cfg = Config(32, 32, 16, 1, 8, split)
+    cfg = Config(64, 32, 16, 1, 8, split)  # 64 rows: the epilogue runs in two 32-row chunks
     built = []
     get = api.get_kernel
     monkeypatch.setattr(api, "get_kernel", lambda spec: built.append(spec) or get(spec))

@@ -61,10 +61,9 @@ _CUDA_CANDIDATES_16 = [
     Config(64, 128, 64, 128),
     Config(128, 64, 64, 128),
     # Two or more blocks per SM where the padded tiles leave room (128x128x64: 105 KiB of shared
-    # memory): one block's loads overlap another's MMAs. In a stand-alone kernel with a light epilogue
-    # 128x128x64 ran at 96.5 TFLOP/s without a bound and 98.6 with (256, 2) (H100, fp16 4096^3,
-    # results/lever_probe_h100_r4.json); the production kernel's register-tile epilogue made it 64.5
-    # without a bound, which suggests one block per SM.
+    # memory): one block's loads overlap another's MMAs. fp16 4096^3 with a 32-row-chunk epilogue:
+    # 96.9 TFLOP/s with __launch_bounds__(256, 2), 64.6 without (the compiler then takes more than
+    # 128 registers per thread and one block fits), results/lever_probe_h200_r5.json.
     Config(128, 128, 64, 256, occupancy=2),
     Config(64, 64, 128, 128, occupancy=4),
     Config(64, 128, 64, 128, occupancy=3),
@@ -85,6 +84,7 @@ _CUDA_CANDIDATES_32 = [
     Config(64, 128, 128, 128),
     Config(16, 128, 128, 128, 8, 0),
     Config(64, 64, 64, 128, 8, 0),
+    Config(128, 128, 32, 256, occupancy=2),  # 105 KiB padded (tf32): two blocks per SM fit
 ]
 _CUDA_CANDIDATES_64 = [
     Config(64, 64, 32, 128),
