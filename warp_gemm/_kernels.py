@@ -221,29 +221,40 @@ def _build(spec: KernelSpec):
             # Partial sums of the K splits meet in D (zeroed by the launcher); a finishing pass
             # applies alpha, beta*C and the output dtype.
             wp.tile_atomic_add(D[bi], acc, offset=(i * TM, j * TN))
-        else:
+        elif wp.static(EPI_CHUNKS):
             # The epilogue works on ER rows at a time: a whole 128x128 fp32 register tile (plus its
             # converted copy) costs ~96 registers per thread at block_dim 256, which took away the
             # second block per SM that 128x128x64 tiles need: 64.4 TFLOP/s whole-tile against 96.9 in
             # 32-row chunks (fp16 4096^3, results/lever_probe_h200_r5.json).
             for e in range(TM // ER):
                 r0 = i * TM + e * ER
-                if wp.static(EPI_CHUNKS):
-                    part = wp.tile_view(acc, offset=(e * ER, 0), shape=(ER, TN))
-                else:
-                    part = acc
                 if wp.static(AXPBY):
                     c = wp.tile_load(C[wp.min(bi, c_nb - 1)], shape=(ER, TN), offset=(r0, j * TN))
                     if wp.static(CAST_OUT):
-                        r = wp.tile_map(wp.add, part * alpha, wp.tile_astype(c, ACC) * beta)
+                        r = wp.tile_map(wp.add, wp.tile_view(acc, offset=(e * ER, 0), shape=(ER, TN)) * alpha,
+                                        wp.tile_astype(c, ACC) * beta)
                     else:
-                        r = wp.tile_map(wp.add, part * alpha, c * beta)
+                        r = wp.tile_map(wp.add, wp.tile_view(acc, offset=(e * ER, 0), shape=(ER, TN)) * alpha,
+                                        c * beta)
                 else:
-                    r = part * alpha
+                    r = wp.tile_view(acc, offset=(e * ER, 0), shape=(ER, TN)) * alpha
                 if wp.static(CAST_OUT):
                     wp.tile_store(D[bi], wp.tile_astype(r, OUT), offset=(r0, j * TN))
                 else:
                     wp.tile_store(D[bi], r, offset=(r0, j * TN))
+        else:
+            if wp.static(AXPBY):
+                c = wp.tile_load(C[wp.min(bi, c_nb - 1)], shape=(TM, TN), offset=(i * TM, j * TN))
+                if wp.static(CAST_OUT):
+                    r = wp.tile_map(wp.add, acc * alpha, wp.tile_astype(c, ACC) * beta)
+                else:
+                    r = wp.tile_map(wp.add, acc * alpha, c * beta)
+            else:
+                r = acc * alpha
+            if wp.static(CAST_OUT):
+                wp.tile_store(D[bi], wp.tile_astype(r, OUT), offset=(i * TM, j * TN))
+            else:
+                wp.tile_store(D[bi], r, offset=(i * TM, j * TN))
 
     bounds = (spec.block_dim, spec.min_blocks) if spec.min_blocks else None
     return _compat.make_kernel(gemm, spec.key, bounds)
