@@ -75,3 +75,16 @@ def test_first_call_builds_exactly_one_kernel(rng):
     assert _kernels._build.cache_info().currsize == before + 1
     warp_gemm.matmul(a, b, config=Config(16, 16, 16, 1, 4))
     assert _kernels._build.cache_info().currsize == before + 1
+
+
+def test_winner_is_best_across_the_bucket():
+    """One lucky shape must not pick a configuration that is slow on its bucket's other shapes."""
+    def row(M, cfg, tf):
+        return {"status": "ok", "arch": "sm90", "dtype": "float16", "layout": "NN", "M": M, "N": M, "K": M,
+                "config": cfg, "tflops": tf}
+
+    rows = [row(1024, "a", 17.1), row(1024, "b", 17.0), row(1000, "a", 9.0), row(1000, "b", 16.0),
+            row(4096, "a", 50.0), row(4096, "c", 60.0)]
+    w = tune._winners(rows)["sm90|float16|NN"]
+    assert w[",".join(map(str, tune.bucket(1024, 1024, 1024)))] == "b"
+    assert w[",".join(map(str, tune.bucket(4096, 4096, 4096)))] == "c"
