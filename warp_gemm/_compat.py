@@ -80,6 +80,8 @@ HAS_MODULE_OPTIONS_KW: bool = "module_options" in _kernel_params
 HAS_COMPILE_AOT: bool = hasattr(wp, "compile_aot_module")
 #: <= 1.6: the CUTLASS ``wp.matmul`` (benchmarks only).
 HAS_OLD_MATMUL: bool = hasattr(wp, "matmul")
+#: ``wp.launch(..., record_cmd=True)`` returns a replayable launch (all supported releases have it).
+HAS_RECORD_CMD: bool = "record_cmd" in inspect.signature(wp.launch).parameters
 #: 1.19+: ``@wp.kernel(launch_bounds=(block_dim, min_blocks))``.
 HAS_LAUNCH_BOUNDS: bool = "launch_bounds" in _kernel_params
 #: 1.18+: CPU tile kernels may use several threads per block.

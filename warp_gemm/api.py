@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import numbers
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -313,14 +315,10 @@ def _launch(p: _Problem, alpha: float, beta: float, allow_tf32: bool, config: Co
         spec = KernelSpec(cfg.tm, cfg.tn, cfg.tk, in_k, kernel_out, la, lb, epilogue, tf32, *pads,
                           *_kernels.occupancy_bound(cfg, dev.is_cpu))
         kernel = get_kernel(spec)
-        wp.launch_tiled(
-            kernel,
-            dim=(p.batch, tiles_m * tiles_n, splits),
-            inputs=[Av, Bv, Cv, Dlaunch, alpha_k, beta, k_tiles, k_per_split, tiles_m, tiles_n,
-                    max(1, cfg.group_m), Av.shape[0], Bv.shape[0], c_nb],
-            block_dim=1 if dev.is_cpu else cfg.block_dim,
-            device=dev,
-        )
+        _tile_launch(kernel, (p.batch, tiles_m * tiles_n, splits),
+                     [Av, Bv, Cv, Dlaunch, alpha_k, beta, k_tiles, k_per_split, tiles_m, tiles_n,
+                      max(1, cfg.group_m), Av.shape[0], Bv.shape[0], c_nb],
+                     1 if dev.is_cpu else cfg.block_dim, dev)
         if workspace:
             cfin = None
             if use_c:
@@ -334,6 +332,49 @@ def _launch(p: _Problem, alpha: float, beta: float, allow_tf32: bool, config: Co
             _kernels.finish_splitk(Dk, Wv, cfin, out_k, acc, alpha, beta)
     if need_tmp_out:
         convert(wp_view(D, (dnb, dr, dc), (dsb, dsr, dsc)), Dk, D.dtype, out_k)
+
+
+# --- recorded launches ---------------------------------------------------------------------------------
+# Warp's wp.launch packs every argument into ctypes structs on every call: ~37% of a small call's host
+# time (cProfile of fp16 1000^3 on the H100 host: 147 us per call in a loop, while the same call
+# replayed from a CUDA graph takes 85 us of GPU time, results/host_overhead_h100.json). A launch
+# recorded once (``record_cmd=True``) is replayed when the same kernel is launched with the same
+# argument values -- pointers, shapes, strides, dtypes and scalars -- which is exactly the packed
+# parameter block a fresh launch would build, so a hit launches the same thing. Only launches whose
+# arrays are all non-owning views of the caller's memory (``_operands.wp_view``) are recorded: a
+# recorded launch keeps its argument list (Warp's API capture needs it), and a temporary in it would
+# stay alive.
+LAUNCH_CACHE = True  # tests switch it off to compare
+LAUNCH_CACHE_SIZE = 256
+_launches: OrderedDict[tuple, Any] = OrderedDict()
+_launches_lock = threading.Lock()
+
+
+def _arg_key(x) -> tuple:
+    if isinstance(x, wp.array):
+        return (x.ptr, x.shape, x.strides, x.dtype)
+    return (type(x), x)
+
+
+def _tile_launch(kernel, dim: tuple, inputs: list, block_dim: int, dev) -> None:
+    """``wp.launch_tiled(kernel, dim, inputs, block_dim, device=dev)``, replaying a recorded launch
+    when one with the same arguments exists."""
+    if not (LAUNCH_CACHE and _compat.HAS_RECORD_CMD) or not all(
+            getattr(x, "_wg_view", False) for x in inputs if isinstance(x, wp.array)):
+        wp.launch_tiled(kernel, dim=dim, inputs=inputs, block_dim=block_dim, device=dev)
+        return
+    key = (id(kernel), dim, block_dim, str(dev), *(_arg_key(x) for x in inputs))
+    with _launches_lock:
+        cmd = _launches.get(key)
+        if cmd is not None:
+            _launches.move_to_end(key)
+    if cmd is None:
+        cmd = wp.launch_tiled(kernel, dim=dim, inputs=inputs, block_dim=block_dim, device=dev, record_cmd=True)
+        with _launches_lock:
+            _launches[key] = cmd
+            while len(_launches) > LAUNCH_CACHE_SIZE:
+                _launches.popitem(last=False)
+    cmd.launch()
 
 
 # M*N*K from which the padded tile-multiple path pays off: it costs ~8 extra launches (~0.4 ms of host
