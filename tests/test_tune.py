@@ -88,3 +88,11 @@ def test_winner_is_best_across_the_bucket():
     w = tune._winners(rows)["sm90|float16|NN"]
     assert w[",".join(map(str, tune.bucket(1024, 1024, 1024)))] == "b"
     assert w[",".join(map(str, tune.bucket(4096, 4096, 4096)))] == "c"
+
+
+def test_config_text_round_trip():
+    for text in ("128x128x64/b256/g8", "16x128x256/b128/g8/s0", "128x128x64/b256/g8/o2", "64x64x32/b128/g4/s3/o3"):
+        assert str(Config.parse(text)) == text
+    assert Config.parse("64x64x64") == Config(64, 64, 64, 256, 8, 1, 0)
+    with pytest.raises(ValueError, match="unknown field"):
+        Config.parse("64x64x64/b128/x3")
