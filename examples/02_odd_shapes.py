@@ -21,8 +21,9 @@ import numpy as np
 import warp as wp
 
 import warp_gemm
+from warp_gemm.reference import to_float64  # bfloat16 wp.arrays: raw bits decoded
 from warp_gemm.shapes import get_set
-from warp_gemm.tolerance import DTYPES, bf16_bits_to_f64, compare, random_operands
+from warp_gemm.tolerance import DTYPES, compare, random_operands
 
 # 1023x1025x1027 sits one below or above a multiple of every tile size in every dimension; the small
 # primes leave partial tiles on both edges, 5x1031x1000 is a skinny (decode-style) product, 64x64x3 has
@@ -64,13 +65,6 @@ def to_wp(x: np.ndarray, dtype: str, device: str) -> wp.array:
     return wp.array(x.astype(dtype), device=device)
 
 
-def to_f64(d: wp.array, dtype: str) -> np.ndarray:
-    """A result back on the host in float64 (bfloat16 read as its raw bits, then widened)."""
-    if dtype == "bfloat16":
-        return bf16_bits_to_f64(d.view(wp.uint16).numpy())
-    return d.numpy().astype(np.float64)
-
-
 def main(argv=None) -> int:
     args = parse_args(argv)
     device = args.device or default_device()
@@ -88,7 +82,7 @@ def main(argv=None) -> int:
             D = warp_gemm.matmul(A, B)
             wp.synchronize_device(device)
             ms = (time.perf_counter() - t) * 1e3
-            result = compare(to_f64(D, dtype), a @ b, dtype)  # a @ b: the float64 ground truth
+            result = compare(to_float64(D), a @ b, dtype)  # a @ b: the float64 ground truth
             total += 1
             failures += not result.ok
             print(f"{s.id:>20} {dtype:>8} {ms:9.1f} ms  {result}")

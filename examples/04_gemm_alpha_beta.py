@@ -21,7 +21,8 @@ import numpy as np
 import warp as wp
 
 import warp_gemm
-from warp_gemm.tolerance import DTYPES, bf16_bits_to_f64, compare, round_to
+from warp_gemm.reference import to_float64  # bfloat16 wp.arrays: raw bits decoded
+from warp_gemm.tolerance import DTYPES, compare, round_to
 
 
 def default_device() -> str:
@@ -48,12 +49,6 @@ def to_wp(x: np.ndarray, dtype: str, device: str) -> wp.array:
     return wp.array(x.astype(dtype), device=device)
 
 
-def to_f64(d: wp.array, dtype: str) -> np.ndarray:
-    if dtype == "bfloat16":
-        return bf16_bits_to_f64(d.view(wp.uint16).numpy())
-    return d.numpy().astype(np.float64)
-
-
 def main(argv=None) -> int:
     args = parse_args(argv)
     wp.init()
@@ -75,7 +70,7 @@ def main(argv=None) -> int:
 
     def check(what, D, ref):
         nonlocal ok
-        result = compare(to_f64(D, dt), ref, dt)
+        result = compare(to_float64(D), ref, dt)
         ok &= result.ok
         print(f"  {what:<44} {result}")
 
