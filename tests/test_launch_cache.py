@@ -73,7 +73,7 @@ def test_temporaries_are_not_recorded(rng, monkeypatch):
     argument list, which would keep the temporary alive."""
     from warp_gemm import Config
 
-    monkeypatch.setattr(api, "_launches", type(api._launches)())
+    monkeypatch.setattr(api, "_launches", type(api._launches)(256))
     a, b = random_operands(30, 30, 200, "float32", rng)
     warp_gemm.matmul(make(a, "float32", "warp", "cpu"), make(b, "float32", "warp", "cpu"),
                      config=Config(32, 32, 32, 1, 8, 3))
@@ -83,7 +83,7 @@ def test_temporaries_are_not_recorded(rng, monkeypatch):
 
 
 def test_cache_is_bounded(rng, monkeypatch):
-    monkeypatch.setattr(api, "LAUNCH_CACHE_SIZE", 4)
+    monkeypatch.setattr(api._launches, "maxsize", 4)
     for n in range(8, 16):
         a, b = random_operands(n, n, n, "float32", rng)
         warp_gemm.matmul(make(a, "float32", "warp", "cpu"), make(b, "float32", "warp", "cpu"))

@@ -9,8 +9,6 @@ row stride, read through the transpose), copying only when neither dimension has
 from __future__ import annotations
 
 import math
-import threading
-from collections import OrderedDict
 import sys
 from dataclasses import dataclass, replace
 from typing import Any
@@ -19,6 +17,7 @@ import numpy as np
 import warp as wp
 
 from . import _compat
+from ._lru import LRU
 from ._kernels import WP_DTYPES
 
 SUPPORTED = ("float16", "bfloat16", "float32", "float64")
@@ -153,30 +152,23 @@ def describe(x, name: str) -> Operand:
 # Views are memoized by (pointer, dtype, shape, strides, device): building a wp.array costs ~15 us of
 # host time (three per call: ~20% of a small call after launch replay, cProfile on the CPU backend).
 # A view owns nothing and is never mutated, so an equal one can be handed out again.
-_VIEWS: OrderedDict[tuple, Any] = OrderedDict()
-_VIEWS_MAX = 512
-_views_lock = threading.Lock()
+_VIEWS = LRU(512)
 
 
 def wp_view(op: Operand, shape: tuple[int, ...], strides: tuple[int, ...]):
     """A Warp array over ``op``'s memory with the given shape and element strides (no copy)."""
     shape, strides = tuple(shape), tuple(strides)
     key = (op.ptr, op.dtype, shape, strides, str(op.device))
-    with _views_lock:
-        v = _VIEWS.get(key)
-        if v is not None:
-            _VIEWS.move_to_end(key)
-            return v
+    v = _VIEWS.get(key)
+    if v is not None:
+        return v
     item = ITEMSIZE[op.dtype]
     dtype = WP_DTYPES[op.dtype]
     extent = sum((n - 1) * s for n, s in zip(shape, strides)) + 1 if all(shape) else 0
     v = wp.array(ptr=op.ptr, dtype=dtype, shape=shape, strides=tuple(s * item for s in strides),
                  capacity=max(extent, 1) * item, device=op.device)
     v._wg_view = True  # owns nothing (api._tile_launch may keep it in a recorded launch)
-    with _views_lock:
-        _VIEWS[key] = v
-        while len(_VIEWS) > _VIEWS_MAX:
-            _VIEWS.popitem(last=False)
+    _VIEWS.put(key, v)
     return v
 
 

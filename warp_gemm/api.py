@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import numbers
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +18,7 @@ from . import _compat, _config, _kernels
 from . import autograd as _autograd
 from ._config import Config
 from ._kernels import KernelSpec, acc_dtype_name, convert, fill, get_kernel
+from ._lru import LRU
 from ._operands import (Operand, _torch, as3d, describe, empty_like_caller, layout_view, overlaps, torch_dtype,
                         wp_view)
 
@@ -345,35 +344,33 @@ def _launch(p: _Problem, alpha: float, beta: float, allow_tf32: bool, config: Co
 # recorded launch keeps its argument list (Warp's API capture needs it), and a temporary in it would
 # stay alive.
 LAUNCH_CACHE = True  # tests switch it off to compare
-LAUNCH_CACHE_SIZE = 256
-_launches: OrderedDict[tuple, Any] = OrderedDict()
-_launches_lock = threading.Lock()
+_launches = LRU(256)
 
 
-def _arg_key(x) -> tuple:
-    if isinstance(x, wp.array):
-        return (x.ptr, x.shape, x.strides, x.dtype)
-    return (type(x), x)
+def _launch_key(kernel, dim: tuple, inputs: list, block_dim: int, dev) -> tuple | None:
+    """The recorded-launch key, or None when an array argument is not a non-owning view."""
+    key = [id(kernel), dim, block_dim, str(dev)]
+    for x in inputs:
+        if isinstance(x, wp.array):
+            if not getattr(x, "_wg_view", False):
+                return None
+            key.append((x.ptr, x.shape, x.strides, x.dtype))
+        else:
+            key.append((type(x), x))
+    return tuple(key)
 
 
 def _tile_launch(kernel, dim: tuple, inputs: list, block_dim: int, dev) -> None:
     """``wp.launch_tiled(kernel, dim, inputs, block_dim, device=dev)``, replaying a recorded launch
     when one with the same arguments exists."""
-    if not (LAUNCH_CACHE and _compat.HAS_RECORD_CMD) or not all(
-            getattr(x, "_wg_view", False) for x in inputs if isinstance(x, wp.array)):
+    key = _launch_key(kernel, dim, inputs, block_dim, dev) if LAUNCH_CACHE and _compat.HAS_RECORD_CMD else None
+    if key is None:
         wp.launch_tiled(kernel, dim=dim, inputs=inputs, block_dim=block_dim, device=dev)
         return
-    key = (id(kernel), dim, block_dim, str(dev), *(_arg_key(x) for x in inputs))
-    with _launches_lock:
-        cmd = _launches.get(key)
-        if cmd is not None:
-            _launches.move_to_end(key)
+    cmd = _launches.get(key)
     if cmd is None:
         cmd = wp.launch_tiled(kernel, dim=dim, inputs=inputs, block_dim=block_dim, device=dev, record_cmd=True)
-        with _launches_lock:
-            _launches[key] = cmd
-            while len(_launches) > LAUNCH_CACHE_SIZE:
-                _launches.popitem(last=False)
+        _launches.put(key, cmd)
     cmd.launch()
 
 
