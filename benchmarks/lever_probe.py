@@ -229,6 +229,21 @@ def build(v):
     return wp.kernel(probe, **kw)
 
 
+def median_seconds(fn, reps: int) -> float:
+    """Median CUDA-event time of ``fn()`` over ``reps`` calls (each synchronised)."""
+    import torch
+
+    times = []
+    for _ in range(reps):
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record()
+        fn()
+        e1.record()
+        torch.cuda.synchronize()
+        times.append(e0.elapsed_time(e1) * 1e-3)
+    return statistics.median(times)
+
+
 def compile_one(v):
     import warp as wp
 
@@ -306,15 +321,7 @@ def main(argv=None) -> int:
             err = None
             if mode in ("full", "racc", "pipe"):
                 err = float(((D.double() - ref).abs().max() / ref.abs().max()).item())
-            times = []
-            for _ in range(args.reps):
-                e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                e0.record()
-                launch()
-                e1.record()
-                torch.cuda.synchronize()
-                times.append(e0.elapsed_time(e1) * 1e-3)
-            t = statistics.median(times)
+            t = median_seconds(launch, args.reps)
             rows.append(dict(variant=nm, seconds=t, tflops=2 * n**3 / t / 1e12, rel_err=err,
                              us_per_k_step=t / (-(-tiles_m * tiles_n // 132)) / -(-n // tk) * 1e6))
         except Exception as e:
@@ -330,15 +337,7 @@ def main(argv=None) -> int:
         torch.cuda.synchronize()
         ref = A.double() @ B.double()
         err = float(((D.double() - ref).abs().max() / ref.abs().max()).item())
-        times = []
-        for _ in range(args.reps):
-            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            e0.record()
-            warp_gemm.matmul(A, B, out=D, config=cfg)
-            e1.record()
-            torch.cuda.synchronize()
-            times.append(e0.elapsed_time(e1) * 1e-3)
-        t = statistics.median(times)
+        t = median_seconds(lambda: warp_gemm.matmul(A, B, out=D, config=cfg), args.reps)  # noqa: B023
         rows.append(dict(variant=f"warp_gemm {c}", seconds=t, tflops=2 * n**3 / t / 1e12, rel_err=err,
                          us_per_k_step=float("nan")))
     header = dict(device=torch.cuda.get_device_name(), warp=wp.config.version, torch=torch.__version__,
