@@ -146,10 +146,10 @@ def _build(spec: KernelSpec):
     # The wide tile shapes as closure constants (Warp needs compile-time tile shapes and does not
     # fold TK + pad inside the kernel).
     TMP, TNP, TKP, TNC = TM + spec.pad_ab, TN + spec.pad_ab, TK + spec.pad_ab, TN + spec.pad_c
-    # Epilogue rows per step (see the epilogue); row chunks are views, used where tile_matmul's
-    # strided-operand support (1.19) shows tile views are solid, else the whole tile at once.
-    EPI_CHUNKS = _compat.HAS_STRIDED_MATMUL_OPERANDS and TM > 32 and TM % 32 == 0
-    ER = 32 if EPI_CHUNKS else TM
+    # The epilogue runs ER rows at a time where tile_matmul's strided-operand support (1.19) shows tile
+    # views are solid and the tile has more than ER rows; else on the whole tile at once.
+    ER = 32
+    EPI_CHUNKS = _compat.HAS_STRIDED_MATMUL_OPERANDS and TM > ER and TM % ER == 0
     CAST_OUT = spec.out_dtype != spec.acc_dtype
     if CAST_OUT and not _compat.HAS_TILE_ASTYPE:
         raise ValueError(f"{spec} needs tile_astype (warp-lang >= 1.8); the launcher must use a temporary")
