@@ -1,6 +1,11 @@
 """One GPU call: compile every candidate in parallel, tune, time cuBLAS on the same shapes.
 
     python benchmarks/gpu_tune.py --dtypes fp16,bf16 --out $OUT
+    python benchmarks/gpu_tune.py --dtypes fp16 --shapes 16x8192x8192 --configs "16x64x256/b128/s0;16x128x256/b256/s8" \
+        --no-persist --rows skinny.jsonl --out $OUT     # a focused sweep: these configs only
+    python benchmarks/gpu_tune.py --group "fp16@16x8192x8192@16x64x256/b128/s0;16x128x256/b256/s8" \
+        --group "tf32@4096x4096x4096@128x128x32/b256/g4/o2" --no-persist --out $OUT
+        # several focused sweeps; every group's kernels are compiled in one parallel pool first
 
 Writes OUT/tune_rows.jsonl (one row per config x shape, as measured), OUT/tuned_sm90.json (winners,
 the shipped-table format) and prints a short table of the best warp_gemm config per shape vs torch.
@@ -23,15 +28,34 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--rep-ms", type=float, default=60)
     ap.add_argument("--workers", type=int, default=16)
+    ap.add_argument("--configs", default="", help="';'-separated configurations (default: the candidates)")
+    ap.add_argument("--no-persist", action="store_true", help="do not write the winners to the user cache")
+    ap.add_argument("--rows", default="tune_rows.jsonl", help="file name of the rows under --out")
+    ap.add_argument("--no-torch", action="store_true", help="skip the cuBLAS rows")
+    ap.add_argument("--group", action="append", default=[], metavar="DTYPES@SHAPES@CONFIGS",
+                    help="a focused sweep (repeatable; replaces --dtypes/--shapes/--configs)")
     args = ap.parse_args(argv)
     sys.path.insert(0, os.getcwd())
     import warp as wp
     from warp_gemm import shapes as S
     from warp_gemm import tuning as tune
+    from warp_gemm._config import Config
     from warp_gemm.precompile import canon_dtype
 
-    shapes = S.get_set(args.shapes)
-    rows_path = os.path.join(args.out, "tune_rows.jsonl")
+    def parse_configs(text):
+        return [Config.parse(c) for c in text.split(";") if c.strip()] or None
+
+    groups = [(g.split("@")[0].split(","), S.get_set(g.split("@")[1]), parse_configs(g.split("@")[2]))
+              for g in args.group] or [(args.dtypes.split(","), S.get_set(args.shapes), parse_configs(args.configs))]
+    if len(groups) > 1:  # compile every group's kernels in one pool (a cold compile is ~60 s)
+        from warp_gemm.precompile import build_jobs, jobs_for
+
+        t0 = time.time()
+        errs = [r for r in build_jobs([j for dts, _, cfgs in groups for j in jobs_for([canon_dtype(d) for d in dts],
+                                                                                    configs=cfgs)],
+                                      None, args.workers) if r[2]]
+        print(f"compiled all groups in {time.time() - t0:.0f}s; errors: {errs}", file=sys.stderr)
+    rows_path = os.path.join(args.out, args.rows)
     fh = open(rows_path, "a")
 
     def on_row(r):
@@ -39,13 +63,16 @@ def main(argv=None) -> int:
         fh.flush()
 
     t0 = time.time()
-    rows = tune.tune(args.dtypes.split(","), shapes=shapes, workers=args.workers, persist=True,
-                     progress=True, rep_ms=args.rep_ms, on_row=on_row)
-    print(f"tune wall {time.time() - t0:.0f}s; {rows[-1]}", file=sys.stderr)
+    rows = []
+    for dts, shapes, configs in groups:
+        rows += tune.tune(dts, shapes=shapes, workers=args.workers, configs=configs,
+                          persist=not args.no_persist, progress=True, rep_ms=args.rep_ms, on_row=on_row)
+        print(f"tune wall {time.time() - t0:.0f}s; {rows[-1]}", file=sys.stderr)
     dev = wp.get_device("cuda")
     import shutil
 
-    shutil.copy(tune.user_cache_path(dev), os.path.join(args.out, "tuned_sm90.json"))
+    if not args.no_persist:
+        shutil.copy(tune.user_cache_path(dev), os.path.join(args.out, "tuned_sm90.json"))
     # cuBLAS on the same shapes
     import torch
 
@@ -54,8 +81,8 @@ def main(argv=None) -> int:
     base = {}
     from triton.testing import do_bench
 
-    for d in args.dtypes.split(","):
-        dt = canon_dtype(d)
+    for dt, shapes in [] if args.no_torch else dict.fromkeys(
+            (canon_dtype(d), tuple(shs)) for dts, shs, _ in groups for d in dts):
         torch.backends.cuda.matmul.allow_tf32 = dt == "tf32"
         for s in shapes:
             a = torch.randn(s.M, s.K, device="cuda").to(tdt[dt])
@@ -70,6 +97,10 @@ def main(argv=None) -> int:
             k = (r["dtype"], r["shape"])
             if k not in best or r["tflops"] > best[k][0]:
                 best[k] = (r["tflops"], r["config"])
+    if args.group:  # focused sweeps: every row, fastest first per shape
+        ok = sorted((r for r in rows if r.get("status") == "ok"), key=lambda r: (r["dtype"], r["shape"], -r["tflops"]))
+        for r in ok:
+            print(f"{r['dtype']:8} {r['shape']:18} {r['config']:26} {r['tflops']:7.1f}")
     print(f"{'dtype':8} {'shape':22} {'best warp_gemm':>14} {'config':22} {'torch':>8}")
     for (dt, sid), (tf, cfg) in sorted(best.items()):
         print(f"{dt:8} {sid:22} {tf:14.1f} {cfg:22} {base.get((dt, sid), 0):8.1f}")

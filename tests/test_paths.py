@@ -70,11 +70,14 @@ def test_padded_copies(dtype, layout, split, smem_pad, rng, monkeypatch):
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("layout", ["nn", "tn", "nt", "tt"])
 @pytest.mark.parametrize("split", [1, 3])
-def test_padded_shared_tiles(dtype, layout, split, rng, monkeypatch):
+@pytest.mark.parametrize("MNK", [(45, 37, 61), (128, 96, 64)])
+def test_padded_shared_tiles(dtype, layout, split, MNK, rng, monkeypatch):
     """The CUDA kernels' padded A/B/accumulator layouts (wide loads, tile_view, transposed views, the
-    split-K atomic epilogue of a view) on the CPU backend, on shapes that end inside the pad columns."""
+    split-K atomic epilogue of a view) on the CPU backend. 45x37x61: the last tiles are partial and the
+    wide loads of the last tiles start ``pad`` columns early (the edge shift); 128x96x64: tile
+    multiples, where the shifted loads of the last column/K tiles end exactly at the array's edge."""
     monkeypatch.setattr(api, "SMEM_PAD_ON_CPU", True)
-    M, N, K = 45, 37, 61  # last tiles partial; the pad columns read past the end (zeros)
+    M, N, K = MNK
     a, b = random_operands(M, N, K, dtype, rng, batch=2)
     c = round_to(rng.standard_normal((M, N)), dtype)
     ta, tb = layout[0] == "t", layout[1] == "t"

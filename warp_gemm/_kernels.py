@@ -113,6 +113,19 @@ def spec_for(cfg, dtype, layout="NN", epilogue="scale", tf32=False, device_is_cp
                       *smem_pads(in_k, device_is_cpu, tf), *occupancy_bound(cfg, device_is_cpu))
 
 
+@wp.func
+def _edge_shift(off: int, wide: int, extent: int, pad: int):
+    """How far left to start a padded tile load so that it stays inside the array: ``pad`` columns
+    where the wide tile at ``off`` would run past ``extent`` and there is room on the left, else 0.
+    The kernel then views the needed columns at ``(0, shift)`` of the loaded tile. Warp copies a tile
+    that is not wholly inside its array element by element (native/tile.h: the float4 path needs
+    every dimension in bounds), so without the shift the last column of blocks and every block's
+    last K step loaded scalar 2-byte elements on tile-multiple shapes."""
+    if off + wide > extent and off >= pad:
+        return pad
+    return 0
+
+
 _factory_lock = threading.Lock()
 
 
@@ -142,6 +155,7 @@ def _build(spec: KernelSpec):
     if (spec.pad_ab or spec.pad_c) and not _compat.HAS_STRIDED_MATMUL_OPERANDS:
         raise ValueError(f"{spec}: padded shared tiles need a Warp whose tile_matmul takes strided operands")
     PAD_AB = spec.pad_ab > 0
+    PADV = spec.pad_ab
     PAD_C = spec.pad_c > 0
     # The wide tile shapes as closure constants (Warp needs compile-time tile shapes and does not
     # fold TK + pad inside the kernel).
@@ -192,23 +206,27 @@ def _build(spec: KernelSpec):
         # Split s covers K tiles [s*k_per_split, (s+1)*k_per_split) (one split: all of them).
         for k in range(split * k_per_split, wp.min(k_tiles, (split + 1) * k_per_split)):
             if wp.static(PAD_AB and TRANS_A):
+                s = _edge_shift(i * TM, TMP, Ab.shape[1], PADV)
                 a = wp.tile_transpose(wp.tile_view(
-                    wp.tile_load(Ab, shape=(TK, TMP), offset=(k * TK, i * TM), storage="shared"),
-                    offset=(0, 0), shape=(TK, TM)))
+                    wp.tile_load(Ab, shape=(TK, TMP), offset=(k * TK, i * TM - s), storage="shared"),
+                    offset=(0, s), shape=(TK, TM)))
             elif wp.static(PAD_AB):
-                a = wp.tile_view(wp.tile_load(Ab, shape=(TM, TKP), offset=(i * TM, k * TK), storage="shared"),
-                                 offset=(0, 0), shape=(TM, TK))
+                s = _edge_shift(k * TK, TKP, Ab.shape[1], PADV)
+                a = wp.tile_view(wp.tile_load(Ab, shape=(TM, TKP), offset=(i * TM, k * TK - s), storage="shared"),
+                                 offset=(0, s), shape=(TM, TK))
             elif wp.static(TRANS_A):
                 a = wp.tile_transpose(wp.tile_load(Ab, shape=(TK, TM), offset=(k * TK, i * TM)))
             else:
                 a = wp.tile_load(Ab, shape=(TM, TK), offset=(i * TM, k * TK))
             if wp.static(PAD_AB and TRANS_B):
+                s = _edge_shift(k * TK, TKP, Bb.shape[1], PADV)
                 b = wp.tile_transpose(wp.tile_view(
-                    wp.tile_load(Bb, shape=(TN, TKP), offset=(j * TN, k * TK), storage="shared"),
-                    offset=(0, 0), shape=(TN, TK)))
+                    wp.tile_load(Bb, shape=(TN, TKP), offset=(j * TN, k * TK - s), storage="shared"),
+                    offset=(0, s), shape=(TN, TK)))
             elif wp.static(PAD_AB):
-                b = wp.tile_view(wp.tile_load(Bb, shape=(TK, TNP), offset=(k * TK, j * TN), storage="shared"),
-                                 offset=(0, 0), shape=(TK, TN))
+                s = _edge_shift(j * TN, TNP, Bb.shape[1], PADV)
+                b = wp.tile_view(wp.tile_load(Bb, shape=(TK, TNP), offset=(k * TK, j * TN - s), storage="shared"),
+                                 offset=(0, s), shape=(TK, TN))
             elif wp.static(TRANS_B):
                 b = wp.tile_transpose(wp.tile_load(Bb, shape=(TN, TK), offset=(j * TN, k * TK)))
             else:

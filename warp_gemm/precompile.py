@@ -73,9 +73,16 @@ def precompile(dtypes: list[str], archs: list[int] | None, workers: int | None =
                layouts: tuple[str, ...] = ("NN",), epilogues: tuple[str, ...] = ("scale",),
                module_dir: str | None = None, configs=None, progress: bool = True) -> list[tuple]:
     """Compile every job in parallel processes; returns [(job, seconds, error)]."""
+    return build_jobs(jobs_for([canon_dtype(d) for d in dtypes], layouts, epilogues, configs), archs, workers,
+                      module_dir, progress)
+
+
+def build_jobs(jobs: list[tuple], archs: list[int] | None, workers: int | None = None,
+               module_dir: str | None = None, progress: bool = True) -> list[tuple]:
+    """Compile the :func:`jobs_for` tuples (duplicates once) in parallel processes."""
     import multiprocessing as mp
 
-    jobs = jobs_for([canon_dtype(d) for d in dtypes], layouts, epilogues, configs)
+    jobs = list(dict.fromkeys(jobs))
     workers = workers or min(len(jobs), os.cpu_count() or 1)
     results = []
     bar = _progress(len(jobs), "compiling", progress)
