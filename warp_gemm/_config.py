@@ -147,7 +147,9 @@ def heuristic(device_is_cpu: bool, dtype: str, M: int, N: int, K: int, batch: in
         # Padded tiles, chunked epilogue, two blocks per SM: 100.9 TFLOP/s at fp16 4096^3 against 88.6
         # for 128x128x256 (H100 tuner, 2026-11-21).
         return Config(128, 128, 64, 256, occupancy=2)
-    return Config(128, 128, 32, 256)
+    # float32/tf32: two blocks per SM; exact float32 32.4 TFLOP/s at 4096^3 against 28.8 for 128x128x64 and
+    # 26.0 for the same tiles without the bound (H100 sweep, benchmarks/results/sweep_h100_s1.jsonl).
+    return Config(128, 128, 32, 256, occupancy=2)
 
 
 def choose(device, dtype: str, layout: str, M: int, N: int, K: int, batch: int, tf32: bool = False) -> Config:
