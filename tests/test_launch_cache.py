@@ -1,4 +1,4 @@
-"""Recorded-launch replay (api._tile_launch): a hit must launch exactly what a fresh launch would."""
+"""Recorded-launch replay (warp_gemm._launch): a hit must launch exactly what a fresh launch would."""
 
 from __future__ import annotations
 
@@ -9,8 +9,10 @@ import numpy as np
 import pytest
 from conftest import make, nan_like, to_f64
 
+import warp as wp
+
 import warp_gemm
-from warp_gemm import _compat, api
+from warp_gemm import Config, _compat, _launch, api
 from warp_gemm.tolerance import compare, random_operands
 
 pytestmark = pytest.mark.skipif(not _compat.HAS_RECORD_CMD, reason="no wp.launch(record_cmd=True)")
@@ -24,12 +26,12 @@ def test_replay_reads_new_contents(rng):
     out = nan_like("warp", (37, 45), "float32", "cpu")
     warp_gemm.matmul(A, B, out=out)
     assert compare(to_f64(out), a1 @ b1, "float32").ok
-    hits = len(api._launches)
+    hits = len(_launch._cache)
     A.assign(a2.astype(np.float32))
     B.assign(b2.astype(np.float32))
     out.fill_(float("nan"))
     warp_gemm.matmul(A, B, out=out)
-    assert len(api._launches) == hits, "the second call should replay the first call's launch"
+    assert len(_launch._cache) == hits, "the second call should replay the first call's launch"
     assert compare(to_f64(out), a2 @ b2, "float32").ok
 
 
@@ -44,14 +46,16 @@ def test_scalars_are_part_of_the_key(rng):
         assert compare(to_f64(out), alpha * a @ b + beta * c, "float64").ok, (alpha, beta)
 
 
-def test_same_bits_with_and_without_replay(rng, monkeypatch):
+@pytest.mark.parametrize("split", [1, 3])
+def test_same_bits_with_and_without_replay(split, rng, monkeypatch):
+    """Also with split-K (workspace, zero fill, GEMM, finishing pass: all recorded)."""
     a, b = random_operands(33, 65, 70, "float16", rng)
     A, B = make(a, "float16", "warp", "cpu"), make(b, "float16", "warp", "cpu")
     outs = []
     for cache in (False, True, True):
-        monkeypatch.setattr(api, "LAUNCH_CACHE", cache)
+        monkeypatch.setattr(_launch, "ENABLED", cache)
         out = nan_like("warp", (33, 65), "float16", "cpu")
-        warp_gemm.matmul(A, B, out=out)
+        warp_gemm.matmul(A, B, out=out, config=Config(32, 32, 32, 1, 8, split))
         outs.append(out.numpy().view(np.uint16).copy())
     assert all((o == outs[0]).all() for o in outs[1:])
 
@@ -68,23 +72,69 @@ def test_no_operand_is_kept_alive(rng):
     assert all(w() is None for w in refs), "warp_gemm (its launch cache included) kept an operand alive"
 
 
-def test_temporaries_are_not_recorded(rng, monkeypatch):
-    """Launches on temporaries (split-K workspace here) are not recorded: a recorded launch keeps its
-    argument list, which would keep the temporary alive."""
-    from warp_gemm import Config
+def _spy_allocator(monkeypatch, reuse: bool):
+    """Wrap the launcher's allocator: weak references to every temporary it makes; ``reuse``: hand back
+    the same buffer for the same request (what a caching allocator usually does)."""
+    made, pool = [], {}
+    real = api._allocator
 
-    monkeypatch.setattr(api, "_launches", type(api._launches)(256))
+    def spy(dev, torch_path):
+        alloc = real(dev, torch_path)
+
+        def allocate(shape, dtype, zero=False):
+            key = (tuple(shape), dtype)
+            arr = pool.get(key) if reuse else None
+            if arr is None:
+                arr = alloc(shape, dtype, zero)
+                if reuse:
+                    pool[key] = arr
+            elif zero:
+                arr.zero_()
+            made.append(weakref.ref(arr))
+            return arr
+
+        return allocate
+
+    monkeypatch.setattr(api, "_allocator", spy)
+    return made, pool
+
+
+def test_temporaries_are_replayed(rng, monkeypatch):
+    """Split-K on a workspace that comes back at the same address: the second call replays every
+    launch (no new records) and computes on the new operand values."""
+    made, _pool = _spy_allocator(monkeypatch, reuse=True)
+    monkeypatch.setattr(_launch, "_cache", type(_launch._cache)(512))
+    A = wp.empty((30, 200), dtype=wp.float32, device="cpu")
+    B = wp.empty((200, 30), dtype=wp.float32, device="cpu")
+    out = nan_like("warp", (30, 30), "float32", "cpu")
+    for n in range(3):
+        a, b = random_operands(30, 30, 200, "float32", rng)
+        A.assign(a.astype(np.float32))
+        B.assign(b.astype(np.float32))
+        out.fill_(float("nan"))
+        warp_gemm.matmul(A, B, out=out, config=Config(32, 32, 32, 1, 8, 3))
+        assert compare(to_f64(out), a @ b, "float32").ok, n
+        if n == 0:
+            recorded = len(_launch._cache)
+    assert made, "the split-K call should have used a workspace"
+    assert recorded >= 2 and len(_launch._cache) == recorded, "later calls should replay the first call's launches"
+
+
+def test_temporaries_are_not_kept_alive(rng, monkeypatch):
+    """Recorded launches hold borrowed (non-owning) views: the split-K workspace is freed after the call."""
+    made, _pool = _spy_allocator(monkeypatch, reuse=False)
     a, b = random_operands(30, 30, 200, "float32", rng)
-    warp_gemm.matmul(make(a, "float32", "warp", "cpu"), make(b, "float32", "warp", "cpu"),
-                     config=Config(32, 32, 32, 1, 8, 3))
-    assert len(api._launches) == 0
-    warp_gemm.matmul(make(a, "float32", "warp", "cpu"), make(b, "float32", "warp", "cpu"))
-    assert len(api._launches) == 1
+    r = warp_gemm.matmul(make(a, "float32", "warp", "cpu"), make(b, "float32", "warp", "cpu"),
+                         config=Config(32, 32, 32, 1, 8, 3))
+    assert compare(to_f64(r), a @ b, "float32").ok
+    del r
+    gc.collect()
+    assert made and all(w() is None for w in made), "a recorded launch kept a temporary alive"
 
 
 def test_cache_is_bounded(rng, monkeypatch):
-    monkeypatch.setattr(api._launches, "maxsize", 4)
+    monkeypatch.setattr(_launch._cache, "maxsize", 4)
     for n in range(8, 16):
         a, b = random_operands(n, n, n, "float32", rng)
         warp_gemm.matmul(make(a, "float32", "warp", "cpu"), make(b, "float32", "warp", "cpu"))
-    assert len(api._launches) <= 4
+    assert len(_launch._cache) <= 4

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import warp as wp
 
-from . import _compat
+from . import _compat, _launch
 
 WP_DTYPES = {"float16": wp.float16, "float32": wp.float32, "float64": wp.float64}
 if _compat.HAS_BF16:
@@ -317,8 +317,7 @@ def finish_splitk(dst, w, c, out_dtype: str, acc_dtype: str, alpha: float, beta:
     """``dst = alpha * w + beta * c`` (``c`` broadcasts over size-1 dims; None: not read)."""
     with _factory_lock:
         k = _finish_kernel(acc_dtype, out_dtype)
-    wp.launch(k, dim=dst.shape, inputs=[dst, w, c if c is not None else dst, alpha, beta, int(c is not None)],
-              device=dst.device)
+    _launch.launch(k, dst.shape, [dst, w, c if c is not None else dst, alpha, beta, int(c is not None)], dst.device)
 
 
 @functools.cache
@@ -338,7 +337,7 @@ def convert(dst, src, dst_dtype: str, src_dtype: str, scale: float = 1.0) -> Non
         return
     with _factory_lock:
         k = _convert_kernel(src_dtype, dst_dtype)
-    wp.launch(k, dim=dst.shape, inputs=[dst, src, scale], device=dst.device)
+    _launch.launch(k, dst.shape, [dst, src, scale], dst.device)
 
 
 def fill(dst, dtype: str, value: float = 0.0) -> None:
@@ -346,4 +345,4 @@ def fill(dst, dtype: str, value: float = 0.0) -> None:
         return
     with _factory_lock:
         k = _fill_kernel(dtype)
-    wp.launch(k, dim=dst.shape, inputs=[dst, value], device=dst.device)
+    _launch.launch(k, dst.shape, [dst, value], dst.device)

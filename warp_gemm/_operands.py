@@ -167,7 +167,7 @@ def wp_view(op: Operand, shape: tuple[int, ...], strides: tuple[int, ...]):
     extent = sum((n - 1) * s for n, s in zip(shape, strides)) + 1 if all(shape) else 0
     v = wp.array(ptr=op.ptr, dtype=dtype, shape=shape, strides=tuple(s * item for s in strides),
                  capacity=max(extent, 1) * item, device=op.device)
-    v._wg_view = True  # owns nothing (api._tile_launch may keep it in a recorded launch)
+    v._wg_view = True  # owns nothing (_launch.launch may keep it in a recorded launch)
     _VIEWS.put(key, v)
     return v
 

@@ -18,6 +18,7 @@ from . import _compat, _config, _kernels
 from . import autograd as _autograd
 from ._config import Config
 from ._kernels import KernelSpec, acc_dtype_name, convert, fill, get_kernel
+from ._launch import launch as recorded_launch
 from ._lru import LRU
 from ._operands import (Operand, _torch, as3d, describe, empty_like_caller, layout_view, overlaps, torch_dtype,
                         wp_view)
@@ -185,9 +186,23 @@ def _stream_scope(p: _Problem):
     if torch is not None and not p.A.device.is_cpu and "torch" in (p.A.kind, p.B.kind, p.D.kind):
         # No sync on entry: the launch simply joins torch's stream, which keeps it capturable in a
         # torch CUDA graph (a sync would make the captured stream wait on uncaptured Warp work).
-        return wp.ScopedStream(wp.stream_from_torch(torch.cuda.current_stream(p.A.device.ordinal)),
-                               sync_enter=False)
+        return wp.ScopedStream(_warp_stream(torch.cuda.current_stream(p.A.device.ordinal)), sync_enter=False)
     return contextlib.nullcontext()
+
+
+# Warp stream wrappers of torch streams, by (device, CUDA stream handle): wp.stream_from_torch builds and
+# registers a new wp.Stream on every call. A cached wrapper keeps its torch stream object alive, so
+# the handle cannot be recycled for another stream while it is cached.
+_streams = LRU(64)
+
+
+def _warp_stream(ts):
+    key = (ts.device.index, ts.cuda_stream)
+    s = _streams.get(key)
+    if s is None:
+        s = wp.stream_from_torch(ts)
+        _streams.put(key, s)
+    return s
 
 
 def _allocator(device, torch_stream: bool):
@@ -314,10 +329,10 @@ def _launch(p: _Problem, alpha: float, beta: float, allow_tf32: bool, config: Co
         spec = KernelSpec(cfg.tm, cfg.tn, cfg.tk, in_k, kernel_out, la, lb, epilogue, tf32, *pads,
                           *_kernels.occupancy_bound(cfg, dev.is_cpu))
         kernel = get_kernel(spec)
-        _tile_launch(kernel, (p.batch, tiles_m * tiles_n, splits),
-                     [Av, Bv, Cv, Dlaunch, alpha_k, beta, k_tiles, k_per_split, tiles_m, tiles_n,
-                      max(1, cfg.group_m), Av.shape[0], Bv.shape[0], c_nb],
-                     1 if dev.is_cpu else cfg.block_dim, dev)
+        recorded_launch(kernel, (p.batch, tiles_m * tiles_n, splits),
+                        [Av, Bv, Cv, Dlaunch, alpha_k, beta, k_tiles, k_per_split, tiles_m, tiles_n,
+                         max(1, cfg.group_m), Av.shape[0], Bv.shape[0], c_nb],
+                        dev, 1 if dev.is_cpu else cfg.block_dim)
         if workspace:
             cfin = None
             if use_c:
@@ -331,47 +346,6 @@ def _launch(p: _Problem, alpha: float, beta: float, allow_tf32: bool, config: Co
             _kernels.finish_splitk(Dk, Wv, cfin, out_k, acc, alpha, beta)
     if need_tmp_out:
         convert(wp_view(D, (dnb, dr, dc), (dsb, dsr, dsc)), Dk, D.dtype, out_k)
-
-
-# --- recorded launches ---------------------------------------------------------------------------------
-# Warp's wp.launch packs every argument into ctypes structs on every call: ~37% of a small call's host
-# time (cProfile of fp16 1000^3 on the H100 host: 147 us per call in a loop, while the same call
-# replayed from a CUDA graph takes 85 us of GPU time, results/host_overhead_h100.json). A launch
-# recorded once (``record_cmd=True``) is replayed when the same kernel is launched with the same
-# argument values -- pointers, shapes, strides, dtypes and scalars -- which is exactly the packed
-# parameter block a fresh launch would build, so a hit launches the same thing. Only launches whose
-# arrays are all non-owning views of the caller's memory (``_operands.wp_view``) are recorded: a
-# recorded launch keeps its argument list (Warp's API capture needs it), and a temporary in it would
-# stay alive.
-LAUNCH_CACHE = True  # tests switch it off to compare
-_launches = LRU(256)
-
-
-def _launch_key(kernel, dim: tuple, inputs: list, block_dim: int, dev) -> tuple | None:
-    """The recorded-launch key, or None when an array argument is not a non-owning view."""
-    key = [id(kernel), dim, block_dim, str(dev)]
-    for x in inputs:
-        if isinstance(x, wp.array):
-            if not getattr(x, "_wg_view", False):
-                return None
-            key.append((x.ptr, x.shape, x.strides, x.dtype))
-        else:
-            key.append((type(x), x))
-    return tuple(key)
-
-
-def _tile_launch(kernel, dim: tuple, inputs: list, block_dim: int, dev) -> None:
-    """``wp.launch_tiled(kernel, dim, inputs, block_dim, device=dev)``, replaying a recorded launch
-    when one with the same arguments exists."""
-    key = _launch_key(kernel, dim, inputs, block_dim, dev) if LAUNCH_CACHE and _compat.HAS_RECORD_CMD else None
-    if key is None:
-        wp.launch_tiled(kernel, dim=dim, inputs=inputs, block_dim=block_dim, device=dev)
-        return
-    cmd = _launches.get(key)
-    if cmd is None:
-        cmd = wp.launch_tiled(kernel, dim=dim, inputs=inputs, block_dim=block_dim, device=dev, record_cmd=True)
-        _launches.put(key, cmd)
-    cmd.launch()
 
 
 # M*N*K from which the padded tile-multiple path pays off: it costs ~8 extra launches (~0.4 ms of host

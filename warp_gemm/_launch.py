@@ -1,0 +1,76 @@
+"""Recorded launches: every kernel warp_gemm launches goes through :func:`launch`.
+
+Warp's ``wp.launch`` packs every argument into ctypes structs on every call: ~37% of a small call's
+host time (cProfile of fp16 1000^3 on the H100 host: 147 us per call in a loop, while the same call
+replayed from a CUDA graph takes 85 us of GPU time, benchmarks/results/host_overhead_h100.json). A
+launch recorded once (``record_cmd=True``) is replayed when the same kernel is launched with the same
+argument values -- pointers, shapes, strides, dtypes and scalars -- which is exactly the parameter
+block a fresh launch would pack, so a hit launches the same thing.
+
+A recorded launch keeps its argument list (Warp's API capture reads it). It is therefore recorded with
+*borrowed* arrays: non-owning views of the same memory (:func:`borrow`), never the caller's arrays or
+the launcher's temporaries, so the cache keeps no memory alive. Replaying is safe whenever the key
+matches, because the key holds every pointer: a hit means the memory this call passes (live for this
+call) is at the addresses the recorded parameters name. Temporaries (split-K workspaces, padded
+copies) usually come back at the same address from the stream-ordered allocators, so their launches
+are replayed too: 16x8192x8192 fp16 (workspace, zero fill, GEMM, finishing pass) took 186 us of host
+time per call with them launched afresh (H100 host, benchmarks/results/host_overhead_h100_s3.json).
+"""
+
+from __future__ import annotations
+
+import warp as wp
+
+from . import _compat
+from ._lru import LRU
+
+ENABLED = True  # tests switch it off to compare
+_cache = LRU(512)
+_borrowed = LRU(512)
+
+
+def borrow(x):
+    """A non-owning Warp view of array ``x`` (same memory, shape, strides, dtype), memoized."""
+    if getattr(x, "_wg_view", False):
+        return x
+    key = (x.ptr, x.dtype, x.shape, x.strides, str(x.device))
+    v = _borrowed.get(key)
+    if v is None:
+        v = wp.array(ptr=x.ptr, dtype=x.dtype, shape=x.shape, strides=x.strides, capacity=x.capacity,
+                     device=x.device)
+        v._wg_view = True
+        _borrowed.put(key, v)
+    return v
+
+
+def _key(kernel, dim: tuple, inputs: list, block_dim, dev) -> tuple:
+    key = [id(kernel), tuple(dim), block_dim, str(dev)]
+    for x in inputs:
+        if isinstance(x, wp.array):
+            key.append((x.ptr, x.shape, x.strides, x.dtype))
+        else:
+            key.append((type(x), x))
+    return tuple(key)
+
+
+def launch(kernel, dim: tuple, inputs: list, dev, block_dim: int | None = None) -> None:
+    """``wp.launch_tiled(kernel, dim, inputs, block_dim, device=dev)`` (``block_dim`` given) or
+    ``wp.launch(kernel, dim, inputs, device=dev)``, replaying a recorded launch with the same
+    arguments where one exists."""
+    tiled = block_dim is not None
+    if not (ENABLED and _compat.HAS_RECORD_CMD):
+        if tiled:
+            wp.launch_tiled(kernel, dim=dim, inputs=inputs, block_dim=block_dim, device=dev)
+        else:
+            wp.launch(kernel, dim=dim, inputs=inputs, device=dev)
+        return
+    key = _key(kernel, dim, inputs, block_dim, dev)
+    cmd = _cache.get(key)
+    if cmd is None:
+        args = [borrow(x) if isinstance(x, wp.array) else x for x in inputs]
+        if tiled:
+            cmd = wp.launch_tiled(kernel, dim=dim, inputs=args, block_dim=block_dim, device=dev, record_cmd=True)
+        else:
+            cmd = wp.launch(kernel, dim=dim, inputs=args, device=dev, record_cmd=True)
+        _cache.put(key, cmd)
+    cmd.launch()
