@@ -71,12 +71,15 @@ def test_padded_copies(dtype, layout, split, smem_pad, rng, monkeypatch):
 @pytest.mark.parametrize("layout", ["nn", "tn", "nt", "tt"])
 @pytest.mark.parametrize("split", [1, 3])
 @pytest.mark.parametrize("MNK", [(45, 37, 61), (128, 96, 64)])
-def test_padded_shared_tiles(dtype, layout, split, MNK, rng, monkeypatch):
+@pytest.mark.parametrize("clamp", [False, True])
+def test_padded_shared_tiles(dtype, layout, split, MNK, clamp, rng, monkeypatch):
     """The CUDA kernels' padded A/B/accumulator layouts (wide loads, tile_view, transposed views, the
     split-K atomic epilogue of a view) on the CPU backend. 45x37x61: the last tiles are partial and the
     wide loads of the last tiles start ``pad`` columns early (the edge shift); 128x96x64: tile
-    multiples, where the shifted loads of the last column/K tiles end exactly at the array's edge."""
+    multiples, where the shifted loads of the last column/K tiles end exactly at the array's edge.
+    ``clamp``: the CUDA launcher's overlapping last tile row/column (api._edge_clamps)."""
     monkeypatch.setattr(api, "SMEM_PAD_ON_CPU", True)
+    monkeypatch.setattr(api, "EDGE_CLAMP_ON_CPU", clamp)
     M, N, K = MNK
     a, b = random_operands(M, N, K, dtype, rng, batch=2)
     c = round_to(rng.standard_normal((M, N)), dtype)
@@ -94,3 +97,24 @@ def test_padded_shared_tiles(dtype, layout, split, MNK, rng, monkeypatch):
     assert [(s.pad_ab, s.pad_c) for s in built] == [pads] and min(pads) > 0, built
     cmp = compare(to_f64(out), 0.5 * np.matmul(a, b) + 2.0 * c, dtype)
     assert cmp.ok, f"{dtype} {layout} split {split}: {cmp}"
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("bias", ["full", "row", "strided"])
+def test_edge_clamp(dtype, bias, rng, monkeypatch):
+    """The overlapping last tile row/column (api._edge_clamps) with every way C reaches the kernel:
+    read in place (clamped), or first copied into D (a broadcast bias, a strided view: not clamped,
+    since a clamped block would read C rows the neighbouring block already overwrote)."""
+    monkeypatch.setattr(api, "EDGE_CLAMP_ON_CPU", True)
+    M, N, K = 70, 45, 33  # 3x2 tiles of 32x32 with the last row/column clamped to 38 and 13
+    a, b = random_operands(M, N, K, dtype, rng)
+    c = round_to(rng.standard_normal(N if bias == "row" else (M, N)), dtype)
+    if bias == "strided":  # a transposed view: unit row stride
+        C = make(np.ascontiguousarray(c.T), dtype, "warp", "cpu").transpose()
+    else:
+        C = make(c, dtype, "warp", "cpu")
+    out = nan_like("warp", (M, N), dtype, "cpu")
+    warp_gemm.gemm(make(a, dtype, "warp", "cpu"), make(b, dtype, "warp", "cpu"), C, alpha=0.5, beta=2.0, out=out,
+                   config=Config(32, 32, 32, 1, 8))
+    cmp = compare(to_f64(out), 0.5 * a @ b + 2.0 * c, dtype)
+    assert cmp.ok, f"{dtype} {bias}: {cmp}"

@@ -185,6 +185,8 @@ def _build(spec: KernelSpec):
         a_nb: int,
         b_nb: int,
         c_nb: int,
+        m_clamp: int,
+        n_clamp: int,
     ):
         bi, t, split = wp.tid()
         # Grouped tile order (Triton's GROUP_SIZE_M): consecutive blocks walk group_m tile rows
@@ -194,6 +196,12 @@ def _build(spec: KernelSpec):
         rows = wp.min(tiles_m - first_m, group_m)
         i = first_m + (t % per_group) % rows
         j = (t % per_group) // rows
+        # The tile's first row and column. The launcher clamps the last tile row/column to end at the
+        # matrix edge (m_clamp = M - TM) where overlapping tiles are safe: the overlap is computed twice
+        # and stored twice with the same values, and every load stays inside the arrays, on Warp's
+        # vectorized path. Else m_clamp/n_clamp are past any tile.
+        m0 = wp.min(i * TM, m_clamp)
+        n0 = wp.min(j * TN, n_clamp)
         Ab = A[wp.min(bi, a_nb - 1)]
         Bb = B[wp.min(bi, b_nb - 1)]
         if wp.static(PAD_C):
@@ -206,31 +214,31 @@ def _build(spec: KernelSpec):
         # Split s covers K tiles [s*k_per_split, (s+1)*k_per_split) (one split: all of them).
         for k in range(split * k_per_split, wp.min(k_tiles, (split + 1) * k_per_split)):
             if wp.static(PAD_AB and TRANS_A):
-                s = _edge_shift(i * TM, TMP, Ab.shape[1], PADV)
+                s = _edge_shift(m0, TMP, Ab.shape[1], PADV)
                 a = wp.tile_transpose(wp.tile_view(
-                    wp.tile_load(Ab, shape=(TK, TMP), offset=(k * TK, i * TM - s), storage="shared"),
+                    wp.tile_load(Ab, shape=(TK, TMP), offset=(k * TK, m0 - s), storage="shared"),
                     offset=(0, s), shape=(TK, TM)))
             elif wp.static(PAD_AB):
                 s = _edge_shift(k * TK, TKP, Ab.shape[1], PADV)
-                a = wp.tile_view(wp.tile_load(Ab, shape=(TM, TKP), offset=(i * TM, k * TK - s), storage="shared"),
+                a = wp.tile_view(wp.tile_load(Ab, shape=(TM, TKP), offset=(m0, k * TK - s), storage="shared"),
                                  offset=(0, s), shape=(TM, TK))
             elif wp.static(TRANS_A):
-                a = wp.tile_transpose(wp.tile_load(Ab, shape=(TK, TM), offset=(k * TK, i * TM)))
+                a = wp.tile_transpose(wp.tile_load(Ab, shape=(TK, TM), offset=(k * TK, m0)))
             else:
-                a = wp.tile_load(Ab, shape=(TM, TK), offset=(i * TM, k * TK))
+                a = wp.tile_load(Ab, shape=(TM, TK), offset=(m0, k * TK))
             if wp.static(PAD_AB and TRANS_B):
                 s = _edge_shift(k * TK, TKP, Bb.shape[1], PADV)
                 b = wp.tile_transpose(wp.tile_view(
-                    wp.tile_load(Bb, shape=(TN, TKP), offset=(j * TN, k * TK - s), storage="shared"),
+                    wp.tile_load(Bb, shape=(TN, TKP), offset=(n0, k * TK - s), storage="shared"),
                     offset=(0, s), shape=(TN, TK)))
             elif wp.static(PAD_AB):
-                s = _edge_shift(j * TN, TNP, Bb.shape[1], PADV)
-                b = wp.tile_view(wp.tile_load(Bb, shape=(TK, TNP), offset=(k * TK, j * TN - s), storage="shared"),
+                s = _edge_shift(n0, TNP, Bb.shape[1], PADV)
+                b = wp.tile_view(wp.tile_load(Bb, shape=(TK, TNP), offset=(k * TK, n0 - s), storage="shared"),
                                  offset=(0, s), shape=(TK, TN))
             elif wp.static(TRANS_B):
-                b = wp.tile_transpose(wp.tile_load(Bb, shape=(TN, TK), offset=(j * TN, k * TK)))
+                b = wp.tile_transpose(wp.tile_load(Bb, shape=(TN, TK), offset=(n0, k * TK)))
             else:
-                b = wp.tile_load(Bb, shape=(TK, TN), offset=(k * TK, j * TN))
+                b = wp.tile_load(Bb, shape=(TK, TN), offset=(k * TK, n0))
             if wp.static(TF32):
                 wp.tile_matmul(a, b, acc, precision="tf32")
             else:
@@ -238,16 +246,16 @@ def _build(spec: KernelSpec):
         if wp.static(SPLITK):
             # Partial sums of the K splits meet in D (zeroed by the launcher); a finishing pass
             # applies alpha, beta*C and the output dtype.
-            wp.tile_atomic_add(D[bi], acc, offset=(i * TM, j * TN))
+            wp.tile_atomic_add(D[bi], acc, offset=(m0, n0))
         elif wp.static(EPI_CHUNKS):
             # The epilogue works on ER rows at a time: a whole 128x128 fp32 register tile (plus its
             # converted copy) costs ~96 registers per thread at block_dim 256, which took away the
             # second block per SM that 128x128x64 tiles need: 64.4 TFLOP/s whole-tile against 96.9 in
             # 32-row chunks (fp16 4096^3, results/lever_probe_h200_r5.json).
             for e in range(TM // ER):
-                r0 = i * TM + e * ER
+                r0 = m0 + e * ER
                 if wp.static(AXPBY):
-                    c = wp.tile_load(C[wp.min(bi, c_nb - 1)], shape=(ER, TN), offset=(r0, j * TN))
+                    c = wp.tile_load(C[wp.min(bi, c_nb - 1)], shape=(ER, TN), offset=(r0, n0))
                     if wp.static(CAST_OUT):
                         r = wp.tile_map(wp.add, wp.tile_view(acc, offset=(e * ER, 0), shape=(ER, TN)) * alpha,
                                         wp.tile_astype(c, ACC) * beta)
@@ -257,12 +265,12 @@ def _build(spec: KernelSpec):
                 else:
                     r = wp.tile_view(acc, offset=(e * ER, 0), shape=(ER, TN)) * alpha
                 if wp.static(CAST_OUT):
-                    wp.tile_store(D[bi], wp.tile_astype(r, OUT), offset=(r0, j * TN))
+                    wp.tile_store(D[bi], wp.tile_astype(r, OUT), offset=(r0, n0))
                 else:
-                    wp.tile_store(D[bi], r, offset=(r0, j * TN))
+                    wp.tile_store(D[bi], r, offset=(r0, n0))
         else:
             if wp.static(AXPBY):
-                c = wp.tile_load(C[wp.min(bi, c_nb - 1)], shape=(TM, TN), offset=(i * TM, j * TN))
+                c = wp.tile_load(C[wp.min(bi, c_nb - 1)], shape=(TM, TN), offset=(m0, n0))
                 if wp.static(CAST_OUT):
                     r = wp.tile_map(wp.add, acc * alpha, wp.tile_astype(c, ACC) * beta)
                 else:
@@ -270,9 +278,9 @@ def _build(spec: KernelSpec):
             else:
                 r = acc * alpha
             if wp.static(CAST_OUT):
-                wp.tile_store(D[bi], wp.tile_astype(r, OUT), offset=(i * TM, j * TN))
+                wp.tile_store(D[bi], wp.tile_astype(r, OUT), offset=(m0, n0))
             else:
-                wp.tile_store(D[bi], r, offset=(i * TM, j * TN))
+                wp.tile_store(D[bi], r, offset=(m0, n0))
 
     bounds = (spec.block_dim, spec.min_blocks) if spec.min_blocks else None
     return _compat.make_kernel(gemm, spec.key, bounds)

@@ -329,9 +329,10 @@ def _launch(p: _Problem, alpha: float, beta: float, allow_tf32: bool, config: Co
         spec = KernelSpec(cfg.tm, cfg.tn, cfg.tk, in_k, kernel_out, la, lb, epilogue, tf32, *pads,
                           *_kernels.occupancy_bound(cfg, dev.is_cpu))
         kernel = get_kernel(spec)
+        m_clamp, n_clamp = _edge_clamps(Dlaunch.shape[1:], cfg, epilogue, Cv is Dlaunch, dev.is_cpu)
         recorded_launch(kernel, (p.batch, tiles_m * tiles_n, splits),
                         [Av, Bv, Cv, Dlaunch, alpha_k, beta, k_tiles, k_per_split, tiles_m, tiles_n,
-                         max(1, cfg.group_m), Av.shape[0], Bv.shape[0], c_nb],
+                         max(1, cfg.group_m), Av.shape[0], Bv.shape[0], c_nb, m_clamp, n_clamp],
                         dev, 1 if dev.is_cpu else cfg.block_dim)
         if workspace:
             cfin = None
@@ -356,6 +357,28 @@ PAD_ON_CPU = False  # tests set this to run the padded path on the CPU backend
 # Tests set this to run the padded-shared-tile kernels on the CPU backend (float32 with the padding of
 # the tf32 kernels, since exact float32 is not padded).
 SMEM_PAD_ON_CPU = False
+
+
+# Tests set this to clamp the last tile row/column on the CPU backend too.
+EDGE_CLAMP_ON_CPU = False
+_NO_CLAMP = 2**30
+
+
+def _edge_clamps(rows_cols, cfg: Config, epilogue: str, c_is_d: bool, is_cpu: bool) -> tuple[int, int]:
+    """The kernel's ``m_clamp``/``n_clamp``: the last tile row (column) starts at ``M - tm`` (``N - tn``)
+    instead of running past the edge, so its loads stay inside the arrays and take Warp's vectorized
+    path (a tile not wholly inside its array is copied element by element). fp16 on the H100: 1024^3
+    ran in 41 us, 1000x1024x1024 in 74 and 1024x1000x1024 in 78 -- the edge blocks with scalar loads
+    finished last (benchmarks/results/edges_h100.json).
+
+    The overlapping rows are computed by two blocks and stored twice with the same values, which is
+    safe for the plain and axpby epilogues reading a separate C; not for split-K (atomic adds) nor
+    when C was first copied into D (one block would read C after the other overwrote it). CUDA only:
+    on the CPU backend the copies are scalar either way and the overlap is extra work."""
+    rows, cols = rows_cols
+    if (is_cpu and not EDGE_CLAMP_ON_CPU) or epilogue == "splitk" or (epilogue == "axpby" and c_is_d):
+        return _NO_CLAMP, _NO_CLAMP
+    return (rows - cfg.tm if rows >= cfg.tm else _NO_CLAMP), (cols - cfg.tn if cols >= cfg.tn else _NO_CLAMP)
 
 
 def _needs_padding(M: int, N: int, K: int, cfg: Config, Av, Bv) -> bool:
