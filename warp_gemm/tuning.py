@@ -14,6 +14,7 @@ L1 distance 2 (a factor of 4 in one dimension); further away the heuristic decid
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -148,11 +149,27 @@ def shipped_configs(dtype: str) -> list[Config]:
 
 # --- tuning -------------------------------------------------------------------------------------------
 def _time_one(fn, device, warmup_ms: float = 25, rep_ms: float = 100) -> float:
-    """Median milliseconds of ``fn`` with CUDA events (Warp's own, so torch is not needed)."""
+    """Median GPU milliseconds of ``fn`` with CUDA events (Warp's own, so torch is not needed).
+
+    ``fn`` is captured once in a CUDA graph and the replays are timed, so the figure is the GPU's time
+    alone. Timed as plain back-to-back calls, a small problem is host-bound: at fp16 1000^3 every
+    16-bit candidate measured 31-33 TFLOP/s (~85 us of host time per call), the tuner picked
+    64x128x64/o3 by that noise, and the benchmark runner then measured it at 24.8 against 36.9 for
+    the shipped 64x64x128 (H100, benchmarks/results/tune_h100_s3_small.jsonl). Where capture is not
+    possible, the plain calls are timed."""
     import warp as wp
 
     fn()
     wp.synchronize_device(device)
+    try:
+        with wp.ScopedCapture(device=device) as cap:
+            fn()
+        graph = cap.graph
+        fn = functools.partial(wp.capture_launch, graph)
+        fn()
+        wp.synchronize_device(device)
+    except Exception:  # capture unsupported here: time the plain calls
+        wp.synchronize_device(device)
     e0, e1 = wp.Event(device, enable_timing=True), wp.Event(device, enable_timing=True)
     wp.record_event(e0)
     fn()
