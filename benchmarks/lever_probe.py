@@ -105,6 +105,16 @@ VARIANTS = [
     ("full", 128, 128, 256, 256, 0, 8, 8, 8, "fp16", "chunk"),
     ("full", 128, 128, 128, 256, 0, 4, 4, 8, "tf32", "acc"),
     ("full", 64, 64, 128, 128, 4, 8, 8, 8, "fp16", "chunk"),
+    # round 6 (indices 67-): the MathDx call alone (operands already in shared memory) for the
+    # shipped float32/tf32/float64 configurations -- is the GEMM itself the wall?
+    ("mma", 128, 128, 32, 256, 2, 0, 0, 0, "fp32"),
+    ("full", 128, 128, 32, 256, 2, 0, 0, 0, "fp32"),
+    ("mma", 128, 128, 32, 256, 2, 4, 4, 8, "fp32"),
+    ("mma", 64, 64, 32, 128, 3, 4, 4, 4, "fp64"),
+    ("full", 64, 64, 32, 128, 3, 4, 4, 4, "fp64"),
+    ("mma", 64, 64, 32, 128, 3, 0, 0, 0, "fp64"),
+    ("mma", 128, 128, 32, 256, 2, 4, 4, 8, "tf32"),
+    ("full", 128, 128, 32, 256, 2, 4, 4, 8, "tf32"),
 ]
 
 
@@ -176,7 +186,10 @@ def build(v):
             else:
                 b0 = wp.tile_load(B, shape=(TK, TN), offset=(0, j * TN))
             for k in range(k_tiles):
-                wp.tile_matmul(a0, b0, acc)
+                if wp.static(TF32):
+                    wp.tile_matmul(a0, b0, acc, precision="tf32")
+                else:
+                    wp.tile_matmul(a0, b0, acc)
         elif wp.static(MODE_PIPE):
             # Register prefetch: the next K tile's global loads are issued before this step's
             # tile_matmul and consumed after it, so their latency hides behind the MMA.

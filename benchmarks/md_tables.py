@@ -3,7 +3,8 @@
     python benchmarks/md_tables.py benchmarks/results/bench_h100_16bit.json benchmarks/results/bench_h100_32_64.json
 
 One table per dtype: median TFLOP/s of warp_gemm (its default choice), the Triton reference and
-torch.matmul, and warp_gemm / cuBLAS, in the order the runner measured the shapes.
+torch.matmul, and warp_gemm / cuBLAS, in the order the runner measured the shapes. A later file's row
+replaces an earlier one for the same dtype, shape and provider (a re-measured dtype).
 """
 
 from __future__ import annotations
