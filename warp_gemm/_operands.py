@@ -44,10 +44,23 @@ def torch_dtype(name: str):
     return getattr(torch, name)
 
 
+_TORCH_NAMES: dict = {}  # torch dtype -> name, filled on first use (torch is never imported here)
+_CUDA_DEVICES: dict = {}  # CUDA ordinal -> Warp device
+
+
 def _torch_dtype_name(dt) -> str | None:
-    torch = _torch()
-    return {torch.float16: "float16", torch.bfloat16: "bfloat16", torch.float32: "float32",
-            torch.float64: "float64"}.get(dt)
+    if not _TORCH_NAMES:
+        torch = _torch()
+        _TORCH_NAMES.update({torch.float16: "float16", torch.bfloat16: "bfloat16", torch.float32: "float32",
+                             torch.float64: "float64"})
+    return _TORCH_NAMES.get(dt)
+
+
+def _cuda_device(idx: int):
+    dev = _CUDA_DEVICES.get(idx)
+    if dev is None:
+        dev = _CUDA_DEVICES[idx] = wp.get_device(f"cuda:{idx}")
+    return dev
 
 
 @dataclass(frozen=True)
@@ -124,7 +137,7 @@ def describe(x, name: str) -> Operand:
                                 f"{e}") from None
         if x.device.type == "cuda":
             idx = x.device.index if x.device.index is not None else torch.cuda.current_device()
-            dev = wp.get_device(f"cuda:{idx}")
+            dev = _cuda_device(idx)
         elif x.device.type == "cpu":
             dev = wp.get_device("cpu")
         else:
@@ -210,7 +223,7 @@ def layout_view(op: Operand, allocate) -> tuple[Any, str, Any]:
 
 
 def overlaps(x: Operand, y: Operand) -> bool:
-    if x.size == 0 or y.size == 0 or str(x.device) != str(y.device):
+    if x.size == 0 or y.size == 0 or (x.device is not y.device and str(x.device) != str(y.device)):
         return False
     a0, a1 = x.span()
     b0, b1 = y.span()

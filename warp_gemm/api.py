@@ -86,6 +86,8 @@ def _describe(x, name: str, fname: str) -> Operand:
 
 def _real(v, name: str, fname: str) -> float:
     """``float(v)`` for a real scalar; strings, complex values and arrays are refused, not coerced."""
+    if type(v) is float:  # the common case, without the ABC checks below (a huge int must still raise)
+        return v
     bad = isinstance(v, (str, bytes, bytearray))
     bad |= isinstance(v, numbers.Complex) and not isinstance(v, numbers.Real)
     if not bad and getattr(getattr(v, "dtype", None), "kind", "") != "c":
@@ -108,7 +110,7 @@ def _validate(a, b, c, alpha, beta, trans_a, trans_b, out, fname) -> _Problem:
     if A.dtype != B.dtype:
         raise TypeError(f"{fname}: a is {A.dtype}{list(A.shape)} but b is {B.dtype}{list(B.shape)}; "
                         "both operands must have the same dtype")
-    if str(A.device) != str(B.device):
+    if A.device is not B.device and str(A.device) != str(B.device):
         raise ValueError(f"{fname}: a is {A.describe()} but b is {B.describe()}; both must be on one device")
     _compat.require_device(A.device)
     if trans_a:
@@ -135,7 +137,7 @@ def _validate(a, b, c, alpha, beta, trans_a, trans_b, out, fname) -> _Problem:
     C = None
     if c is not None:
         C = _describe(c, "c", fname)
-        if str(C.device) != str(A.device):
+        if C.device is not A.device and str(C.device) != str(A.device):
             raise ValueError(f"{fname}: c is {C.describe()} but a and b are on {A.device}")
         if C.ndim > len(shape) or any(cd not in (1, rd) for cd, rd in zip(C.shape[::-1], shape[::-1])):
             raise ValueError(f"{fname}: c has shape {list(C.shape)}, which does not broadcast to the result "
@@ -154,7 +156,7 @@ def _validate(a, b, c, alpha, beta, trans_a, trans_b, out, fname) -> _Problem:
         if tuple(D.shape) != shape:
             raise ValueError(f"{fname}: out has shape {list(D.shape)}; the result of {_shape_str(A)} @ "
                              f"{_shape_str(B)} has shape {list(shape)}")
-        if str(D.device) != str(A.device):
+        if D.device is not A.device and str(D.device) != str(A.device):
             raise ValueError(f"{fname}: out is {D.describe()} but the operands are on {A.device}")
         for name, op in (("a", A), ("b", B), ("c", C)):
             if op is not None and overlaps(D, op):
