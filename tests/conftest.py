@@ -76,6 +76,16 @@ def pytest_collection_modifyitems(config, items):
         items[:] = keep
 
 
+@pytest.fixture(autouse=True)
+def _fresh_call_plans():
+    """Each test starts without recorded call plans (api._plans): a plan left by an earlier test for
+    arrays at a reused address would let a test's first call skip the launch path it means to test."""
+    from warp_gemm import api
+
+    api._plans.clear()
+    yield
+
+
 @pytest.fixture
 def rng(request):
     return np.random.default_rng([SALT, zlib.crc32(request.node.nodeid.encode())])

@@ -138,3 +138,73 @@ def test_cache_is_bounded(rng, monkeypatch):
         a, b = random_operands(n, n, n, "float32", rng)
         warp_gemm.matmul(make(a, "float32", "warp", "cpu"), make(b, "float32", "warp", "cpu"))
     assert len(_launch._cache) <= 4
+
+
+# --- call plans (api._plans): a repeated call without temporaries replays its recorded launches -------
+def _no_launch_path(monkeypatch):
+    """Make the full launch path fail: only a plan replay can then succeed."""
+    def boom(*a, **k):
+        raise AssertionError("api._launch ran: the call was not replayed from its plan")
+
+    monkeypatch.setattr(api, "_launch", boom)
+
+
+def test_plan_replays_with_new_contents(rng, monkeypatch):
+    a1, b1 = random_operands(37, 45, 61, "float32", rng)
+    a2, b2 = random_operands(37, 45, 61, "float32", rng)
+    A, B = make(a1, "float32", "warp", "cpu"), make(b1, "float32", "warp", "cpu")
+    out = nan_like("warp", (37, 45), "float32", "cpu")
+    warp_gemm.matmul(A, B, out=out)
+    assert compare(to_f64(out), a1 @ b1, "float32").ok
+    assert len(api._plans) == 1
+    _no_launch_path(monkeypatch)
+    A.assign(a2.astype(np.float32))
+    B.assign(b2.astype(np.float32))
+    out.fill_(float("nan"))
+    warp_gemm.matmul(A, B, out=out)
+    assert compare(to_f64(out), a2 @ b2, "float32").ok
+
+
+@pytest.mark.parametrize("change", ["alpha", "beta", "config", "trans", "view"])
+def test_plan_key_covers_the_call(change, rng):
+    """Everything that changes what is launched changes the plan: the second call computes its own result."""
+    a, b = random_operands(40, 40, 40, "float64", rng)
+    c = rng.standard_normal((40, 40))
+    A, B, C = (make(x, "float64", "warp", "cpu") for x in (a, b, c))
+    out = nan_like("warp", (40, 40), "float64", "cpu")
+    warp_gemm.gemm(A, B, C, alpha=1.0, beta=1.0, out=out)
+    kw = dict(alpha=1.0, beta=1.0, out=out)
+    ref = a @ b + c
+    if change == "alpha":
+        kw["alpha"], ref = 2.0, 2.0 * a @ b + c
+    elif change == "beta":
+        kw["beta"], ref = -1.0, a @ b - c
+    elif change == "config":
+        kw["config"] = Config(32, 32, 16, 1, 8)
+    elif change == "trans":
+        kw["trans_a"], ref = True, a.T @ b + c
+    else:  # the same memory seen as a narrower operand: a 40x39 view of B, and a 40x39 out
+        B = B[:, :39]
+        kw["out"] = out = nan_like("warp", (40, 39), "float64", "cpu")
+        C = C[:, :39]
+        ref = a @ b[:, :39] + c[:, :39]
+    out.fill_(float("nan"))
+    warp_gemm.gemm(A, B, C, **kw)
+    assert compare(to_f64(out), ref, "float64").ok, change
+
+
+def test_no_plan_for_calls_with_temporaries(rng):
+    a, b = random_operands(30, 30, 200, "float32", rng)
+    warp_gemm.matmul(make(a, "float32", "warp", "cpu"), make(b, "float32", "warp", "cpu"),
+                     config=Config(32, 32, 32, 1, 8, 3))  # split-K: a workspace per call
+    assert len(api._plans) == 0
+
+
+def test_saving_a_tuning_table_drops_the_plans(rng, tmp_path, monkeypatch):
+    from warp_gemm import tuning
+
+    a, b = random_operands(20, 20, 20, "float32", rng)
+    warp_gemm.matmul(make(a, "float32", "warp", "cpu"), make(b, "float32", "warp", "cpu"))
+    assert len(api._plans) == 1
+    tuning.save(tmp_path / "t.json", {"sm90|float32|NN": {"10,10,10": "64x64x64/b128/g8"}})
+    assert len(api._plans) == 0

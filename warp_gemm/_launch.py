@@ -19,6 +19,8 @@ time per call with them launched afresh (H100 host; 125 us once recorded: benchm
 
 from __future__ import annotations
 
+import threading
+
 import warp as wp
 
 from . import _compat
@@ -27,6 +29,22 @@ from ._lru import LRU
 ENABLED = True  # tests switch it off to compare
 _cache = LRU(512)
 _borrowed = LRU(512)
+_active = threading.local()  # the Recorder of this thread's current call, if any
+
+
+class Recorder:
+    """Collects the recorded commands launched (in this thread) inside ``with Recorder() as r``;
+    ``r.complete`` is False if any launch could not be recorded."""
+
+    def __enter__(self):
+        self.cmds, self.complete = [], True
+        self._outer = getattr(_active, "rec", None)
+        _active.rec = self
+        return self
+
+    def __exit__(self, *exc):
+        _active.rec = self._outer
+        return False
 
 
 def borrow(x):
@@ -58,7 +76,10 @@ def launch(kernel, dim: tuple, inputs: list, dev, block_dim: int | None = None) 
     ``wp.launch(kernel, dim, inputs, device=dev)``, replaying a recorded launch with the same
     arguments where one exists."""
     tiled = block_dim is not None
+    rec = getattr(_active, "rec", None)
     if not (ENABLED and _compat.HAS_RECORD_CMD):
+        if rec is not None:
+            rec.complete = False
         if tiled:
             wp.launch_tiled(kernel, dim=dim, inputs=inputs, block_dim=block_dim, device=dev)
         else:
@@ -73,4 +94,6 @@ def launch(kernel, dim: tuple, inputs: list, dev, block_dim: int | None = None) 
         else:
             cmd = wp.launch(kernel, dim=dim, inputs=args, device=dev, record_cmd=True)
         _cache.put(key, cmd)
+    if rec is not None:
+        rec.cmds.append(cmd)
     cmd.launch()

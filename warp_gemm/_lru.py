@@ -28,6 +28,10 @@ class LRU:
             while len(self._d) > self.maxsize:
                 self._d.popitem(last=False)
 
+    def clear(self) -> None:
+        with self._lock:
+            self._d.clear()
+
     def __len__(self) -> int:
         return len(self._d)
 

@@ -352,3 +352,6 @@ def save(path: Path, entries: dict, meta: dict | None = None) -> None:
     with _lock:
         _tables.pop(str(path), None)
         _memo.clear()
+        from . import api  # recorded call plans may hold the old choice
+
+        api._plans.clear()
