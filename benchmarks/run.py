@@ -205,6 +205,22 @@ def align_warp_stream(device: str) -> None:
         wp.set_stream(wp.stream_from_torch(torch.cuda.current_stream(device)), device=device)
 
 
+def warm_up_gpu(device: str, seconds: float = 0.5) -> None:
+    """Keep the GPU busy for ``seconds`` before the first timed row: the first row of a run on a GPU that
+    had been idle showed a 2-4x p20-p80 spread (H100, fp16 1000^3: median 105 us against 54.5 us in
+    the rows after it; benchmarks/results/bench_h100_s3_plans_small.json). With this warm-up: median
+    55.5 us, p80 still 84 us (bench_h100_s3_warmup_check.json)."""
+    if not (is_cuda(device) and torch_on(device)):
+        return
+    torch = _torch()
+    x = torch.randn(4096, 4096, device=device, dtype=torch.float16)
+    t = time.perf_counter()
+    while time.perf_counter() - t < seconds:
+        for _ in range(10):
+            x @ x
+        torch.cuda.synchronize(device)
+
+
 # ----------------------------------------------------------------------------------------------------------
 # inputs and the float64 reference
 
@@ -898,6 +914,7 @@ def main(argv: list[str] | None = None) -> int:
 
         precompile_sweep(args.device, [d.label for d in dtypes], workers=args.precompile)
 
+    warm_up_gpu(args.device)
     skipped: list[dict[str, str]] = []
     rows: list[Row] = []
     used_providers: dict[str, Provider] = {}
