@@ -70,14 +70,16 @@ def test_padded_copies(dtype, layout, split, smem_pad, rng, monkeypatch):
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("layout", ["nn", "tn", "nt", "tt"])
 @pytest.mark.parametrize("split", [1, 3])
-@pytest.mark.parametrize("MNK", [(45, 37, 61), (128, 96, 64)])
+@pytest.mark.parametrize("MNK", [(45, 37, 61), (128, 96, 64), (70, 45, 56)])
 @pytest.mark.parametrize("clamp", [False, True])
 def test_padded_shared_tiles(dtype, layout, split, MNK, clamp, rng, monkeypatch):
     """The CUDA kernels' padded A/B/accumulator layouts (wide loads, tile_view, transposed views, the
     split-K atomic epilogue of a view) on the CPU backend. 45x37x61: the last tiles are partial and the
     wide loads of the last tiles start ``pad`` columns early (the edge shift); 128x96x64: tile
-    multiples, where the shifted loads of the last column/K tiles end exactly at the array's edge.
-    ``clamp``: the CUDA launcher's overlapping last tile row/column (api._edge_clamps)."""
+    multiples, where the shifted loads of the last column/K tiles end exactly at the array's edge;
+    70x45x56: K = 3.5 tiles of 16, an 8-element overlap -- a whole number of 16-byte chunks for every
+    dtype, so with ``clamp`` the last K tile is clamped and its overlap zeroed (api._k_clamp).
+    ``clamp``: the CUDA launcher's clamped last tile row/column/K tile (api._edge_clamps, _k_clamp)."""
     monkeypatch.setattr(api, "SMEM_PAD_ON_CPU", True)
     monkeypatch.setattr(api, "EDGE_CLAMP_ON_CPU", clamp)
     M, N, K = MNK
@@ -118,3 +120,34 @@ def test_edge_clamp(dtype, bias, rng, monkeypatch):
                    config=Config(32, 32, 32, 1, 8))
     cmp = compare(to_f64(out), 0.5 * a @ b + 2.0 * c, dtype)
     assert cmp.ok, f"{dtype} {bias}: {cmp}"
+
+
+@pytest.mark.skipif(not _compat.HAS_STRIDED_MATMUL_OPERANDS,
+                    reason="padded shared tiles need tile_matmul with strided operands (warp-lang 1.19)")
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+@pytest.mark.parametrize("layout", ["nn", "tn", "nt", "tt"])
+def test_k_clamp_zeroes_both_operands(dtype, layout, rng, monkeypatch):
+    """A clamped last K tile (api._k_clamp) re-reads K columns the previous tile counted and zeroes them
+    in A *and* B: with an infinity in each operand's overlap, zeroing only one would add inf * 0 = NaN
+    where the product is an infinity."""
+    monkeypatch.setattr(api, "SMEM_PAD_ON_CPU", True)
+    monkeypatch.setattr(api, "EDGE_CLAMP_ON_CPU", True)
+    M, N, K = 40, 40, 56  # 16-deep K tiles: the last one is clamped to start at 40; overlap K 40..47
+    a, b = random_operands(M, N, K, dtype, rng)
+    a[3, 44] = np.inf
+    b[45, 5] = -np.inf
+    ta, tb = layout[0] == "t", layout[1] == "t"
+    A = make(np.ascontiguousarray(a.T) if ta else a, dtype, "warp", "cpu")
+    B = make(np.ascontiguousarray(b.T) if tb else b, dtype, "warp", "cpu")
+    out = nan_like("warp", (M, N), dtype, "cpu")
+    assert api._k_clamp(K, Config(32, 32, 16, 1, 8), 8, dtype, False) == 40
+    warp_gemm.gemm(A, B, trans_a=ta, trans_b=tb, out=out, config=Config(32, 32, 16, 1, 8))
+    got = to_f64(out)
+    with np.errstate(invalid="ignore"):
+        ref = a @ b
+    assert np.array_equal(np.isnan(got), np.isnan(ref)), f"NaN at {np.argwhere(np.isnan(got) != np.isnan(ref))[:5]}"
+    assert np.array_equal(np.isinf(got) & (got > 0), np.isinf(ref) & (ref > 0))
+    assert np.array_equal(np.isinf(got) & (got < 0), np.isinf(ref) & (ref < 0))
+    finite = np.isfinite(ref)
+    cmp = compare(np.where(finite, got, 0.0), np.where(finite, ref, 0.0), dtype)
+    assert cmp.ok, f"{dtype} {layout}: {cmp}"

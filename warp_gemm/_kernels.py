@@ -42,6 +42,12 @@ if _compat.HAS_BF16:
     WP_DTYPES["bfloat16"] = wp.bfloat16
 
 
+ITEM_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}
+# A clamped last K tile zeroes its overlap in chunks of this many bytes per row; the launcher clamps
+# only where the overlap is a whole number of chunks (api._k_clamp).
+K_CHUNK_BYTES = 16
+
+
 def acc_dtype_name(in_dtype):
     """16-bit and float32 inputs accumulate in float32; float64 in float64."""
     return "float64" if in_dtype == "float64" else "float32"
@@ -156,6 +162,11 @@ def _build(spec: KernelSpec):
         raise ValueError(f"{spec}: padded shared tiles need a Warp whose tile_matmul takes strided operands")
     PAD_AB = spec.pad_ab > 0
     PADV = spec.pad_ab
+    # K-tail zeroing chunk: 16 bytes of the input dtype, and the zero tiles' shapes per layout.
+    ZW = K_CHUNK_BYTES // ITEM_BYTES[spec.in_dtype]
+    # (scalars: Warp takes no tuples from the closure)
+    ZA0, ZA1 = (ZW, TM + spec.pad_ab) if TRANS_A else (TM, ZW)
+    ZB0, ZB1 = (TN, ZW) if TRANS_B else (ZW, TN + spec.pad_ab)
     PAD_C = spec.pad_c > 0
     # The wide tile shapes as closure constants (Warp needs compile-time tile shapes and does not
     # fold TK + pad inside the kernel).
@@ -187,6 +198,7 @@ def _build(spec: KernelSpec):
         c_nb: int,
         m_clamp: int,
         n_clamp: int,
+        k_clamp: int,
     ):
         bi, t, split = wp.tid()
         # Grouped tile order (Triton's GROUP_SIZE_M): consecutive blocks walk group_m tile rows
@@ -212,29 +224,43 @@ def _build(spec: KernelSpec):
         # k_tiles is a runtime value on purpose: Warp unrolls short constant-trip loops and then
         # allocates every iteration's tiles in shared memory.
         # Split s covers K tiles [s*k_per_split, (s+1)*k_per_split) (one split: all of them).
+        if wp.static(PAD_AB):
+            # Zero chunks for a clamped last K tile (k_clamp, padded kernels only): that tile is loaded
+            # ending at K, in bounds, and its first columns of A / rows of B -- already counted by the
+            # previous tile -- are zeroed in ZW-element chunks before the MMA.
+            za = wp.tile_zeros(shape=(ZA0, ZA1), dtype=IN)
+            zb = wp.tile_zeros(shape=(ZB0, ZB1), dtype=IN)
         for k in range(split * k_per_split, wp.min(k_tiles, (split + 1) * k_per_split)):
+            kk = wp.min(k * TK, k_clamp)
+            nz = (k * TK - kk) // ZW  # overlap chunks to zero: 0 except on a clamped last K tile
             if wp.static(PAD_AB and TRANS_A):
                 s = _edge_shift(m0, TMP, Ab.shape[1], PADV)
-                a = wp.tile_transpose(wp.tile_view(
-                    wp.tile_load(Ab, shape=(TK, TMP), offset=(k * TK, m0 - s), storage="shared"),
-                    offset=(0, s), shape=(TK, TM)))
+                aw = wp.tile_load(Ab, shape=(TK, TMP), offset=(kk, m0 - s), storage="shared")
+                for zc in range(nz):
+                    wp.tile_assign(aw, za, offset=(zc * ZW, 0))
+                a = wp.tile_transpose(wp.tile_view(aw, offset=(0, s), shape=(TK, TM)))
             elif wp.static(PAD_AB):
-                s = _edge_shift(k * TK, TKP, Ab.shape[1], PADV)
-                a = wp.tile_view(wp.tile_load(Ab, shape=(TM, TKP), offset=(m0, k * TK - s), storage="shared"),
-                                 offset=(0, s), shape=(TM, TK))
+                s = _edge_shift(kk, TKP, Ab.shape[1], PADV)
+                aw = wp.tile_load(Ab, shape=(TM, TKP), offset=(m0, kk - s), storage="shared")
+                for zc in range(nz):
+                    wp.tile_assign(aw, za, offset=(0, s + zc * ZW))
+                a = wp.tile_view(aw, offset=(0, s), shape=(TM, TK))
             elif wp.static(TRANS_A):
                 a = wp.tile_transpose(wp.tile_load(Ab, shape=(TK, TM), offset=(k * TK, m0)))
             else:
                 a = wp.tile_load(Ab, shape=(TM, TK), offset=(m0, k * TK))
             if wp.static(PAD_AB and TRANS_B):
-                s = _edge_shift(k * TK, TKP, Bb.shape[1], PADV)
-                b = wp.tile_transpose(wp.tile_view(
-                    wp.tile_load(Bb, shape=(TN, TKP), offset=(n0, k * TK - s), storage="shared"),
-                    offset=(0, s), shape=(TN, TK)))
+                s = _edge_shift(kk, TKP, Bb.shape[1], PADV)
+                bw = wp.tile_load(Bb, shape=(TN, TKP), offset=(n0, kk - s), storage="shared")
+                for zc in range(nz):
+                    wp.tile_assign(bw, zb, offset=(0, s + zc * ZW))
+                b = wp.tile_transpose(wp.tile_view(bw, offset=(0, s), shape=(TN, TK)))
             elif wp.static(PAD_AB):
                 s = _edge_shift(n0, TNP, Bb.shape[1], PADV)
-                b = wp.tile_view(wp.tile_load(Bb, shape=(TK, TNP), offset=(k * TK, n0 - s), storage="shared"),
-                                 offset=(0, s), shape=(TK, TN))
+                bw = wp.tile_load(Bb, shape=(TK, TNP), offset=(kk, n0 - s), storage="shared")
+                for zc in range(nz):
+                    wp.tile_assign(bw, zb, offset=(zc * ZW, 0))
+                b = wp.tile_view(bw, offset=(0, s), shape=(TK, TN))
             elif wp.static(TRANS_B):
                 b = wp.tile_transpose(wp.tile_load(Bb, shape=(TN, TK), offset=(n0, k * TK)))
             else:

@@ -368,9 +368,10 @@ def _launch(p: _Problem, alpha: float, beta: float, allow_tf32: bool, config: Co
                           *_kernels.occupancy_bound(cfg, dev.is_cpu))
         kernel = get_kernel(spec)
         m_clamp, n_clamp = _edge_clamps(Dlaunch.shape[1:], cfg, epilogue, Cv is Dlaunch, dev.is_cpu)
+        k_clamp = _k_clamp(p.K, cfg, pads[0], in_k, dev.is_cpu) if not padded else _NO_CLAMP
         recorded_launch(kernel, (p.batch, tiles_m * tiles_n, splits),
                         [Av, Bv, Cv, Dlaunch, alpha_k, beta, k_tiles, k_per_split, tiles_m, tiles_n,
-                         max(1, cfg.group_m), Av.shape[0], Bv.shape[0], c_nb, m_clamp, n_clamp],
+                         max(1, cfg.group_m), Av.shape[0], Bv.shape[0], c_nb, m_clamp, n_clamp, k_clamp],
                         dev, 1 if dev.is_cpu else cfg.block_dim)
         if workspace:
             cfin = None
@@ -418,6 +419,20 @@ def _edge_clamps(rows_cols, cfg: Config, epilogue: str, c_is_d: bool, is_cpu: bo
     if (is_cpu and not EDGE_CLAMP_ON_CPU) or epilogue == "splitk" or (epilogue == "axpby" and c_is_d):
         return _NO_CLAMP, _NO_CLAMP
     return (rows - cfg.tm if rows >= cfg.tm else _NO_CLAMP), (cols - cfg.tn if cols >= cfg.tn else _NO_CLAMP)
+
+
+def _k_clamp(K: int, cfg: Config, pad_ab: int, in_dtype: str, is_cpu: bool) -> int:
+    """The kernel's ``k_clamp``: with K not a multiple of ``tk``, the last K tile starts at ``K - tk``
+    (in bounds, so Warp copies it with vector loads) and the kernel zeroes its first ``tk - K % tk``
+    columns of A / rows of B, which the previous tile already counted. Padded-shared-tile kernels only
+    (where the tiles are shared and can be zeroed in place), and only when the overlap is a whole
+    number of 16-byte chunks (``_kernels.K_CHUNK_BYTES``). fp16 on the H100: the partial last K tile
+    cost 13 us of 55 at 1024x1024x1000 (benchmarks/results/edges_h100_after_clamp.json)."""
+    chunk = _kernels.K_CHUNK_BYTES // _kernels.ITEM_BYTES[in_dtype]
+    r = K % cfg.tk
+    if (is_cpu and not EDGE_CLAMP_ON_CPU) or not pad_ab or K <= cfg.tk or r == 0 or (cfg.tk - r) % chunk:
+        return _NO_CLAMP
+    return K - cfg.tk
 
 
 def _needs_padding(M: int, N: int, K: int, cfg: Config, Av, Bv) -> bool:
