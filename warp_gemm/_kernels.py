@@ -224,12 +224,10 @@ def _build(spec: KernelSpec):
         # k_tiles is a runtime value on purpose: Warp unrolls short constant-trip loops and then
         # allocates every iteration's tiles in shared memory.
         # Split s covers K tiles [s*k_per_split, (s+1)*k_per_split) (one split: all of them).
-        if wp.static(PAD_AB):
-            # Zero chunks for a clamped last K tile (k_clamp, padded kernels only): that tile is loaded
-            # ending at K, in bounds, and its first columns of A / rows of B -- already counted by the
-            # previous tile -- are zeroed in ZW-element chunks before the MMA.
-            za = wp.tile_zeros(shape=(ZA0, ZA1), dtype=IN)
-            zb = wp.tile_zeros(shape=(ZB0, ZB1), dtype=IN)
+        # A clamped last K tile (k_clamp, padded kernels only) is loaded ending at K, in bounds; its
+        # first columns of A / rows of B, already counted by the previous tile, are zeroed in
+        # ZW-element chunks before the MMA (zero tiles made inside those loops, so that they hold no
+        # registers through the main loop).
         for k in range(split * k_per_split, wp.min(k_tiles, (split + 1) * k_per_split)):
             kk = wp.min(k * TK, k_clamp)
             nz = (k * TK - kk) // ZW  # overlap chunks to zero: 0 except on a clamped last K tile
@@ -237,13 +235,13 @@ def _build(spec: KernelSpec):
                 s = _edge_shift(m0, TMP, Ab.shape[1], PADV)
                 aw = wp.tile_load(Ab, shape=(TK, TMP), offset=(kk, m0 - s), storage="shared")
                 for zc in range(nz):
-                    wp.tile_assign(aw, za, offset=(zc * ZW, 0))
+                    wp.tile_assign(aw, wp.tile_zeros(shape=(ZA0, ZA1), dtype=IN), offset=(zc * ZW, 0))
                 a = wp.tile_transpose(wp.tile_view(aw, offset=(0, s), shape=(TK, TM)))
             elif wp.static(PAD_AB):
                 s = _edge_shift(kk, TKP, Ab.shape[1], PADV)
                 aw = wp.tile_load(Ab, shape=(TM, TKP), offset=(m0, kk - s), storage="shared")
                 for zc in range(nz):
-                    wp.tile_assign(aw, za, offset=(0, s + zc * ZW))
+                    wp.tile_assign(aw, wp.tile_zeros(shape=(ZA0, ZA1), dtype=IN), offset=(0, s + zc * ZW))
                 a = wp.tile_view(aw, offset=(0, s), shape=(TM, TK))
             elif wp.static(TRANS_A):
                 a = wp.tile_transpose(wp.tile_load(Ab, shape=(TK, TM), offset=(k * TK, m0)))
@@ -253,13 +251,13 @@ def _build(spec: KernelSpec):
                 s = _edge_shift(kk, TKP, Bb.shape[1], PADV)
                 bw = wp.tile_load(Bb, shape=(TN, TKP), offset=(n0, kk - s), storage="shared")
                 for zc in range(nz):
-                    wp.tile_assign(bw, zb, offset=(0, s + zc * ZW))
+                    wp.tile_assign(bw, wp.tile_zeros(shape=(ZB0, ZB1), dtype=IN), offset=(0, s + zc * ZW))
                 b = wp.tile_transpose(wp.tile_view(bw, offset=(0, s), shape=(TN, TK)))
             elif wp.static(PAD_AB):
                 s = _edge_shift(n0, TNP, Bb.shape[1], PADV)
                 bw = wp.tile_load(Bb, shape=(TK, TNP), offset=(kk, n0 - s), storage="shared")
                 for zc in range(nz):
-                    wp.tile_assign(bw, zb, offset=(zc * ZW, 0))
+                    wp.tile_assign(bw, wp.tile_zeros(shape=(ZB0, ZB1), dtype=IN), offset=(zc * ZW, 0))
                 b = wp.tile_view(bw, offset=(0, s), shape=(TK, TN))
             elif wp.static(TRANS_B):
                 b = wp.tile_transpose(wp.tile_load(Bb, shape=(TN, TK), offset=(n0, k * TK)))
