@@ -150,3 +150,19 @@ def test_cuda_kernels_compile_offline(dtype, tmp_path):
     assert not err, f"{job}: {err}"
     built = sorted(p.name for p in tmp_path.rglob("*") if p.suffix in (".cubin", ".ptx"))
     assert any("sm80" in n for n in built) and any("sm90" in n for n in built), built
+
+
+@pytest.mark.skipif(not _compat.HAS_COMPILE_AOT, reason="wp.compile_aot_module arrived in warp-lang 1.9")
+@pytest.mark.skipif(not _compat.HAS_STRIDED_MATMUL_OPERANDS, reason="K-tail kernels are padded kernels (1.19+)")
+@pytest.mark.parametrize("dtype", ["float16", "float64"] + (["tf32"] if _compat.HAS_TF32 else []))
+def test_k_tail_kernels_compile_offline(dtype, tmp_path):
+    """The K-tail variant (clamped last K tile, zeroed overlap) of the heuristic's kernel, for sm_90."""
+    from warp_gemm._config import heuristic
+    from warp_gemm.precompile import build_one
+
+    base = "float32" if dtype == "tf32" else dtype
+    cfg = heuristic(False, base, 4096, 4096, 4096, 1)
+    job, seconds, err = build_one((str(cfg), base, "NN", "scale", dtype == "tf32", True), [90], str(tmp_path))
+    assert not err, f"{job}: {err}"
+    built = sorted(p.name for p in tmp_path.rglob("*") if p.suffix in (".cubin", ".ptx"))
+    assert any("sm90" in n for n in built) and any("_kt" in n for n in built), built

@@ -97,6 +97,8 @@ def test_padded_shared_tiles(dtype, layout, split, MNK, clamp, rng, monkeypatch)
                    config=cfg)
     pads = _kernels.smem_pads(dtype, False, tf32=True)
     assert [(s.pad_ab, s.pad_c) for s in built] == [pads] and min(pads) > 0, built
+    # the K-tail kernel exactly where the last K tile is clamped: 56 = 3.5 tiles of 16
+    assert [s.k_tail for s in built] == [clamp and MNK == (70, 45, 56)], built
     cmp = compare(to_f64(out), 0.5 * np.matmul(a, b) + 2.0 * c, dtype)
     assert cmp.ok, f"{dtype} {layout} split {split}: {cmp}"
 

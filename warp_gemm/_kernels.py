@@ -68,6 +68,10 @@ class KernelSpec:
     pad_c: int = 0  # extra columns of the shared accumulator
     min_blocks: int = 0  # CUDA __launch_bounds__(block_dim, min_blocks); 0: none
     block_dim: int = 0  # only with min_blocks (the bound needs the launch's block size)
+    # Clamp a partial last K tile and zero its overlap (k_clamp; padded kernels only). A separate kernel:
+    # the clamp's code cost 3-5% on tile-multiple K (fp16 8192^3 127 -> 121, H100), so shapes that
+    # do not need it keep the plain loop (benchmarks/results/bench_h100_s3_kclamp2.json).
+    k_tail: bool = False
 
     @property
     def acc_dtype(self) -> str:
@@ -78,8 +82,9 @@ class KernelSpec:
         tf = "_tf32" if self.tf32 else ""
         pad = f"_p{self.pad_ab}-{self.pad_c}" if self.pad_ab or self.pad_c else ""
         occ = f"_o{self.min_blocks}b{self.block_dim}" if self.min_blocks else ""
+        kt = "_kt" if self.k_tail else ""
         return (f"wg_gemm_{self.in_dtype}_{self.out_dtype}_{self.layout_a}{self.layout_b}_"
-                f"{self.tm}x{self.tn}x{self.tk}_{self.epilogue}{tf}{pad}{occ}")
+                f"{self.tm}x{self.tn}x{self.tk}_{self.epilogue}{tf}{pad}{occ}{kt}")
 
 
 # Padding of the shared tiles, in elements (H100, fp16/tf32/fp64 at 4096^3, benchmarks/lever_probe.py,
@@ -108,15 +113,16 @@ def occupancy_bound(cfg, device_is_cpu: bool) -> tuple[int, int]:
     return cfg.occupancy, cfg.block_dim
 
 
-def spec_for(cfg, dtype, layout="NN", epilogue="scale", tf32=False, device_is_cpu=False):
+def spec_for(cfg, dtype, layout="NN", epilogue="scale", tf32=False, device_is_cpu=False, k_tail=False):
     """The KernelSpec the launcher builds for a configuration and an input dtype on this Warp (for
     ahead-of-time builds): 16-bit inputs widened where tiles would accumulate in 16 bit, the output in
     the accumulator dtype where tile_astype is missing or for split-K partial sums."""
     in_k = "float32" if _compat.WIDEN_16BIT_INPUTS and dtype in ("float16", "bfloat16") else dtype
     out_k = in_k if _compat.HAS_TILE_ASTYPE and epilogue != "splitk" else acc_dtype_name(in_k)
     tf = bool(tf32 and _compat.HAS_TF32)
+    pads = smem_pads(in_k, device_is_cpu, tf)
     return KernelSpec(cfg.tm, cfg.tn, cfg.tk, in_k, out_k, layout[0], layout[1], epilogue, tf,
-                      *smem_pads(in_k, device_is_cpu, tf), *occupancy_bound(cfg, device_is_cpu))
+                      *pads, *occupancy_bound(cfg, device_is_cpu), k_tail=bool(k_tail and pads[0]))
 
 
 @wp.func
@@ -162,6 +168,9 @@ def _build(spec: KernelSpec):
         raise ValueError(f"{spec}: padded shared tiles need a Warp whose tile_matmul takes strided operands")
     PAD_AB = spec.pad_ab > 0
     PADV = spec.pad_ab
+    K_TAIL = spec.k_tail
+    if K_TAIL and not PAD_AB:
+        raise ValueError(f"{spec}: the clamped K tail is zeroed in the padded shared tiles only")
     # K-tail zeroing chunk: 16 bytes of the input dtype, and the zero tiles' shapes per layout.
     ZW = K_CHUNK_BYTES // ITEM_BYTES[spec.in_dtype]
     # (scalars: Warp takes no tuples from the closure)
@@ -229,19 +238,24 @@ def _build(spec: KernelSpec):
         # ZW-element chunks before the MMA (zero tiles made inside those loops, so that they hold no
         # registers through the main loop).
         for k in range(split * k_per_split, wp.min(k_tiles, (split + 1) * k_per_split)):
-            kk = wp.min(k * TK, k_clamp)
-            nz = (k * TK - kk) // ZW  # overlap chunks to zero: 0 except on a clamped last K tile
+            kk = k * TK
+            nz = int(0)
+            if wp.static(K_TAIL):
+                kk = wp.min(k * TK, k_clamp)
+                nz = (k * TK - kk) // ZW  # overlap chunks to zero: 0 except on the clamped last K tile
             if wp.static(PAD_AB and TRANS_A):
                 s = _edge_shift(m0, TMP, Ab.shape[1], PADV)
                 aw = wp.tile_load(Ab, shape=(TK, TMP), offset=(kk, m0 - s), storage="shared")
-                for zc in range(nz):
-                    wp.tile_assign(aw, wp.tile_zeros(shape=(ZA0, ZA1), dtype=IN), offset=(zc * ZW, 0))
+                if wp.static(K_TAIL):
+                    for zc in range(nz):
+                        wp.tile_assign(aw, wp.tile_zeros(shape=(ZA0, ZA1), dtype=IN), offset=(zc * ZW, 0))
                 a = wp.tile_transpose(wp.tile_view(aw, offset=(0, s), shape=(TK, TM)))
             elif wp.static(PAD_AB):
                 s = _edge_shift(kk, TKP, Ab.shape[1], PADV)
                 aw = wp.tile_load(Ab, shape=(TM, TKP), offset=(m0, kk - s), storage="shared")
-                for zc in range(nz):
-                    wp.tile_assign(aw, wp.tile_zeros(shape=(ZA0, ZA1), dtype=IN), offset=(0, s + zc * ZW))
+                if wp.static(K_TAIL):
+                    for zc in range(nz):
+                        wp.tile_assign(aw, wp.tile_zeros(shape=(ZA0, ZA1), dtype=IN), offset=(0, s + zc * ZW))
                 a = wp.tile_view(aw, offset=(0, s), shape=(TM, TK))
             elif wp.static(TRANS_A):
                 a = wp.tile_transpose(wp.tile_load(Ab, shape=(TK, TM), offset=(k * TK, m0)))
@@ -250,14 +264,16 @@ def _build(spec: KernelSpec):
             if wp.static(PAD_AB and TRANS_B):
                 s = _edge_shift(kk, TKP, Bb.shape[1], PADV)
                 bw = wp.tile_load(Bb, shape=(TN, TKP), offset=(n0, kk - s), storage="shared")
-                for zc in range(nz):
-                    wp.tile_assign(bw, wp.tile_zeros(shape=(ZB0, ZB1), dtype=IN), offset=(0, s + zc * ZW))
+                if wp.static(K_TAIL):
+                    for zc in range(nz):
+                        wp.tile_assign(bw, wp.tile_zeros(shape=(ZB0, ZB1), dtype=IN), offset=(0, s + zc * ZW))
                 b = wp.tile_transpose(wp.tile_view(bw, offset=(0, s), shape=(TN, TK)))
             elif wp.static(PAD_AB):
                 s = _edge_shift(n0, TNP, Bb.shape[1], PADV)
                 bw = wp.tile_load(Bb, shape=(TK, TNP), offset=(kk, n0 - s), storage="shared")
-                for zc in range(nz):
-                    wp.tile_assign(bw, wp.tile_zeros(shape=(ZB0, ZB1), dtype=IN), offset=(zc * ZW, 0))
+                if wp.static(K_TAIL):
+                    for zc in range(nz):
+                        wp.tile_assign(bw, wp.tile_zeros(shape=(ZB0, ZB1), dtype=IN), offset=(zc * ZW, 0))
                 b = wp.tile_view(bw, offset=(0, s), shape=(TK, TN))
             elif wp.static(TRANS_B):
                 b = wp.tile_transpose(wp.tile_load(Bb, shape=(TN, TK), offset=(n0, k * TK)))

@@ -364,11 +364,11 @@ def _launch(p: _Problem, alpha: float, beta: float, allow_tf32: bool, config: Co
             if use_c:
                 epilogue = "axpby"
                 Cv, c_nb = _c_operand(C, Dk, out_k, M, N)
+        k_clamp = _k_clamp(p.K, cfg, pads[0], in_k, dev.is_cpu) if not padded else _NO_CLAMP
         spec = KernelSpec(cfg.tm, cfg.tn, cfg.tk, in_k, kernel_out, la, lb, epilogue, tf32, *pads,
-                          *_kernels.occupancy_bound(cfg, dev.is_cpu))
+                          *_kernels.occupancy_bound(cfg, dev.is_cpu), k_tail=k_clamp != _NO_CLAMP)
         kernel = get_kernel(spec)
         m_clamp, n_clamp = _edge_clamps(Dlaunch.shape[1:], cfg, epilogue, Cv is Dlaunch, dev.is_cpu)
-        k_clamp = _k_clamp(p.K, cfg, pads[0], in_k, dev.is_cpu) if not padded else _NO_CLAMP
         recorded_launch(kernel, (p.batch, tiles_m * tiles_n, splits),
                         [Av, Bv, Cv, Dlaunch, alpha_k, beta, k_tiles, k_per_split, tiles_m, tiles_n,
                          max(1, cfg.group_m), Av.shape[0], Bv.shape[0], c_nb, m_clamp, n_clamp, k_clamp],

@@ -86,11 +86,12 @@ def _precompile(args) -> int:
     layouts = tuple(x.strip().upper() for x in args.layouts.split(","))
     epilogues = tuple(x.strip() for x in args.epilogues.split(","))
     res = precompile(args.dtype.split(","), archs, workers=args.workers, layouts=layouts, epilogues=epilogues,
-                     module_dir=args.module_dir)
+                     module_dir=args.module_dir, k_tail=args.k_tail)
     failed = [r for r in res if r[2]]
     for job, sec, err in sorted(res):
+        kt = " k-tail" if len(job) > 5 and job[5] else ""
         print(f"{'FAIL' if err else 'ok':4} {job[1]:9}{' tf32' if job[4] else '':5} {job[2]} {job[3]:7} {job[0]:22} "
-              f"{sec:6.1f}s {err}")
+              f"{sec:6.1f}s{kt} {err}")
     print(f"{len(res) - len(failed)} built, {len(failed)} failed")
     return 1 if failed else 0
 
@@ -118,6 +119,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--epilogues", default="scale,axpby")
     p.add_argument("--workers", type=int, default=None)
     p.add_argument("--module-dir", default=None, help="output folder (default: Warp's kernel cache)")
+    p.add_argument("--k-tail", action="store_true", help="also build the kernels for K not a multiple of the "
+                   "tile depth (padded CUDA kernels; otherwise such a shape compiles its kernel on first use)")
     if argv and argv[0] in ("check", "bench"):
         return _check(argv[1:]) if argv[0] == "check" else _bench(argv[1:])
     args = ap.parse_args(argv)

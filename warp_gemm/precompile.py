@@ -28,8 +28,9 @@ def canon_dtype(name: str) -> str:
 
 
 def jobs_for(dtypes: list[str], layouts: tuple[str, ...] = ("NN",), epilogues: tuple[str, ...] = ("scale",),
-             configs: list[_config.Config] | None = None) -> list[tuple]:
-    """(config, dtype, layout, epilogue, tf32) for every kernel to build."""
+             configs: list[_config.Config] | None = None, k_tail: bool = False) -> list[tuple]:
+    """(config, dtype, layout, epilogue, tf32, k_tail) for every kernel to build; ``k_tail``: also the
+    variants for K not a multiple of the tile depth (KernelSpec.k_tail)."""
     jobs = []
     for dt in dtypes:
         tf32 = dt == "tf32"
@@ -39,7 +40,8 @@ def jobs_for(dtypes: list[str], layouts: tuple[str, ...] = ("NN",), epilogues: t
             for lay in layouts:
                 # A split-K configuration may launch either kernel: one split, or several.
                 for epi in epilogues + (("splitk",) if cfg.split_k != 1 else ()):
-                    jobs.append((str(cfg), base, lay, epi, tf32))
+                    for kt in (False, True) if k_tail else (False,):
+                        jobs.append((str(cfg), base, lay, epi, tf32, kt))
     return jobs
 
 
@@ -47,14 +49,18 @@ def build_one(job: tuple, archs: list[int] | None, module_dir: str | None = None
     """Compile one kernel (in this process). Returns (job, seconds, error or "")."""
     from ._kernels import get_kernel, spec_for
 
-    cfg_s, dtype, layout, epilogue, tf32 = job
+    cfg_s, dtype, layout, epilogue, tf32, *rest = job
+    k_tail = bool(rest and rest[0])
     cfg = _config.Config.parse(cfg_s)
     _compat.init()
     t = time.perf_counter()
     try:
         if dtype == "bfloat16":
             _compat.bf16_dtype()
-        kernel = get_kernel(spec_for(cfg, dtype, layout, epilogue, tf32))
+        spec = spec_for(cfg, dtype, layout, epilogue, tf32, k_tail=k_tail)
+        if k_tail and not spec.k_tail:  # no padded tiles here: the plain kernel serves every K
+            return job, 0.0, ""
+        kernel = get_kernel(spec)
         kernel.module.options["block_dim"] = cfg.block_dim
         if archs and _compat.HAS_COMPILE_AOT:
             import warp as wp
@@ -71,10 +77,10 @@ def build_one(job: tuple, archs: list[int] | None, module_dir: str | None = None
 
 def precompile(dtypes: list[str], archs: list[int] | None, workers: int | None = None,
                layouts: tuple[str, ...] = ("NN",), epilogues: tuple[str, ...] = ("scale",),
-               module_dir: str | None = None, configs=None, progress: bool = True) -> list[tuple]:
+               module_dir: str | None = None, configs=None, progress: bool = True, k_tail: bool = False) -> list[tuple]:
     """Compile every job in parallel processes; returns [(job, seconds, error)]."""
-    return build_jobs(jobs_for([canon_dtype(d) for d in dtypes], layouts, epilogues, configs), archs, workers,
-                      module_dir, progress)
+    return build_jobs(jobs_for([canon_dtype(d) for d in dtypes], layouts, epilogues, configs, k_tail), archs,
+                      workers, module_dir, progress)
 
 
 def build_jobs(jobs: list[tuple], archs: list[int] | None, workers: int | None = None,
