@@ -233,8 +233,8 @@ def _build(spec: KernelSpec):
         # k_tiles is a runtime value on purpose: Warp unrolls short constant-trip loops and then
         # allocates every iteration's tiles in shared memory.
         # Split s covers K tiles [s*k_per_split, (s+1)*k_per_split) (one split: all of them).
-        # A clamped last K tile (k_clamp, padded kernels only) is loaded ending at K, in bounds; its
-        # first columns of A / rows of B, already counted by the previous tile, are zeroed in
+        # K-tail kernels (spec.k_tail): the last K tile is clamped to end at K (k_clamp), in bounds;
+        # its first columns of A / rows of B, already counted by the previous tile, are zeroed in
         # ZW-element chunks before the MMA (zero tiles made inside those loops, so that they hold no
         # registers through the main loop).
         for k in range(split * k_per_split, wp.min(k_tiles, (split + 1) * k_per_split)):
