@@ -28,7 +28,6 @@ from ._lru import LRU
 
 ENABLED = True  # tests switch it off to compare
 _cache = LRU(512)
-_borrowed = LRU(512)
 _active = threading.local()  # the Recorder of this thread's current call, if any
 
 
@@ -51,14 +50,9 @@ def borrow(x):
     """A non-owning Warp view of array ``x`` (same memory, shape, strides, dtype), memoized."""
     if getattr(x, "_wg_view", False):
         return x
-    key = (x.ptr, x.dtype, x.shape, x.strides, str(x.device))
-    v = _borrowed.get(key)
-    if v is None:
-        v = wp.array(ptr=x.ptr, dtype=x.dtype, shape=x.shape, strides=x.strides, capacity=x.capacity,
-                     device=x.device)
-        v._wg_view = True
-        _borrowed.put(key, v)
-    return v
+    from ._operands import raw_view  # (_operands imports this module through _kernels)
+
+    return raw_view(x.ptr, x.dtype, x.shape, x.strides, x.device)
 
 
 def _key(kernel, dim: tuple, inputs: list, block_dim, dev) -> tuple:

@@ -168,21 +168,25 @@ def describe(x, name: str) -> Operand:
 _VIEWS = LRU(512)
 
 
+def raw_view(ptr: int, dtype, shape: tuple[int, ...], byte_strides: tuple[int, ...], device):
+    """A memoized, non-owning Warp array of Warp dtype ``dtype`` at ``ptr`` (strides in bytes). Marked
+    ``_wg_view``: _launch.launch may keep it in a recorded launch, since it holds no memory."""
+    shape, byte_strides = tuple(shape), tuple(byte_strides)
+    key = (ptr, dtype, shape, byte_strides, str(device))
+    v = _VIEWS.get(key)
+    if v is None:
+        item = wp.types.type_size_in_bytes(dtype)
+        extent = sum((n - 1) * s for n, s in zip(shape, byte_strides)) + item if all(shape) else item
+        v = wp.array(ptr=ptr, dtype=dtype, shape=shape, strides=byte_strides, capacity=extent, device=device)
+        v._wg_view = True
+        _VIEWS.put(key, v)
+    return v
+
+
 def wp_view(op: Operand, shape: tuple[int, ...], strides: tuple[int, ...]):
     """A Warp array over ``op``'s memory with the given shape and element strides (no copy)."""
-    shape, strides = tuple(shape), tuple(strides)
-    key = (op.ptr, op.dtype, shape, strides, str(op.device))
-    v = _VIEWS.get(key)
-    if v is not None:
-        return v
     item = ITEMSIZE[op.dtype]
-    dtype = WP_DTYPES[op.dtype]
-    extent = sum((n - 1) * s for n, s in zip(shape, strides)) + 1 if all(shape) else 0
-    v = wp.array(ptr=op.ptr, dtype=dtype, shape=shape, strides=tuple(s * item for s in strides),
-                 capacity=max(extent, 1) * item, device=op.device)
-    v._wg_view = True  # owns nothing (_launch.launch may keep it in a recorded launch)
-    _VIEWS.put(key, v)
-    return v
+    return raw_view(op.ptr, WP_DTYPES[op.dtype], shape, tuple(s * item for s in strides), op.device)
 
 
 def as3d(op: Operand) -> tuple[tuple[int, int, int], tuple[int, int, int]]:

@@ -7,7 +7,6 @@ Warp or the operands require it, an elementwise widening/copy kernel).
 
 from __future__ import annotations
 
-import contextlib
 import numbers
 import os
 from dataclasses import dataclass
@@ -22,8 +21,8 @@ from ._kernels import KernelSpec, acc_dtype_name, convert, fill, get_kernel
 from . import _launch as _recorded
 from ._launch import launch as recorded_launch
 from ._lru import LRU
-from ._operands import (Operand, _torch, as3d, describe, empty_like_caller, layout_view, overlaps, torch_dtype,
-                        wp_view)
+from ._operands import (Operand, _torch, as3d, describe, empty_like_caller, layout_view, overlaps, raw_view,
+                        torch_dtype, wp_view)
 
 
 def matmul(a, b, *, out=None, allow_tf32: bool = False, config: Config | None = None):
@@ -185,13 +184,14 @@ def _validate(a, b, c, alpha, beta, trans_a, trans_b, out, fname) -> _Problem:
 
 # --- launch -----------------------------------------------------------------------------------------
 def _stream_scope(p: _Problem):
-    """Order the launch on torch's current stream when the operands are torch CUDA tensors."""
+    """The launch's device scope; on torch's current stream when the operands are torch CUDA tensors
+    (``wp.ScopedStream`` scopes the stream's device too)."""
     torch = _torch()
     if torch is not None and not p.A.device.is_cpu and "torch" in (p.A.kind, p.B.kind, p.D.kind):
         # No sync on entry: the launch simply joins torch's stream, which keeps it capturable in a
         # torch CUDA graph (a sync would make the captured stream wait on uncaptured Warp work).
         return wp.ScopedStream(_warp_stream(torch.cuda.current_stream(p.A.device.ordinal)), sync_enter=False)
-    return contextlib.nullcontext()
+    return wp.ScopedDevice(p.A.device)
 
 
 # Warp stream wrappers of torch streams, by (device, CUDA stream handle): wp.stream_from_torch builds and
@@ -239,7 +239,7 @@ def _run(a, b, c, alpha, beta, trans_a, trans_b, out, allow_tf32, config, fname)
     if p.M == 0 or p.N == 0:
         return p.result
     alpha, beta = float(alpha), float(beta)
-    with _stream_scope(p), wp.ScopedDevice(p.A.device):
+    with _stream_scope(p):
         key = _plan_key(p, alpha, beta, allow_tf32, config) if _recorded.ENABLED and _compat.HAS_RECORD_CMD else None
         plan = _plans.get(key) if key is not None else None
         if plan is not None:
@@ -380,9 +380,7 @@ def _launch(p: _Problem, alpha: float, beta: float, allow_tf32: bool, config: Co
                 if C.dtype != out_k:  # Warp 1.7's float32 temporary: bring C to its dtype first
                     convert(Dk, cfin, out_k, C.dtype)
                     cfin = Dk
-            Wv = W if not padded else wp.array(ptr=W.ptr, dtype=W.dtype, shape=(dnb, dr, dc),
-                                                strides=(W.strides[0], W.strides[1], W.strides[2]),
-                                                capacity=W.capacity, device=dev)
+            Wv = raw_view(W.ptr, W.dtype, (dnb, dr, dc), W.strides, dev) if padded else W
             _kernels.finish_splitk(Dk, Wv, cfin, out_k, acc, alpha, beta)
     if need_tmp_out:
         convert(wp_view(D, (dnb, dr, dc), (dsb, dsr, dsc)), Dk, D.dtype, out_k)
@@ -445,15 +443,10 @@ def _needs_padding(M: int, N: int, K: int, cfg: Config, Av, Bv) -> bool:
 def _tile_padded_copy(view, tiles: tuple[int, int], dtype: str, allocate, extra_cols: int = 0):
     """A zero-filled (nb, rows, cols) copy of ``view`` with rows and cols rounded up to ``tiles``
     (and ``extra_cols`` more zero columns)."""
-    from ._operands import ITEMSIZE
-
     nb, r, c = view.shape
     rp, cp = -(-r // tiles[0]) * tiles[0], -(-c // tiles[1]) * tiles[1] + extra_cols
     buf = allocate((nb, rp, cp), dtype, zero=True)
-    item = ITEMSIZE[dtype]
-    sub = wp.array(ptr=buf.ptr, dtype=buf.dtype, shape=(nb, r, c), strides=(rp * cp * item, cp * item, item),
-                   capacity=buf.capacity, device=buf.device)
-    convert(sub, view, dtype, dtype)
+    convert(raw_view(buf.ptr, buf.dtype, (nb, r, c), buf.strides, buf.device), view, dtype, dtype)
     return buf
 
 
