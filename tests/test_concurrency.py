@@ -198,3 +198,69 @@ def test_init_serialises_warp_init(monkeypatch):
         t.join(timeout=30)
     assert not errors, errors
     assert state == {"calls": 1, "inside": 0, "max_inside": 1}, state
+
+
+def _run_shared_worker(tmp_path, device: str):
+    env = dict(os.environ)
+    env["WARP_CACHE_PATH"] = str(tmp_path / "warp-cache")  # cold: every module compiles and loads here
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    proc = subprocess.run([sys.executable, str(ROOT / "tests" / "workers" / "shared_kernels.py"), device],
+                          env=env, cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+    assert proc.returncode == 0 and lines, (
+        f"worker exited {proc.returncode}\n--- stdout\n{proc.stdout[-4000:]}\n--- stderr\n{proc.stderr[-4000:]}")
+    info = json.loads(lines[-1][len("RESULT "):])
+    bad = [r for r in info["results"] if r != "ok"]
+    assert not bad, "\n\n".join(str(r) for r in bad)
+    assert not any(info["alive"]), "a thread hung"
+
+
+@pytest.mark.gpu
+def test_threads_share_kernels_cold_cache_cuda(tmp_path):
+    """Issue 14: eight threads, two or three per kernel, make their first calls at once on CUDA
+    (failed 12 of 12 runs with "invalid resource handle" before first loads were serialised)."""
+    _run_shared_worker(tmp_path, "cuda:0")
+
+
+def test_first_load_one_thread_per_kernel():
+    """``_launch.first_load``: per (kernel, device, block_dim) one thread makes the first load while
+    the others wait; different kernels load in parallel; later calls take no lock."""
+    import threading
+    import time
+
+    from warp_gemm import _launch
+
+    kernels = [object(), object()]  # stand-ins: only their identity is used
+    state = {"inside": {0: 0, 1: 0}, "max": {0: 0, 1: 0}, "loads": 0, "both": False}
+    lock = threading.Lock()
+
+    def load(which):
+        with lock:
+            state["loads"] += 1
+            state["inside"][which] += 1
+            state["max"][which] = max(state["max"][which], state["inside"][which])
+            state["both"] |= all(state["inside"].values())
+        time.sleep(0.05)
+        with lock:
+            state["inside"][which] -= 1
+
+    barrier = threading.Barrier(8)
+    errors = []
+
+    def worker(i):
+        try:
+            barrier.wait()
+            which = i % 2
+            _launch.first_load(kernels[which], "cuda:0", 128, lambda: load(which))
+        except BaseException as e:  # noqa: BLE001
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert not errors, errors
+    assert state["loads"] == 8
+    assert state["max"] == {0: 1, 1: 1}, state  # never two threads in one kernel's load
+    assert state["both"], "the two kernels' loads should overlap"

@@ -37,20 +37,11 @@ import warp as wp
 
 from . import _compat, _launch
 
-WP_DTYPES = {"float16": wp.float16, "float32": wp.float32, "float64": wp.float64}
-if _compat.HAS_BF16:
-    WP_DTYPES["bfloat16"] = wp.bfloat16
+from .kernels.common import ITEM_BYTES, WP_DTYPES, acc_dtype_name  # noqa: F401
 
-
-ITEM_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}
 # A clamped last K tile zeroes its overlap in chunks of this many bytes per row; the launcher clamps
 # only where the overlap is a whole number of chunks (api._k_clamp).
 K_CHUNK_BYTES = 16
-
-
-def acc_dtype_name(in_dtype):
-    """16-bit and float32 inputs accumulate in float32; float64 in float64."""
-    return "float64" if in_dtype == "float64" else "float32"
 
 
 @dataclass(frozen=True)

@@ -65,10 +65,52 @@ def _key(kernel, dim: tuple, inputs: list, block_dim, dev) -> tuple:
     return tuple(key)
 
 
+# --- first loads, one at a time ---------------------------------------------------------------------
+# Warp's Module.load is not safe when two threads make the first launch of one kernel at once (Warp
+# 1.19, context.py): both miss the module's executable cache, both load the CUDA module, and the second
+# replaces the first in ``Module.execs``. ``wp.launch(..., record_cmd=True)`` then builds its Launch
+# from the kernel hooks of the executable it loaded but retains the one ``Module.load`` returns *now*
+# (Launch.__init__ loads again): when the first executable is garbage-collected its CUDA module is
+# unloaded and every replay of that Launch fails with "invalid resource handle" (error 400) -- the
+# 8-thread failure of docs/reliability.md. The first launch of each (kernel, device, block_dim) is
+# therefore made by one thread while the others wait; afterwards every load returns the one cached
+# executable. Different kernels still compile and load in parallel.
+_ready: set = set()  # (id(kernel), device, block_dim) whose module this process has loaded
+_first_locks: dict = {}
+_first_locks_guard = threading.Lock()
+
+
+def _first_lock(key: tuple) -> threading.Lock:
+    with _first_locks_guard:
+        lk = _first_locks.get(key)
+        if lk is None:
+            lk = _first_locks[key] = threading.Lock()
+        return lk
+
+
+def first_load(kernel, dev, block_dim, load) -> None:
+    """Run ``load()`` -- a first launch or an explicit module load of ``kernel`` -- unless this
+    (kernel, device, block_dim) is known to be loaded; one thread at a time per key."""
+    key = (id(kernel), str(dev), block_dim)
+    if key in _ready:
+        load()
+        return
+    with _first_lock(key):
+        load()
+        _ready.add(key)
+
+
 def launch(kernel, dim: tuple, inputs: list, dev, block_dim: int | None = None) -> None:
     """``wp.launch_tiled(kernel, dim, inputs, block_dim, device=dev)`` (``block_dim`` given) or
     ``wp.launch(kernel, dim, inputs, device=dev)``, replaying a recorded launch with the same
-    arguments where one exists."""
+    arguments where one exists. The first launch of a kernel on a device is serialised (see above)."""
+    if (id(kernel), str(dev), block_dim) in _ready:
+        _launch(kernel, dim, inputs, dev, block_dim)
+    else:
+        first_load(kernel, dev, block_dim, lambda: _launch(kernel, dim, inputs, dev, block_dim))
+
+
+def _launch(kernel, dim: tuple, inputs: list, dev, block_dim: int | None) -> None:
     tiled = block_dim is not None
     rec = getattr(_active, "rec", None)
     if not (ENABLED and _compat.HAS_RECORD_CMD):

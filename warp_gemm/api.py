@@ -509,9 +509,11 @@ def precompile_config(config: Config | str, dtype: str, device: str = "cuda", la
     t = time.perf_counter()
     if dev.is_cpu:
         kernel.module.load(dev)
+    elif _accepts_block_dim(kernel.module.load):
+        # (the same one-thread-at-a-time first load as a launch; see _launch.first_load)
+        _recorded.first_load(kernel, dev, cfg.block_dim, lambda: kernel.module.load(dev, block_dim=cfg.block_dim))
     else:
-        kernel.module.load(dev, block_dim=cfg.block_dim) if _accepts_block_dim(kernel.module.load) \
-            else kernel.module.load(dev)
+        kernel.module.load(dev)
     return time.perf_counter() - t
 
 

@@ -42,6 +42,7 @@ import threading
 import warp as wp
 
 from . import _compat
+from . import _launch
 from ._kernels import WP_DTYPES, acc_dtype_name, convert
 from ._operands import describe, wp_view
 
@@ -241,8 +242,8 @@ def accumulate(dst, src, scale=1.0):
             raise AssertionError(f"gradient of shape {D.shape} cannot collect one of shape {S.shape}")
     with _kernel_lock:
         k = _accumulate_kernel(S.dtype, D.dtype)
-    wp.launch(k, dim=dshape, inputs=[wp_view(D, dshape, dstrides), wp_view(S, sshape, sstrides), float(scale),
-                                     *reps], device=D.device)
+    _launch.launch(k, dshape, [wp_view(D, dshape, dstrides), wp_view(S, sshape, sstrides), float(scale), *reps],
+                   D.device)
 
 
 def _cast_wp(x, dtype):
