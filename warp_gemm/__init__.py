@@ -9,10 +9,23 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
+from . import _compat
 from ._compat import WARP_VERSION, UnsupportedWarpError
 from ._config import Config, candidate_configs
 from .api import gemm, matmul, precompile_config
 from .tuning import tune
+
+
+def init(device: str | None = "cuda") -> None:
+    """Initialise Warp and acquire ``device``'s CUDA context, once and thread-safely. Call it in the
+    main thread before starting threads that build Warp arrays or call warp_gemm: Warp's own lazy
+    initialisation is not thread-safe (docs/reliability.md). A no-op for the context on machines
+    without CUDA."""
+    _compat.init()
+    import warp as wp
+
+    if device is not None and (not str(device).startswith("cuda") or wp.get_cuda_device_count() > 0):
+        _compat.init(device)
 
 __all__ = [
     "Config",
@@ -20,6 +33,7 @@ __all__ = [
     "WARP_VERSION",
     "candidate_configs",
     "gemm",
+    "init",
     "matmul",
     "precompile_config",
     "tune",
