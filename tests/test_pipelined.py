@@ -1,0 +1,251 @@
+"""The pipelined family (warp_gemm/kernels/pipelined.py) on its CPU twin against float64, and its
+offline CUDA build.
+
+The CPU twin runs the same kernel: stage indexing, shared-buffer views, the grouped order, the copy
+snippets' zero-fill rules (plain C++ copies under the same rules as cp.async's source-size operand) and
+the epilogue. Small tiles (32x32x32, one 64-row case for the chunked epilogue) keep compiles short.
+Every output is NaN-prefilled; every input is fresh random data from a per-test seed.
+"""
+
+from __future__ import annotations
+
+import os
+import zlib
+
+import numpy as np
+import pytest
+import warp as wp
+
+from warp_gemm import _compat
+from warp_gemm.kernels import pipelined as P
+
+try:
+    from warp_gemm.tools.tolerance import bf16_bits_to_f64, compare, f64_to_bf16_bits, random_operands, round_to
+except ImportError:
+    from warp_gemm.tolerance import bf16_bits_to_f64, compare, f64_to_bf16_bits, random_operands, round_to
+
+_compat.init()
+CPU = wp.get_device("cpu")
+pytestmark = pytest.mark.skipif(not P.applies(CPU, "float32"), reason="pipelined family needs Warp 1.19-class tiles")
+NP = {"float16": np.float16, "float32": np.float32, "float64": np.float64}
+_KEEP = []
+
+
+def _rng(request) -> np.random.Generator:
+    salt = int(os.environ.get("WARP_GEMM_TEST_SEED", "0") or 0)
+    return np.random.default_rng(zlib.crc32(request.node.nodeid.encode()) + salt)
+
+
+def _wp(x: np.ndarray, dtype: str, ld: int | None = None) -> wp.array:
+    """A 3-D CPU Warp array of ``dtype`` holding ``x`` (batch, rows, cols); ``ld`` > cols: a column
+    slice of a wider array (row stride ``ld`` elements), as a caller's strided view would be."""
+    b, r, c = x.shape
+    if ld is not None and ld != c:
+        wide = np.full((b, r, ld), 7.0)  # finite junk beyond the view: must never be read
+        wide[:, :, :c] = x
+        return _wp(wide, dtype)[:, :, :c]
+    if dtype == "bfloat16":
+        bits = wp.array(f64_to_bf16_bits(x), dtype=wp.uint16, device="cpu")
+        _KEEP.append(bits)
+        return wp.array(ptr=bits.ptr, dtype=wp.bfloat16, shape=bits.shape, strides=bits.strides,
+                        capacity=bits.size * 2, device="cpu")
+    return wp.array(np.ascontiguousarray(x.astype(NP[dtype])), dtype=P.WP_DTYPES[dtype], device="cpu")
+
+
+def _f64(a: wp.array, dtype: str) -> np.ndarray:
+    if dtype == "bfloat16":
+        u16 = wp.array(ptr=a.ptr, dtype=wp.uint16, shape=a.shape, strides=a.strides, capacity=a.capacity,
+                       device="cpu")
+        return bf16_bits_to_f64(u16.numpy())
+    return a.numpy().astype(np.float64)
+
+
+def _run(spec: P.PipeSpec, M, N, K, rng, *, batch=1, a_nb=1, b_nb=1, c_nb=1, alpha=1.25, beta=-0.5,
+         lda=None, ldb=None, chunk_check=True, a=None, b=None, group_m=2):
+    """Run ``spec`` on fresh operands; returns (D as float64, float64 reference)."""
+    dt = spec.in_dtype
+    nb = max(a_nb, b_nb, batch)
+    if a is None:
+        a, b = random_operands(M, N, K, dt, rng, batch=nb)
+    a_st = np.swapaxes(a[:a_nb], 1, 2) if spec.layout_a == "T" else a[:a_nb]
+    b_st = np.swapaxes(b[:b_nb], 1, 2) if spec.layout_b == "T" else b[:b_nb]
+    A, B = _wp(a_st, dt, lda), _wp(b_st, dt, ldb)
+    if chunk_check:
+        assert P.max_chunk(A, dt) >= spec.chunk and P.max_chunk(B, dt) >= spec.chunk
+    c = round_to(rng.standard_normal((c_nb, M, N)), spec.out_dtype) if spec.epilogue == "axpby" else None
+    C = _wp(c, spec.out_dtype) if c is not None else None
+    D = _wp(np.full((batch, M, N), np.nan), spec.out_dtype)
+    k, dim, inputs, block = P.launch_args(spec, A, B, C, D, alpha, beta, M, N, K, batch, a_nb, b_nb,
+                                          c_nb if C is not None else 1, group_m=group_m)
+    wp.launch_tiled(k, dim=dim, inputs=inputs, block_dim=block, device="cpu")
+    wp.synchronize_device("cpu")
+    ai = np.minimum(np.arange(batch), a_nb - 1)
+    bi = np.minimum(np.arange(batch), b_nb - 1)
+    with np.errstate(invalid="ignore", over="ignore"):
+        ref = alpha * np.matmul(a[ai], b[bi])
+        if c is not None:
+            ref = ref + beta * c[np.minimum(np.arange(batch), c_nb - 1)]
+    return _f64(D, spec.out_dtype), ref
+
+
+def _spec(dtype, layout="NN", epilogue="axpby", tf32=False, chunk=16, **over) -> P.PipeSpec:
+    return P.default_spec(dtype, tf32=tf32, layout=layout, epilogue=epilogue, chunk=chunk, device_is_cpu=True,
+                          **over)
+
+
+def _assert_close(out, ref, dtype, tf32=False):
+    cmp = compare(out, ref, dtype, tf32)
+    assert cmp.ok, str(cmp)
+
+
+DTYPE_CASES = [("float16", False), ("float32", False), ("float64", False)] + \
+    ([("bfloat16", False)] if _compat.HAS_BF16 else []) + ([("float32", True)] if _compat.HAS_TF32 else [])
+
+
+@pytest.mark.parametrize("dtype,tf32", DTYPE_CASES, ids=lambda v: str(v))
+def test_dtypes_odd_edges(dtype, tf32, request):
+    """Every dtype, M/N/K edges (45x37x71 on 32x32x32 tiles: partial tiles in M, N and K), rows of
+    odd length: the widest chunk the rows allow (float32 4 bytes, 16-bit 2 bytes: the synchronous path,
+    float64 8 bytes)."""
+    M, N, K = 45, 37, 71
+    chunk = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}[dtype]
+    out, ref = _run(_spec(dtype, tf32=tf32, chunk=chunk), M, N, K, _rng(request))
+    _assert_close(out, ref, dtype, tf32)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_16_byte_chunks_with_partial_chunks(dtype, request):
+    """16-byte chunks on rows whose leading dimension is a multiple of 16 bytes but whose extent is
+    not (column views of wider arrays: the last chunk of a row is partly outside the operand and the
+    copy reads only its valid bytes); padded shared rows (the GPU layout) on the CPU too."""
+    M, N, K = 33, 41, 45
+    it = P.ITEM_BYTES[dtype]
+    ld = lambda n: -(-n * it // 16) * 16 // it  # noqa: E731
+    pads = {"float16": (8, 8), "float32": (4, 8), "float64": (4, 4)}[dtype]
+    spec = _spec(dtype, chunk=16, pad_ab=pads[0], pad_c=pads[1])
+    out, ref = _run(spec, M, N, K, _rng(request), lda=ld(K), ldb=ld(N))
+    _assert_close(out, ref, dtype)
+
+
+@pytest.mark.parametrize("chunk", [8, 4])
+def test_narrow_chunks_fp16(chunk, request):
+    """cp.async.ca sizes (8 and 4 bytes) on fp16 rows aligned only that far."""
+    M, N, K = 40, 34, 38
+    ld = {8: (44, 36), 4: (38, 34)}[chunk]  # 88/72 bytes (8-aligned), 76/68 bytes (4-aligned)
+    out, ref = _run(_spec("float16", chunk=chunk), M, N, K, _rng(request), lda=ld[0], ldb=ld[1])
+    _assert_close(out, ref, "float16")
+
+
+@pytest.mark.parametrize("layout", ["NT", "TN", "TT"])
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+def test_layouts(dtype, layout, request):
+    """Transposed storage of A and/or B (tiles copied in the stored shape, transposed in shared
+    memory), with edges in every dimension."""
+    chunk = 2 if dtype == "float16" else 4
+    out, ref = _run(_spec(dtype, layout, chunk=chunk), 39, 35, 67, _rng(request))
+    _assert_close(out, ref, dtype)
+
+
+@pytest.mark.parametrize("stages", [3, 4])
+def test_stages_and_chunked_epilogue(stages, request):
+    """3 and 4 stages over 5 and 6 K tiles plus a partial one (the stage ring wraps), 64-row tiles
+    (the epilogue in 32-row chunks), several tile rows in the grouped order (group_m 2)."""
+    spec = _spec("float32", chunk=4, tm=64, stages=stages)
+    M, N, K = 150, 70, 32 * (stages + 2) + 7
+    out, ref = _run(spec, M, N, K, _rng(request), group_m=2)
+    _assert_close(out, ref, "float32")
+
+
+@pytest.mark.parametrize("K", [0, 5, 32])
+def test_short_k(K, request):
+    """K == 0 (no K tile: D = beta * C), K smaller than one K tile, exactly one K tile."""
+    out, ref = _run(_spec("float32", chunk=4), 37, 33, K, _rng(request))
+    _assert_close(out, ref, "float32")
+
+
+def test_batch_broadcast(request):
+    """Batch 3 with A broadcast (one matrix), B batched, C broadcast; alpha/beta."""
+    out, ref = _run(_spec("float32", chunk=4), 35, 33, 40, _rng(request), batch=3, a_nb=1, b_nb=3, c_nb=1,
+                    alpha=0.75, beta=2.0)
+    _assert_close(out, ref, "float32")
+    out, ref = _run(_spec("float32", chunk=4), 35, 33, 40, _rng(request), batch=2, a_nb=2, b_nb=1, c_nb=2)
+    _assert_close(out, ref, "float32")
+
+
+def test_scale_epilogue_fp16_output_cast(request):
+    """Epilogue "scale" (no C), fp16 output through tile_astype, 16-byte chunks on aligned rows."""
+    out, ref = _run(_spec("float16", epilogue="scale", chunk=16), 41, 40, 56, _rng(request), alpha=-2.0)
+    _assert_close(out, ref, "float16")
+
+
+@pytest.mark.parametrize("chunk", [16, 4])
+def test_infinities_in_edge_tiles(chunk, request):
+    """Infinities in the last valid K column of A and the last valid row/column of B: the zero-filled
+    chunks beyond the edges must not turn inf * 0 into NaN where the reference has none."""
+    rng = _rng(request)
+    M, N, K = 37, 35, 44 if chunk == 16 else 45
+    a, b = random_operands(M, N, K, "float32", rng, batch=1)
+    a[0, 3, K - 1] = np.inf
+    a[0, M - 1, K - 2] = -np.inf
+    b[0, K - 1, N - 1] = np.inf
+    b[0, 5, N - 1] = -np.inf
+    spec = _spec("float32", chunk=chunk)
+    out, ref = _run(spec, M, N, K, rng, a=a, b=b, lda=48 if chunk == 16 else None,
+                    ldb=36 if chunk == 16 else None)
+    assert np.isinf(ref).any() and np.isfinite(ref).sum() > ref.size // 2
+    assert np.array_equal(np.isnan(out), np.isnan(ref)), "NaN pattern differs from the float64 reference"
+    _assert_close(out, ref, "float32")
+
+
+def test_spec_key_and_checks():
+    s = P.default_spec("float16", layout="NT", epilogue="axpby")
+    assert s.key.startswith("wg_pipe_float16_float16_NT_128x128x128_s2_b256")
+    assert hash(s) == hash(P.default_spec("float16", layout="NT", epilogue="axpby"))
+    assert P.smem_bytes(s) == 2 * 2 * 128 * 136 * 2 + 128 * 136 * 4 <= P.SMEM_LIMIT
+    for bad in (dict(chunk=2, in_dtype="float32"), dict(stages=5), dict(chunk=16, pad_ab=4)):
+        with pytest.raises(ValueError):
+            P._check(P.PipeSpec(**{**s.__dict__, **bad}))
+
+
+def test_max_chunk():
+    x = np.zeros((2, 8, 72))
+    assert P.max_chunk(_wp(x, "float16"), "float16") == 16
+    assert P.max_chunk(_wp(x, "float16", ld=76)[:, :, :70], "float16") == 8
+    assert P.max_chunk(_wp(x[:, :, :70], "float16", ld=74), "float16") == 4
+    assert P.max_chunk(_wp(x[:, :, :71], "float16"), "float16") == 2
+    assert P.max_chunk(_wp(x[:, :, :71], "float32"), "float32") == 4
+    assert P.max_chunk(_wp(x[:, :, :71], "float64"), "float64") == 8
+    assert P.max_chunk(_wp(x[:1, :1, :71], "float16"), "float16") == 16  # one row: its stride is unused
+
+
+def test_applies():
+    assert P.has_native_tile_args()
+    assert P.applies(CPU, "float16")
+    assert not P.applies(CPU, "float16", tf32=True)
+    assert not P.applies(CPU, "float32", chunk=2)
+
+    class Old:
+        is_cuda, is_cpu, arch = True, False, 75
+
+    assert not P.applies(Old(), "float16")
+
+
+AOT_CASES = [("float16", False), ("float32", False), ("float64", False)] + \
+    ([("bfloat16", False)] if _compat.HAS_BF16 else []) + ([("float32", True)] if _compat.HAS_TF32 else [])
+
+
+@pytest.mark.skipif(not _compat.HAS_COMPILE_AOT, reason="wp.compile_aot_module arrived in warp-lang 1.9")
+@pytest.mark.parametrize("dtype,tf32", AOT_CASES, ids=lambda v: str(v))
+def test_cuda_build_offline(dtype, tf32, tmp_path):
+    """The recommended CUDA kernel of each dtype (cp.async PTX, padded views, launch bounds) compiles
+    for sm_90 without a GPU (~20 s each on 2 cores); fp16 also for sm_80 with transposed layouts."""
+    spec = P.default_spec(dtype, tf32=tf32, epilogue="axpby", layout="TT" if dtype == "float16" else "NN")
+    k = P.get_kernel(spec)
+    k.module.options["block_dim"] = spec.block_dim
+    archs = [80, 90] if dtype == "float16" else [90]
+    wp.compile_aot_module(k.module, arch=archs, module_dir=str(tmp_path))
+    built = sorted(p.name for p in tmp_path.rglob("*") if p.suffix in (".cubin", ".ptx"))
+    for a in archs:
+        assert any(f"sm{a}" in n for n in built), built
+    src = "".join(p.read_text() for p in tmp_path.rglob("*.cu"))
+    assert "cp.async.cg.shared.global" in src and "cp.async.wait_group 1" in src

@@ -1,0 +1,486 @@
+"""The pipelined Warp tile GEMM family: asynchronous copies into shared tiles, overlapped with tile_matmul.
+
+One kernel computes, for every batch index ``b`` and output tile ``(i, j)``::
+
+    D[b] = alpha * op(A[b]) @ op(B[b])                 (epilogue "scale")
+    D[b] = alpha * op(A[b]) @ op(B[b]) + beta * C[b]   (epilogue "axpby")
+
+``tile_load`` has no asynchronous form in Warp 1.19, so each K step of the tiled family is
+load -> sync -> MMA -> sync. Here a ``wp.func_native`` snippet writes straight into the storage of a
+shared tile with ``cp.async`` (sm_80+), ``stages`` K tiles of A and B live in one shared buffer each
+(``stages * rows`` rows, one stage viewed with ``tile_view``), and the copies of K tile ``k + stages - 1``
+are in flight while ``tile_matmul`` works on K tile ``k``. ``tile_matmul`` ends with a block sync, so the
+stage it read may be refilled in the next iteration.
+
+Edges: every copy chunk past the M, N or K extent of its operand is zero-filled by the copy itself
+(cp.async's source-size operand: 0..chunk bytes are read, the rest of the chunk is zeroed), so edge tiles
+stay asynchronous and need no edge shift, clamp or padded copy. A zero in the K padding of A always meets
+a zero in the K padding of B, so an infinity in a valid edge element never meets a filled zero.
+
+Alignment the caller must guarantee for ``spec.chunk`` bytes (see :func:`max_chunk`): every operand row
+(each batch's base address and the row stride) is a multiple of ``chunk`` bytes and the column stride is
+one element. Chunks of 16 bytes use ``cp.async.cg``, 8 and 4 ``cp.async.ca``; ``chunk == 2`` (16-bit rows
+with an odd leading dimension) is a plain synchronous element copy in the same snippet: correct, but with
+no overlap (the planner should rather stage such operands into aligned copies on large problems).
+
+Layouts: ``"N"``: the operand is row-major ``(batch, rows, cols)``; ``"T"``: its transpose is stored
+row-major (the view is ``(batch, cols, rows)``): the tile is copied in the transposed shape (coalesced)
+and ``tile_transpose``d in shared memory before the MMA, as in the tiled family.
+
+Batching: a batch count of 1 broadcasts (``A[min(b, a_nb - 1)]``), for A, B and C.
+
+Shared memory per block (bytes): ``stages*(TM*(TK+pa) + TK*(TN+pa))*item + TM*(TN+pc)*acc_item``
+(layout T swaps the tile's two extents); :func:`smem_bytes`. 227 KB is the H100 per-block limit.
+
+The snippets use Warp's tile macros (``WP_TILE_THREAD_IDX``, ``WP_TILE_BLOCK_DIM``, ``WP_TILE_SYNC``), so
+the same kernel runs on the CPU (block_dim 1, or several fibers with ``wp.config.enable_cpu_blocks``)
+with a plain synchronous copy under the same zero-fill rules: CPU CI runs the whole stage logic.
+"""
+
+# No `from __future__ import annotations`: Warp reads the kernels' annotations as objects.
+import functools
+import threading
+from dataclasses import dataclass
+
+import warp as wp
+
+from .. import _compat
+from .common import ITEM_BYTES, WP_DTYPES, acc_dtype_name
+
+# --- configuration -------------------------------------------------------------------------------------
+# Padding of the shared tiles, in elements: 16 bytes per A/B row for 16-bit data and tf32, 32 bytes for
+# float64, 32 bytes per accumulator row (bank conflicts in MathDx's fragment loads; H100 measurements in
+# _kernels.py: fp16 4096^3 50 -> 99 TFLOP/s in the tiled family). The async probe confirmed the
+# accumulator pad: 8 floats 165.9 TFLOP/s, 4 floats 146.9 (fp16 4096^3, 128x128x128, 2 stages).
+# Exact float32 is dense in the tiled family (padding lost 26.0 -> 23.7 there); here the pad is a spec
+# field and the benchmark script measures both.
+PAD_AB = {"float16": 8, "bfloat16": 8, "float32": 4, "float64": 4}
+PAD_C = {"float32": 8, "float64": 4}
+# Epilogue rows per chunk: a whole 128x128 fp32 register tile costs ~96 registers per thread at block
+# 256 (fp16 4096^3 64.4 -> 96.9 TFLOP/s in 32-row chunks, tiled family, H200).
+ER = 32
+CHUNKS = (16, 8, 4, 2)
+SMEM_LIMIT = 227 * 1024  # H100/H200/A100-class per-block opt-in maximum (A100: 163 KB; the planner checks)
+
+
+@dataclass(frozen=True)
+class PipeSpec:
+    """Every compile-time choice of one pipelined kernel (hashable; ``key`` names the kernel)."""
+
+    tm: int
+    tn: int
+    tk: int
+    in_dtype: str  # float16 / bfloat16 / float32 / float64
+    out_dtype: str
+    layout_a: str = "N"  # "N": row-major operand; "T": its transpose stored row-major
+    layout_b: str = "N"
+    epilogue: str = "scale"  # "scale" or "axpby"
+    tf32: bool = False  # float32 inputs through tensor cores (tile_matmul(precision="tf32"))
+    stages: int = 2  # 2-4 K tiles of A and B in shared memory
+    block_dim: int = 256
+    min_blocks: int = 0  # CUDA __launch_bounds__(block_dim, min_blocks); 0: none
+    chunk: int = 16  # copy chunk in bytes: 16 (cp.async.cg), 8/4 (cp.async.ca), 2 (synchronous)
+    pad_ab: int = 0  # extra columns (elements) of each shared A/B row
+    pad_c: int = 0  # extra columns of the shared accumulator
+
+    @property
+    def acc_dtype(self) -> str:
+        return acc_dtype_name(self.in_dtype)
+
+    @property
+    def key(self) -> str:
+        tf = "_tf32" if self.tf32 else ""
+        occ = f"_o{self.min_blocks}" if self.min_blocks else ""
+        return (f"wg_pipe_{self.in_dtype}_{self.out_dtype}_{self.layout_a}{self.layout_b}_"
+                f"{self.tm}x{self.tn}x{self.tk}_s{self.stages}_b{self.block_dim}{occ}_c{self.chunk}_"
+                f"p{self.pad_ab}-{self.pad_c}_{self.epilogue}{tf}")
+
+    def a_tile(self) -> tuple[int, int]:
+        """Rows and columns of one stage of A as copied (layout T: the transposed tile)."""
+        return (self.tk, self.tm) if self.layout_a == "T" else (self.tm, self.tk)
+
+    def b_tile(self) -> tuple[int, int]:
+        return (self.tn, self.tk) if self.layout_b == "T" else (self.tk, self.tn)
+
+
+def default_spec(in_dtype: str, out_dtype: str | None = None, *, tf32: bool = False, layout: str = "NN",
+                 epilogue: str = "scale", chunk: int = 16, device_is_cpu: bool = False, **over) -> PipeSpec:
+    """The recommended configuration per dtype on a CUDA device (see benchmarks/pipelined_bench.py and
+    benchmarks/results/pipelined/ for the measurements behind it); ``over`` replaces fields. On the
+    CPU: 32x32x32 tiles, block 1, no padding (nothing to tune, and compiles stay short)."""
+    out_dtype = out_dtype or in_dtype
+    if device_is_cpu:
+        base = dict(tm=32, tn=32, tk=32, stages=2, block_dim=1, pad_ab=0, pad_c=0)
+    elif in_dtype in ("float16", "bfloat16"):
+        # probe: 128x128x128, 2 stages, 1 block/SM: 165.9 / 179.8 TFLOP/s at 4096^3 / 8192^3 (fp32 out)
+        base = dict(tm=128, tn=128, tk=128, stages=2, block_dim=256, min_blocks=1, pad_ab=8, pad_c=8)
+    elif in_dtype == "float32" and tf32:
+        base = dict(tm=128, tn=128, tk=32, stages=3, block_dim=256, min_blocks=1, pad_ab=4, pad_c=8)
+    elif in_dtype == "float32":
+        base = dict(tm=64, tn=64, tk=32, stages=2, block_dim=256, min_blocks=0, pad_ab=0, pad_c=0)
+    else:
+        base = dict(tm=64, tn=64, tk=32, stages=3, block_dim=256, min_blocks=0, pad_ab=4, pad_c=4)
+    base.update(over)
+    return PipeSpec(in_dtype=in_dtype, out_dtype=out_dtype, layout_a=layout[0], layout_b=layout[1],
+                    epilogue=epilogue, tf32=tf32, chunk=chunk, **base)
+
+
+def smem_bytes(spec: PipeSpec) -> int:
+    """Shared memory of the kernel's tiles (A and B stages plus the accumulator), in bytes."""
+    it = ITEM_BYTES[spec.in_dtype]
+    ar, ac = spec.a_tile()
+    br, bc = spec.b_tile()
+    return (spec.stages * (ar * (ac + spec.pad_ab) + br * (bc + spec.pad_ab)) * it
+            + spec.tm * (spec.tn + spec.pad_c) * ITEM_BYTES[spec.acc_dtype])
+
+
+def max_chunk(arr, dtype: str) -> int:
+    """The widest copy chunk (16/8/4/2 bytes) that every row of a 3-D Warp array (or a 2-D one) allows:
+    base address and row/batch strides multiples of it, unit column stride. 0: not copyable (column
+    stride not one element)."""
+    it = ITEM_BYTES[dtype]
+    if arr.strides[-1] != it:
+        return 0
+    vals = [arr.ptr or 0] + [s for s, n in zip(arr.strides[:-1], arr.shape[:-1]) if n > 1]
+    for c in CHUNKS:
+        if c >= it and all(v % c == 0 for v in vals):
+            return c
+    return it if it <= 2 else 0
+
+
+# --- the copy snippets ----------------------------------------------------------------------------------
+_COPY = r"""
+    // Copy the ROWS x COLS region of `src` at (r0, c0) into rows [d0, d0 + ROWS), columns [0, COLS)
+    // of the shared tile `dst` (row stride DLD elements); every element outside src is written as zero.
+    // Assumes: src 2-D, unit column stride, each row's address a multiple of CH bytes, c0 a multiple
+    // of CH / ITEM; dst rows a multiple of CH bytes apart (padded tiles keep 16). Called by every
+    // thread of the block; thread t copies chunks t, t + block_dim, ... . CUDA: cp.async (CH 16/8/4),
+    // completion through commit/wait snippets; CH 2 or the CPU: a synchronous copy.
+    const int nr = src.shape[0];
+    const int nc = src.shape[1];
+    const char* base = (const char*)src.data;
+    const size_t ld = (size_t)src.strides[0];
+    char* sbase = (char*)dst.data.ptr + (size_t)d0 * ({DLD} * {ITEM});
+    for (int c = WP_TILE_THREAD_IDX; c < {TOTAL}; c += WP_TILE_BLOCK_DIM) {{
+        const int r = c / {CPR};
+        const int cc = (c - r * {CPR}) * {E};
+        const int gr = r0 + r;
+        const int gc = c0 + cc;
+        int valid = nc - gc;
+        valid = gr >= nr ? 0 : (valid < 0 ? 0 : (valid > {E} ? {E} : valid));
+        const char* g = valid ? base + (size_t)gr * ld + (size_t)gc * {ITEM} : base;
+        char* s = sbase + ((size_t)r * {DLD} + cc) * {ITEM};
+#if defined(__CUDA_ARCH__) && {ASYNC}
+        const unsigned sa = (unsigned)__cvta_generic_to_shared(s);
+        asm volatile("cp.async.{CG}.shared.global [%0], [%1], {CH}, %2;\n" :: "r"(sa), "l"(g), "r"(valid * {ITEM}));
+#elif defined(__CUDA_ARCH__)
+        *(unsigned short*)s = valid ? *(const unsigned short*)g : (unsigned short)0;
+#else
+        for (int b = 0; b < {CH}; ++b) s[b] = b < valid * {ITEM} ? g[b] : (char)0;
+#endif
+    }}
+"""
+
+_COMMIT = r"""
+    // Close the cp.async group of this pipeline stage (a group may be empty). CPU: nothing to do.
+#if defined(__CUDA_ARCH__)
+    asm volatile("cp.async.commit_group;\n" ::);
+#endif
+"""
+
+_WAIT = r"""
+    // Wait until at most {N} cp.async groups of this thread are pending, then make every thread's
+    // copies visible to the block. CPU: copies were synchronous; only the block barrier.
+#if defined(__CUDA_ARCH__)
+    asm volatile("cp.async.wait_group {N};\n" ::);
+#endif
+    WP_TILE_SYNC();
+"""
+
+
+def _copy_snippet(spec: PipeSpec, rows: int, cols: int, dld: int) -> str:
+    it = ITEM_BYTES[spec.in_dtype]
+    ch = spec.chunk
+    e = ch // it
+    return _COPY.format(DLD=dld, ITEM=it, TOTAL=rows * (cols // e), CPR=cols // e, E=e, CH=ch,
+                        ASYNC=int(ch >= 4), CG="cg" if ch == 16 else "ca")
+
+
+def _native(snippet: str, name: str, stub):
+    """``wp.func_native(snippet)`` on ``stub`` under a name unique to its kernel: Warp keys native
+    functions by qualified name within the Python module, so two specs' snippets must not share one."""
+    stub.__name__ = stub.__qualname__ = name
+    return wp.func_native(snippet)(stub)
+
+
+def _check(spec: PipeSpec) -> None:
+    if spec.layout_a not in ("N", "T") or spec.layout_b not in ("N", "T"):
+        raise ValueError(f"bad layouts in {spec}")
+    if spec.epilogue not in ("scale", "axpby"):
+        raise ValueError(f"bad epilogue in {spec}")
+    if spec.in_dtype not in WP_DTYPES or spec.out_dtype not in WP_DTYPES:
+        raise ValueError(f"unsupported dtype in {spec}")
+    if spec.tf32 and not (_compat.HAS_TF32 and spec.in_dtype == "float32"):
+        raise ValueError(f"tf32 kernels need float32 inputs and a Warp with precision='tf32': {spec}")
+    if not 2 <= spec.stages <= 4:
+        raise ValueError(f"stages must be 2-4: {spec}")
+    it = ITEM_BYTES[spec.in_dtype]
+    if spec.chunk not in CHUNKS or spec.chunk < it or (spec.chunk == 2 and it != 2):
+        raise ValueError(f"copy chunk {spec.chunk} bytes does not fit {spec.in_dtype}: {spec}")
+    e = spec.chunk // it
+    for rows, cols in (spec.a_tile(), spec.b_tile()):
+        if cols % e:
+            raise ValueError(f"tile columns {cols} are not a whole number of {spec.chunk}-byte chunks: {spec}")
+    if spec.chunk >= 4 and (spec.pad_ab * it) % spec.chunk:
+        raise ValueError(f"pad_ab {spec.pad_ab} breaks the {spec.chunk}-byte alignment of shared rows: {spec}")
+    if (spec.pad_ab or spec.pad_c) and not _compat.HAS_STRIDED_MATMUL_OPERANDS:
+        raise ValueError(f"{spec}: padded shared tiles need a Warp whose tile_matmul takes strided operands")
+    if spec.out_dtype != spec.acc_dtype and not _compat.HAS_TILE_ASTYPE:
+        raise ValueError(f"{spec} needs tile_astype")
+
+
+# --- the kernel factory ---------------------------------------------------------------------------------
+_factory_lock = threading.Lock()
+
+
+def get_kernel(spec: PipeSpec):
+    """The kernel for ``spec``, built once per process (thread-safe)."""
+    with _factory_lock:
+        return _build(spec)
+
+
+@functools.cache
+def _build(spec: PipeSpec):
+    _check(spec)
+    TM, TN, TK, S = spec.tm, spec.tn, spec.tk, spec.stages
+    IN = WP_DTYPES[spec.in_dtype]
+    OUT = WP_DTYPES[spec.out_dtype]
+    ACC = WP_DTYPES[spec.acc_dtype]
+    TRANS_A = spec.layout_a == "T"
+    TRANS_B = spec.layout_b == "T"
+    AXPBY = spec.epilogue == "axpby"
+    TF32 = spec.tf32
+    CAST_OUT = spec.out_dtype != spec.acc_dtype
+    # One stage of A / B as copied (rows x cols) and the shared buffers' shapes (closure scalars: Warp
+    # needs compile-time tile shapes and takes no tuples from the closure).
+    AR, AC = spec.a_tile()
+    BR, BC = spec.b_tile()
+    ACP, BCP = AC + spec.pad_ab, BC + spec.pad_ab
+    SAR, SBR = S * AR, S * BR
+    TNC = TN + spec.pad_c
+    PAD_C = spec.pad_c > 0
+    EPI_CHUNKS = TM > ER and TM % ER == 0
+    key = spec.key
+
+    cp_a = _native(_copy_snippet(spec, AR, AC, ACP), key + "_cp_a", _stub_copy(IN, SAR, ACP))
+    cp_b = _native(_copy_snippet(spec, BR, BC, BCP), key + "_cp_b", _stub_copy(IN, SBR, BCP))
+    commit = _native(_COMMIT, key + "_commit", _stub_int())
+    wait = _native(_WAIT.format(N=S - 1), key + "_wait", _stub_int())
+    wait0 = _native(_WAIT.format(N=0), key + "_wait0", _stub_int())
+
+    def gemm(
+        A: wp.array3d(dtype=IN),
+        B: wp.array3d(dtype=IN),
+        C: wp.array3d(dtype=OUT),
+        D: wp.array3d(dtype=OUT),
+        alpha: ACC,
+        beta: ACC,
+        k_tiles: int,
+        tiles_m: int,
+        tiles_n: int,
+        group_m: int,
+        a_nb: int,
+        b_nb: int,
+        c_nb: int,
+    ):
+        bi, t = wp.tid()
+        # Grouped tile order (Triton's GROUP_SIZE_M): consecutive blocks walk group_m tile rows column
+        # by column, so the A rows and B columns they share stay in L2.
+        per_group = group_m * tiles_n
+        first_m = (t // per_group) * group_m
+        rows = wp.min(tiles_m - first_m, group_m)
+        i = first_m + (t % per_group) % rows
+        j = (t % per_group) // rows
+        m0 = i * TM
+        n0 = j * TN
+        Ab = A[wp.min(bi, a_nb - 1)]
+        Bb = B[wp.min(bi, b_nb - 1)]
+        ba = wp.tile_zeros(shape=(SAR, ACP), dtype=IN, storage="shared")  # fully overwritten: no zeroing
+        bb = wp.tile_zeros(shape=(SBR, BCP), dtype=IN, storage="shared")
+        if wp.static(PAD_C):
+            acc = wp.tile_view(wp.tile_zeros(shape=(TM, TNC), dtype=ACC, storage="shared"),
+                               offset=(0, 0), shape=(TM, TN))
+        else:
+            acc = wp.tile_zeros(shape=(TM, TN), dtype=ACC, storage="shared")
+        # Prologue: K tiles 0 .. S-2 into stages 0 .. S-2, one commit group each (empty past k_tiles, so
+        # the group count -- and the wait below -- stays the same).
+        for p in range(S - 1):
+            if p < k_tiles:
+                if wp.static(TRANS_A):
+                    cp_a(ba, p * AR, Ab, p * TK, m0)
+                else:
+                    cp_a(ba, p * AR, Ab, m0, p * TK)
+                if wp.static(TRANS_B):
+                    cp_b(bb, p * BR, Bb, n0, p * TK)
+                else:
+                    cp_b(bb, p * BR, Bb, p * TK, n0)
+            commit(0)
+        # k_tiles is a runtime value on purpose: Warp unrolls short constant-trip loops and then
+        # allocates every iteration's tiles in shared memory.
+        for k in range(k_tiles):
+            # Refill the stage that K tile k-1 used (tile_matmul ended with a block sync) with K tile
+            # k + S - 1, then wait for K tile k's group: S - 1 younger groups may stay in flight.
+            kn = k + S - 1
+            if kn < k_tiles:
+                sn = (kn % S)
+                if wp.static(TRANS_A):
+                    cp_a(ba, sn * AR, Ab, kn * TK, m0)
+                else:
+                    cp_a(ba, sn * AR, Ab, m0, kn * TK)
+                if wp.static(TRANS_B):
+                    cp_b(bb, sn * BR, Bb, n0, kn * TK)
+                else:
+                    cp_b(bb, sn * BR, Bb, kn * TK, n0)
+            commit(0)
+            wait(0)
+            s = k % S
+            if wp.static(TRANS_A):
+                a = wp.tile_transpose(wp.tile_view(ba, offset=(s * AR, 0), shape=(AR, AC)))
+            else:
+                a = wp.tile_view(ba, offset=(s * AR, 0), shape=(AR, AC))
+            if wp.static(TRANS_B):
+                b = wp.tile_transpose(wp.tile_view(bb, offset=(s * BR, 0), shape=(BR, BC)))
+            else:
+                b = wp.tile_view(bb, offset=(s * BR, 0), shape=(BR, BC))
+            if wp.static(TF32):
+                wp.tile_matmul(a, b, acc, precision="tf32")
+            else:
+                wp.tile_matmul(a, b, acc)
+        wait0(0)  # no copy outlives the kernel (all groups past k_tiles are empty; cheap)
+        # Epilogue in ER-row chunks (register pressure, see ER); rows/columns past M/N are dropped by
+        # the checked tile_store, C's are read as zeros by the checked tile_load.
+        if wp.static(EPI_CHUNKS):
+            for e in range(TM // ER):
+                r0 = m0 + e * ER
+                v = wp.tile_view(acc, offset=(e * ER, 0), shape=(ER, TN))
+                if wp.static(AXPBY):
+                    c = wp.tile_load(C[wp.min(bi, c_nb - 1)], shape=(ER, TN), offset=(r0, n0))
+                    if wp.static(CAST_OUT):
+                        r = wp.tile_map(wp.add, v * alpha, wp.tile_astype(c, ACC) * beta)
+                    else:
+                        r = wp.tile_map(wp.add, v * alpha, c * beta)
+                else:
+                    r = v * alpha
+                if wp.static(CAST_OUT):
+                    wp.tile_store(D[bi], wp.tile_astype(r, OUT), offset=(r0, n0))
+                else:
+                    wp.tile_store(D[bi], r, offset=(r0, n0))
+        else:
+            if wp.static(AXPBY):
+                c = wp.tile_load(C[wp.min(bi, c_nb - 1)], shape=(TM, TN), offset=(m0, n0))
+                if wp.static(CAST_OUT):
+                    r = wp.tile_map(wp.add, acc * alpha, wp.tile_astype(c, ACC) * beta)
+                else:
+                    r = wp.tile_map(wp.add, acc * alpha, c * beta)
+            else:
+                r = acc * alpha
+            if wp.static(CAST_OUT):
+                wp.tile_store(D[bi], wp.tile_astype(r, OUT), offset=(m0, n0))
+            else:
+                wp.tile_store(D[bi], r, offset=(m0, n0))
+
+    bounds = (spec.block_dim, spec.min_blocks) if spec.min_blocks else None
+    return _compat.make_kernel(gemm, key, bounds)
+
+
+def _stub_copy(IN, R, CP):
+    def stub(dst: wp.tile(dtype=IN, shape=(R, CP)), d0: int, src: wp.array2d(dtype=IN), r0: int, c0: int): ...
+
+    return stub
+
+
+def _stub_int():
+    def stub(x: int): ...
+
+    return stub
+
+
+# --- launch ---------------------------------------------------------------------------------------------
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def launch_args(spec: PipeSpec, A, B, C, D, alpha: float, beta: float, M: int, N: int, K: int, batch: int,
+                a_nb: int, b_nb: int, c_nb: int, group_m: int = 8):
+    """``(kernel, dim, inputs, block_dim)`` for ``wp.launch_tiled(kernel, dim=dim, inputs=inputs,
+    block_dim=block_dim, device=...)``.
+
+    A, B, C, D: Warp 3-D arrays ``(batch, rows, cols)``; A is ``(a_nb, M, K)`` (layout T: ``(a_nb, K,
+    M)``), B ``(b_nb, K, N)`` (T: ``(b_nb, N, K)``), C ``(c_nb, M, N)`` or None for "scale", D ``(batch,
+    M, N)``; a/b/c_nb is the batch count or 1 (broadcast). Rows must satisfy ``spec.chunk`` (see
+    :func:`max_chunk`). K == 0 gives ``alpha * 0 (+ beta * C)``. On the CPU the block size is 1.
+    """
+    k = get_kernel(spec)
+    tiles_m, tiles_n, k_tiles = _cdiv(M, spec.tm), _cdiv(N, spec.tn), _cdiv(K, spec.tk)
+    c = C if C is not None else D
+    inputs = [A, B, c, D, alpha, beta, k_tiles, tiles_m, tiles_n, max(1, int(group_m)),
+              int(a_nb), int(b_nb), int(c_nb if C is not None else 1)]
+    block = 1 if D.device.is_cpu else spec.block_dim
+    return k, (int(batch), tiles_m * tiles_n), inputs, block
+
+
+# --- where the family applies ---------------------------------------------------------------------------
+_probe_lock = threading.Lock()
+
+
+@functools.cache
+def _native_tile_args() -> bool:
+    """Whether this Warp passes a shared tile to a ``wp.func_native`` snippet by reference with its
+    storage reachable as ``.data.ptr`` (1.19 does). Probed by generating (not compiling) the CUDA source
+    of a tiny kernel. (HAS_NATIVE_TILE_ARGS below; a candidate for _compat, which the lead owns.)"""
+    try:
+        from warp._src.context import ModuleBuilder  # 1.13+ layout; older Warps fail here -> False
+    except ImportError:
+        try:
+            from warp.context import ModuleBuilder  # type: ignore[no-redef]
+        except ImportError:
+            return False
+    try:
+        snip = "#if defined(__CUDA_ARCH__)\n (void)dst.data.ptr;\n#endif\n"
+        touch = _native(snip, "wg_pipe_probe_touch", _stub_copy(wp.float16, 16, 16))
+
+        def probe(a: wp.array2d(dtype=wp.float16)):
+            t = wp.tile_zeros(shape=(16, 16), dtype=wp.float16, storage="shared")
+            touch(t, 0, a, 0, 0)
+            v = wp.tile_view(t, offset=(wp.tid() * 0, 0), shape=(8, 16))
+            wp.tile_store(a, v, offset=(0, 0))
+
+        k = _compat.make_kernel(probe, "wg_pipe_probe")
+        builder = ModuleBuilder(k.module, k.module.options)
+        src = builder.codegen("cuda")
+        return "dst.data.ptr" in src and "wg_pipe_probe_touch" in src
+    except Exception:
+        return False
+
+
+def has_native_tile_args() -> bool:
+    with _probe_lock:
+        return _native_tile_args()
+
+
+def applies(device, in_dtype: str, tf32: bool = False, chunk: int = 16) -> bool:
+    """Whether the pipelined family can run ``in_dtype`` on ``device`` (a Warp device): CUDA sm_80+
+    (cp.async) or the CPU twin, a Warp that passes tiles to native snippets, tile_view/tile_astype, and
+    tf32 only where ``precision="tf32"`` exists."""
+    if in_dtype not in WP_DTYPES or (tf32 and not (_compat.HAS_TF32 and in_dtype == "float32")):
+        return False
+    if chunk not in CHUNKS or chunk < ITEM_BYTES[in_dtype]:
+        return False
+    if not (_compat.HAS_TILES and _compat.HAS_TILE_ASTYPE and _compat.HAS_STRIDED_MATMUL_OPERANDS):
+        return False
+    if device.is_cuda:
+        if getattr(device, "arch", 0) < 80:
+            return False
+    elif not _compat.HAS_CPU_TILES:
+        return False
+    return has_native_tile_args()
