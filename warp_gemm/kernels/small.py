@@ -1,0 +1,203 @@
+"""The small-matrix batched family: whole small products in one tile, many batch entries per launch.
+
+One block computes one output tile ``(TM, TN)`` of ``per_block`` consecutive batch entries in turn::
+
+    D[b] = alpha * op(A[b]) @ op(B[b])                 (epilogue "scale")
+    D[b] = alpha * op(A[b]) @ op(B[b]) + beta * C[b]    (epilogue "axpby")
+
+Tiles are sized to the problem (16, 32 or 64 per side: the whole matrix in one tile up to 64x64), so
+a 32x32 product does not pay for a 128x128 tile (issue 18: 4096 x 32^3 fp16 ran at 355.6 us with the
+large-problem tiles, against 20.6 us for cuBLAS). ``tile_matmul`` is either the MathDx (cuBLASDx)
+GEMM or Warp's scalar GEMM (module option ``enable_mathdx_gemm=False``, Warp 1.12+; it compiles in
+under a second, MathDx kernels in 20-60 s); ``choose_spec`` picks the one measured faster at each
+size (benchmarks/small_skinny_bench.py). Where Warp lacks the option the MathDx GEMM is used.
+
+Layouts, batch broadcast (``A[min(b, a_nb - 1)]``) and the checked edge tiles follow kernels/tiled.py;
+M, N, K and the batch are runtime values, so one kernel serves every shape that fits its tiles.
+"""
+
+# No `from __future__ import annotations`: Warp reads the kernel's annotations as objects.
+import dataclasses
+import functools
+import threading
+from dataclasses import dataclass
+
+import warp as wp
+
+from .. import _compat
+from .common import WP_DTYPES, acc_dtype_name
+
+# Tile side choices; a side larger than the biggest tile loops (K) or takes several tiles (M, N).
+_SIDES = (16, 32, 64)
+# The family applies where the larger output side fits one 64-wide tile (bigger products go to the
+# tiled family, see choose_spec).
+MAX_SIDE = 64
+
+
+@dataclass(frozen=True)
+class SmallSpec:
+    tm: int
+    tn: int
+    tk: int
+    in_dtype: str
+    out_dtype: str
+    layout_a: str  # "N" or "T"
+    layout_b: str
+    epilogue: str  # "scale" or "axpby"
+    per_block: int = 1  # batch entries one block computes in turn
+    block_dim: int = 64
+    mathdx: bool = True  # False: Warp's scalar tile GEMM (module option enable_mathdx_gemm=False)
+
+    @property
+    def acc_dtype(self) -> str:
+        return acc_dtype_name(self.in_dtype)
+
+    @property
+    def kernel_key(self) -> str:
+        """Names the compiled kernel: everything but ``per_block`` (a launch argument)."""
+        g = "dx" if self.mathdx else "sc"
+        return (f"wg_small_{self.in_dtype}_{self.out_dtype}_{self.layout_a}{self.layout_b}_"
+                f"{self.tm}x{self.tn}x{self.tk}_{self.epilogue}_b{self.block_dim}_{g}")
+
+    @property
+    def key(self) -> str:
+        return f"{self.kernel_key}_p{self.per_block}"
+
+
+def _side(n: int) -> int:
+    for s in _SIDES:
+        if n <= s:
+            return s
+    return _SIDES[-1]
+
+
+def _ceil(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def choose_spec(device, dtype: str, layout_a: str, layout_b: str, M: int, N: int, K: int, batch: int,
+                out_dtype: str, epilogue: str):
+    """The spec for this problem, or None where the family does not apply (an output side over
+    ``MAX_SIDE``, an epilogue it does not have, or a Warp without ``tile_astype``).
+
+    Measured on an H100 (warp 1.19.0, benchmarks/results/small_skinny/): see _RULES below."""
+    if epilogue not in ("scale", "axpby") or layout_a not in ("N", "T") or layout_b not in ("N", "T"):
+        return None
+    if dtype not in WP_DTYPES or out_dtype not in WP_DTYPES or not _compat.HAS_TILE_ASTYPE:
+        return None
+    if max(M, N) > MAX_SIDE or min(M, N, batch) < 1:
+        return None
+    tm, tn, tk = _side(M), _side(N), _side(max(K, 1))
+    is_cpu = getattr(device, "is_cpu", False) or str(device) == "cpu"
+    if is_cpu:
+        # The CPU runs one thread per block and Warp's scalar GEMM whatever the option says.
+        return SmallSpec(tm, tn, tk, dtype, out_dtype, layout_a, layout_b, epilogue, 1, 1, False)
+    per_block, block_dim, mathdx = _RULES.get((max(tm, tn), dtype), _RULES.get(max(tm, tn), (1, 64, True)))
+    # A block walks per_block entries in turn; keep at least ~4 blocks per multiprocessor.
+    sms = _compat.sm_count(device)
+    while per_block > 1 and _ceil(batch, per_block) < 4 * sms:
+        per_block //= 2
+    return SmallSpec(tm, tn, tk, dtype, out_dtype, layout_a, layout_b, epilogue, per_block, block_dim, mathdx)
+
+
+# (tile side[, dtype]) -> (per_block, block_dim, mathdx). Provisional until the H100 sweep lands.
+_RULES: dict = {
+    16: (2, 32, False),
+    32: (1, 64, True),
+    64: (1, 128, True),
+}
+
+
+def workspace_shape(spec: SmallSpec, M: int, N: int, K: int, batch: int):
+    """The small family needs no workspace."""
+    return None
+
+
+def launch_args(spec: SmallSpec, A, B, C, D, alpha, beta, M, N, K, batch, a_nb, b_nb, c_nb, workspace=None):
+    """``[(kernel, dim, inputs, block_dim)]``: one tiled launch over (batch groups, output tiles)."""
+    if batch == 0 or M == 0 or N == 0:
+        return []
+    if spec.epilogue == "axpby" and C is None:
+        raise ValueError("the axpby epilogue needs C")
+    tiles_n = _ceil(N, spec.tn)
+    dim = (_ceil(batch, spec.per_block), _ceil(M, spec.tm) * tiles_n)
+    k_tiles = _ceil(K, spec.tk)
+    inputs = [A, B, C if C is not None else D, D, float(alpha), float(beta), k_tiles, tiles_n, batch,
+              spec.per_block, a_nb, b_nb, c_nb if C is not None else 1]
+    return [(get_kernel(spec), dim, inputs, spec.block_dim)]
+
+
+_factory_lock = threading.Lock()
+
+
+def get_kernel(spec: SmallSpec):
+    """The kernel for ``spec``, built once per process (thread-safe)."""
+    with _factory_lock:
+        return _build(dataclasses.replace(spec, per_block=1))
+
+
+@functools.cache
+def _build(spec: SmallSpec):
+    if spec.layout_a not in "NT" or spec.layout_b not in "NT" or spec.epilogue not in ("scale", "axpby"):
+        raise ValueError(f"bad small-family spec {spec}")
+    TM, TN, TK = spec.tm, spec.tn, spec.tk
+    IN = WP_DTYPES[spec.in_dtype]
+    OUT = WP_DTYPES[spec.out_dtype]
+    ACC = WP_DTYPES[spec.acc_dtype]
+    TRANS_A = spec.layout_a == "T"
+    TRANS_B = spec.layout_b == "T"
+    AXPBY = spec.epilogue == "axpby"
+    CAST_OUT = spec.out_dtype != spec.acc_dtype
+
+    def gemm(
+        A: wp.array3d(dtype=IN),
+        B: wp.array3d(dtype=IN),
+        C: wp.array3d(dtype=OUT),
+        D: wp.array3d(dtype=OUT),
+        alpha: ACC,
+        beta: ACC,
+        k_tiles: int,
+        tiles_n: int,
+        batch: int,
+        per_block: int,
+        a_nb: int,
+        b_nb: int,
+        c_nb: int,
+    ):
+        g, t = wp.tid()
+        m0 = (t // tiles_n) * TM
+        n0 = (t % tiles_n) * TN
+        # Runtime trip counts on purpose: Warp unrolls short constant loops and then gives every
+        # iteration's tiles their own shared memory.
+        for bi in range(g * per_block, wp.min(batch, (g + 1) * per_block)):
+            Ab = A[wp.min(bi, a_nb - 1)]
+            Bb = B[wp.min(bi, b_nb - 1)]
+            acc = wp.tile_zeros(shape=(TM, TN), dtype=ACC)
+            for k in range(k_tiles):
+                if wp.static(TRANS_A):
+                    a = wp.tile_transpose(wp.tile_load(Ab, shape=(TK, TM), offset=(k * TK, m0)))
+                else:
+                    a = wp.tile_load(Ab, shape=(TM, TK), offset=(m0, k * TK))
+                if wp.static(TRANS_B):
+                    b = wp.tile_transpose(wp.tile_load(Bb, shape=(TN, TK), offset=(n0, k * TK)))
+                else:
+                    b = wp.tile_load(Bb, shape=(TK, TN), offset=(k * TK, n0))
+                wp.tile_matmul(a, b, acc)
+            if wp.static(AXPBY):
+                c = wp.tile_load(C[wp.min(bi, c_nb - 1)], shape=(TM, TN), offset=(m0, n0))
+                if wp.static(CAST_OUT):
+                    r = wp.tile_map(wp.add, acc * alpha, wp.tile_astype(c, ACC) * beta)
+                else:
+                    r = wp.tile_map(wp.add, acc * alpha, c * beta)
+            else:
+                r = acc * alpha
+            if wp.static(CAST_OUT):
+                wp.tile_store(D[bi], wp.tile_astype(r, OUT), offset=(m0, n0))
+            else:
+                wp.tile_store(D[bi], r, offset=(m0, n0))
+
+    k = _compat.make_kernel(gemm, spec.kernel_key)
+    if not spec.mathdx:
+        # Warp 1.12+ reads this module option at compile time; older releases ignore it (MathDx).
+        k.module.options["enable_mathdx_gemm"] = False
+    return k
