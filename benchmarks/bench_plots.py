@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from warp_gemm import shapes as shapes_mod  # noqa: E402
+from warp_gemm.tools import shapes as shapes_mod  # noqa: E402
 
 BAR_SETS = ("bench-odd", "bench-skinny", "bench-transformer", "bench-batched")
 SWEEP_LABEL = "warp_gemm (best of sweep)"

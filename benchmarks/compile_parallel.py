@@ -62,7 +62,7 @@ def _kwargs_accepted(fn, wanted: dict[str, Any]) -> dict[str, Any]:
 
 def epilogues_for(config) -> tuple[str, ...]:
     """A split-K configuration (split_k != 1) may launch either the plain kernel or the split-K one, as
-    warp_gemm.precompile.jobs_for also builds."""
+    warp_gemm.tools.precompile.jobs_for also builds."""
     return ("scale", "splitk") if getattr(config, "split_k", 1) != 1 else ("scale",)
 
 

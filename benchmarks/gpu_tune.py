@@ -37,10 +37,11 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     sys.path.insert(0, os.getcwd())
     import warp as wp
-    from warp_gemm import shapes as S
-    from warp_gemm import tuning as tune
-    from warp_gemm._config import Config
-    from warp_gemm.precompile import canon_dtype
+    from warp_gemm.tools import shapes as S
+    from warp_gemm.config import tables
+    from warp_gemm.tools import tune
+    from warp_gemm.config.configs import Config
+    from warp_gemm.tools.precompile import canon_dtype
 
     def parse_configs(text):
         return [Config.parse(c) for c in text.split(";") if c.strip()] or None
@@ -48,7 +49,7 @@ def main(argv=None) -> int:
     groups = [(g.split("@")[0].split(","), S.get_set(g.split("@")[1]), parse_configs(g.split("@")[2]))
               for g in args.group] or [(args.dtypes.split(","), S.get_set(args.shapes), parse_configs(args.configs))]
     if len(groups) > 1:  # compile every group's kernels in one pool (a cold compile is ~60 s)
-        from warp_gemm.precompile import build_jobs, jobs_for
+        from warp_gemm.tools.precompile import build_jobs, jobs_for
 
         t0 = time.time()
         errs = [r for r in build_jobs([j for dts, _, cfgs in groups for j in jobs_for([canon_dtype(d) for d in dts],
@@ -72,7 +73,7 @@ def main(argv=None) -> int:
     import shutil
 
     if not args.no_persist:
-        shutil.copy(tune.user_cache_path(dev), os.path.join(args.out, "tuned_sm90.json"))
+        shutil.copy(tables.user_cache_path(dev), os.path.join(args.out, "tuned_sm90.json"))
     # cuBLAS on the same shapes
     import torch
 

@@ -41,9 +41,9 @@ for _p in (ROOT, HERE):
 
 import numpy as np  # noqa: E402
 
-from warp_gemm import shapes as shapes_mod  # noqa: E402
-from warp_gemm import tolerance  # noqa: E402
-from warp_gemm.shapes import Shape  # noqa: E402
+from warp_gemm.tools import shapes as shapes_mod  # noqa: E402
+from warp_gemm.tools import tolerance  # noqa: E402
+from warp_gemm.tools.shapes import Shape  # noqa: E402
 
 MB = 1 << 20
 REF_ROWS = 64  # rows of the float64 reference for a large product (all N columns)
@@ -417,7 +417,7 @@ class TorchProvider(Provider):
 
 
 class TritonProvider(Provider):
-    """warp_gemm.reference.triton_matmul: Triton's tutorial-style GEMM, the comparison point that is not
+    """warp_gemm.tools.reference.triton_matmul: Triton's tutorial-style GEMM, the comparison point that is not
     a vendor library."""
 
     name = "triton"
@@ -429,11 +429,11 @@ class TritonProvider(Provider):
             return False, "Triton needs torch with CUDA"
         ref = _try_import("warp_gemm.reference")
         if ref is None or not hasattr(ref, "triton_matmul"):
-            return False, "warp_gemm.reference.triton_matmul is not importable"
+            return False, "warp_gemm.tools.reference.triton_matmul is not importable"
         return True, ""
 
     def prepare(self, shape, dtype, tf32, device, inputs):
-        from warp_gemm.reference import triton_matmul
+        from warp_gemm.tools.reference import triton_matmul
 
         sets = [(to_torch(a, device), to_torch(b, device)) for a, b in inputs.sets]
         return cycle_calls(sets, lambda a, b: triton_matmul(a, b, allow_tf32=tf32))

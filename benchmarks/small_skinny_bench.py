@@ -32,15 +32,15 @@ sys.path.insert(0, ROOT)
 # name -> (dtype, M, N, K, batch)
 PROBLEMS = {
     "b4096_32_f16": ("float16", 32, 32, 32, 4096),
-    "b256_32_f16": ("float16", 32, 32, 32, 256),
     "b10000_16_f32": ("float32", 16, 16, 16, 10000),
-    "b1000_16_f32": ("float32", 16, 16, 16, 1000),
     "b64_256_f16": ("float16", 256, 256, 256, 64),
-    "b512_64_f16": ("float16", 64, 64, 64, 512),
     "m16_8192_f16": ("float16", 16, 8192, 8192, 1),
+    "m1_4096_f16": ("float16", 1, 4096, 4096, 1),
+    "b256_32_f16": ("float16", 32, 32, 32, 256),
+    "b1000_16_f32": ("float32", 16, 16, 16, 1000),
+    "b512_64_f16": ("float16", 64, 64, 64, 512),
     "n16_8192_f16": ("float16", 8192, 16, 8192, 1),
     "m4_8192_f16": ("float16", 4, 8192, 8192, 1),
-    "m1_4096_f16": ("float16", 1, 4096, 4096, 1),
 }
 REPS = 8
 
@@ -181,7 +181,7 @@ def main():
     ap.add_argument("cmd", nargs="?", default="run")
     ap.add_argument("indices", nargs="?", default="")
     ap.add_argument("--out", default=os.environ.get("OUT", "benchmarks/results/small_skinny"))
-    ap.add_argument("--procs", type=int, default=15)
+    ap.add_argument("--procs", type=int, default=16)
     ap.add_argument("--only", default="")
     ap.add_argument("--no-compile", action="store_true")
     args = ap.parse_args()
@@ -201,8 +201,6 @@ def main():
         for i in todo:
             p, fam, prm = V[i]
             kkey = (PROBLEMS[p][0], fam, prm[:3] if fam == "small" else prm[:5])
-            if fam == "skinny":
-                kkey = kkey + (p,)  # split or not depends on the problem
             if kkey not in seen:
                 seen.add(kkey)
                 uniq.append(i)
@@ -215,11 +213,15 @@ def main():
             p.wait()
     compile_s = time.time() - t0
     log.close()
-    rows = run_timing(V, todo)
     meta = gpu_meta()
     meta["compile_wall_s"] = round(compile_s, 1)
-    with open(os.path.join(args.out, "small_skinny.json"), "w") as f:
-        json.dump({"meta": meta, "rows": rows}, f, indent=1)
+
+    def save(rows):  # after every problem, so that a cut-off run keeps what it measured
+        with open(os.path.join(args.out, "small_skinny.json"), "w") as f:
+            json.dump({"meta": meta, "rows": rows}, f, indent=1)
+
+    rows = run_timing(V, todo, save)
+    save(rows)
     print_table(rows, meta)
 
 
@@ -231,7 +233,7 @@ def gpu_meta():
             "date": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()), "reps_per_graph": REPS}
 
 
-def run_timing(V, todo):
+def run_timing(V, todo, save=lambda rows: None):
     import torch
     import triton.testing
     import warp as wp
@@ -313,6 +315,8 @@ def run_timing(V, todo):
                 rows.append(row)
             del ops, wops
             torch.cuda.empty_cache()
+            save(rows)
+            print(f"timed {problem} ({len(idx)} variants)", flush=True)
     return rows
 
 

@@ -1,4 +1,4 @@
-"""Time the Triton reference (warp_gemm.reference.triton_matmul) against torch.matmul on CUDA.
+"""Time the Triton reference (warp_gemm.tools.reference.triton_matmul) against torch.matmul on CUDA.
 
     python benchmarks/triton_speed.py                  # fp16 4096^3, the tutorial's comparison
     python benchmarks/triton_speed.py --shape 8192x8192x8192 --dtype bfloat16
@@ -22,7 +22,7 @@ def _load_reference():
     """warp_gemm.reference; loaded from its file when the package cannot be imported (``warp_gemm``
     imports Warp, which a GPU box may not have installed; the Triton path needs only torch/triton)."""
     try:
-        from warp_gemm import reference
+        from warp_gemm.tools import reference
 
         return reference
     except ImportError:

@@ -26,7 +26,7 @@ import pytest
 import warp as wp
 
 import warp_gemm._compat as compat
-from warp_gemm.tolerance import f64_to_bf16_bits, random_operands
+from warp_gemm.tools.tolerance import f64_to_bf16_bits, random_operands
 
 try:
     import torch
@@ -56,7 +56,7 @@ def _shard_key(item) -> str:
     key = [item.module.__name__, str(params.get("dtype", "")), str(params.get("layout", params.get("trans", "")))]
     shape = params.get("shape")
     if shape is not None and hasattr(shape, "M"):
-        from warp_gemm._config import heuristic
+        from warp_gemm.config.configs import heuristic
 
         key.append(str(heuristic(False, str(params.get("dtype", "float32")), shape.M, shape.N, shape.K, 1)))
     return "|".join(key)
@@ -78,9 +78,9 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(autouse=True)
 def _fresh_call_plans():
-    """Each test starts without recorded call plans (api._plans): a plan left by an earlier test for
+    """Each test starts without recorded call plans (core.execute._plans): a plan left by an earlier test for
     arrays at a reused address would let a test's first call skip the launch path it means to test."""
-    from warp_gemm import api
+    from warp_gemm.core import execute as api
 
     api._plans.clear()
     yield
@@ -144,7 +144,7 @@ def to_f64(x) -> np.ndarray:
         return x.detach().to("cpu", torch.float64).numpy()
     if isinstance(x, wp.array):
         if compat.HAS_BF16 and x.dtype is wp.bfloat16:
-            from warp_gemm.tolerance import bf16_bits_to_f64
+            from warp_gemm.tools.tolerance import bf16_bits_to_f64
 
             u16 = wp.array(ptr=x.ptr, dtype=wp.uint16, shape=x.shape, strides=x.strides,
                            capacity=x.capacity, device=x.device)

@@ -17,8 +17,9 @@ import warp as wp
 from conftest import make, nan_like, to_f64
 
 import warp_gemm
-from warp_gemm import _compat, _kernels
-from warp_gemm.tolerance import compare, random_operands
+from warp_gemm import _compat
+from warp_gemm.kernels import tiled as _kernels
+from warp_gemm.tools.tolerance import compare, random_operands
 
 PKG = pathlib.Path(warp_gemm.__file__).parent
 
@@ -141,8 +142,8 @@ AOT_DTYPES = ["float16", "float32", "float64"] + (["bfloat16"] if _compat.HAS_BF
 def test_cuda_kernels_compile_offline(dtype, tmp_path):
     """CUDA build coverage without a GPU: one configuration per dtype for sm_80 and sm_90, so a
     MathDx/LTO rejection fails CI instead of a user's first call."""
-    from warp_gemm._config import heuristic
-    from warp_gemm.precompile import build_one
+    from warp_gemm.config.configs import heuristic
+    from warp_gemm.tools.precompile import build_one
 
     base = "float32" if dtype == "tf32" else dtype
     cfg = heuristic(False, base, 4096, 4096, 4096, 1)
@@ -157,8 +158,8 @@ def test_cuda_kernels_compile_offline(dtype, tmp_path):
 @pytest.mark.parametrize("dtype", ["float16", "float64"] + (["tf32"] if _compat.HAS_TF32 else []))
 def test_k_tail_kernels_compile_offline(dtype, tmp_path):
     """The K-tail variant (clamped last K tile, zeroed overlap) of the heuristic's kernel, for sm_90."""
-    from warp_gemm._config import heuristic
-    from warp_gemm.precompile import build_one
+    from warp_gemm.config.configs import heuristic
+    from warp_gemm.tools.precompile import build_one
 
     base = "float32" if dtype == "tf32" else dtype
     cfg = heuristic(False, base, 4096, 4096, 4096, 1)

@@ -34,7 +34,7 @@ import numpy as np
 import warp_gemm  # must not initialise Warp by itself
 import warp as wp
 from warp_gemm import _compat
-from warp_gemm.tolerance import compare, random_operands, round_to, f64_to_bf16_bits, bf16_bits_to_f64
+from warp_gemm.tools.tolerance import compare, random_operands, round_to, f64_to_bf16_bits, bf16_bits_to_f64
 
 try:
     from warp._src import context as _ctx
@@ -228,7 +228,7 @@ def test_first_load_one_thread_per_kernel():
     import threading
     import time
 
-    from warp_gemm import _launch
+    from warp_gemm.core import launches as _launch
 
     kernels = [object(), object()]  # stand-ins: only their identity is used
     state = {"inside": {0: 0, 1: 0}, "max": {0: 0, 1: 0}, "loads": 0, "both": False}

@@ -29,7 +29,8 @@ if __name__ == "__main__":
 from conftest import HAS_CUDA, torch  # noqa: E402
 
 import warp_gemm  # noqa: E402
-from warp_gemm import _compat, api  # noqa: E402
+from warp_gemm import _compat  # noqa: E402
+from warp_gemm.core import problem as api
 
 DOC = pathlib.Path(__file__).parent.parent / "docs" / "reliability.md"
 F32 = np.float32

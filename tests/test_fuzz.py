@@ -35,7 +35,7 @@ from hypothesis import HealthCheck, event, given, note, seed, settings  # noqa: 
 from hypothesis import strategies as st  # noqa: E402
 
 import warp_gemm  # noqa: E402
-from warp_gemm.tolerance import compare, round_to  # noqa: E402
+from warp_gemm.tools.tolerance import compare, round_to  # noqa: E402
 
 SEED = int(os.environ.get("WARP_GEMM_FUZZ_SEED") or random.SystemRandom().randrange(2**32))
 CI_EXAMPLES = int(os.environ.get("WARP_GEMM_FUZZ_CI_EXAMPLES", "300"))

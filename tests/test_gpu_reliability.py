@@ -24,7 +24,7 @@ import warp as wp
 from conftest import DEVICES, to_f64, torch
 
 import warp_gemm
-from warp_gemm.tolerance import compare, random_operands, round_to
+from warp_gemm.tools.tolerance import compare, random_operands, round_to
 
 needs_torch_cuda = pytest.mark.skipif(torch is None or not torch.cuda.is_available(),
                                       reason="torch with CUDA not available")

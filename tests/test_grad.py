@@ -11,7 +11,7 @@ from conftest import DEVICES, make, to_f64, torch
 import warp_gemm
 import warp_gemm._compat as compat
 from warp_gemm import autograd as wg_autograd
-from warp_gemm.tolerance import compare, round_to
+from warp_gemm.tools.tolerance import compare, round_to
 
 M, K, N = 7, 13, 5  # odd on purpose
 NB = 3

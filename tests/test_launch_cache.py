@@ -1,4 +1,4 @@
-"""Recorded-launch replay (warp_gemm._launch): a hit must launch exactly what a fresh launch would."""
+"""Recorded-launch replay (warp_gemm.core.launches): a hit must launch exactly what a fresh launch would."""
 
 from __future__ import annotations
 
@@ -12,8 +12,11 @@ from conftest import make, nan_like, to_f64
 import warp as wp
 
 import warp_gemm
-from warp_gemm import Config, _compat, _launch, api
-from warp_gemm.tolerance import compare, random_operands
+from warp_gemm import Config
+from warp_gemm import _compat
+from warp_gemm.core import launches as _launch
+from warp_gemm.core import execute as api
+from warp_gemm.tools.tolerance import compare, random_operands
 
 pytestmark = pytest.mark.skipif(not _compat.HAS_RECORD_CMD, reason="no wp.launch(record_cmd=True)")
 
@@ -62,9 +65,9 @@ def test_same_bits_with_and_without_replay(split, rng, monkeypatch):
     A, B = make(a, "float16", "warp", "cpu"), make(b, "float16", "warp", "cpu")
     outs = []
     for cache in (False, True, True):
-        monkeypatch.setattr(_launch, "ENABLED", cache)
         out = nan_like("warp", (33, 65), "float16", "cpu")
-        warp_gemm.matmul(A, B, out=out, config=Config(32, 32, 32, 1, 8, split))
+        with warp_gemm.options(record_launches=cache):
+            warp_gemm.matmul(A, B, out=out, config=Config(32, 32, 32, 1, 8, split))
         outs.append(out.numpy().view(np.uint16).copy())
     assert all((o == outs[0]).all() for o in outs[1:])
 
@@ -87,8 +90,8 @@ def _spy_allocator(monkeypatch, reuse: bool):
     made, pool = [], {}
     real = api._allocator
 
-    def spy(dev, torch_path):
-        alloc = real(dev, torch_path)
+    def spy(dev, torch_path, log):
+        alloc = real(dev, torch_path, log)
 
         def allocate(shape, dtype, zero=False):
             key = (tuple(shape), dtype)
@@ -97,8 +100,10 @@ def _spy_allocator(monkeypatch, reuse: bool):
                 arr = alloc(shape, dtype, zero)
                 if reuse:
                     pool[key] = arr
-            elif zero:
-                arr.zero_()
+            else:
+                log.append(shape)  # a temporary all the same
+                if zero:
+                    arr.zero_()
             made.append(weakref.ref(arr))
             return arr
 
@@ -149,13 +154,13 @@ def test_cache_is_bounded(rng, monkeypatch):
     assert len(_launch._cache) <= 4
 
 
-# --- call plans (api._plans): a repeated call without temporaries replays its recorded launches -------
+# --- call plans (core.execute._plans): a repeated call without temporaries replays its recorded launches -------
 def _no_launch_path(monkeypatch):
     """Make the full launch path fail: only a plan replay can then succeed."""
     def boom(*a, **k):
-        raise AssertionError("api._launch ran: the call was not replayed from its plan")
+        raise AssertionError("core.execute.execute ran: the call was not replayed from its plan")
 
-    monkeypatch.setattr(api, "_launch", boom)
+    monkeypatch.setattr(api, "execute", boom)
 
 
 def test_plan_replays_with_new_contents(rng, monkeypatch):
@@ -202,7 +207,7 @@ def test_no_plan_for_calls_with_temporaries(rng):
 
 
 def test_saving_a_tuning_table_drops_the_plans(rng, tmp_path, monkeypatch):
-    from warp_gemm import tuning
+    from warp_gemm.config import tables as tuning
 
     a, b = random_operands(20, 20, 20, "float32", rng)
     warp_gemm.matmul(make(a, "float32", "warp", "cpu"), make(b, "float32", "warp", "cpu"))

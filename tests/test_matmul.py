@@ -10,8 +10,9 @@ import pytest
 from conftest import DEVICES, DTYPES, KINDS, kind_ok, make, nan_like, to_f64
 
 import warp_gemm
-from warp_gemm import _config, shapes
-from warp_gemm.tolerance import compare, random_operands
+from warp_gemm.config import configs as _config
+from warp_gemm.tools import shapes
+from warp_gemm.tools.tolerance import compare, random_operands
 
 
 def _edges(device_is_cpu: bool) -> list[shapes.Shape]:
@@ -135,7 +136,7 @@ def test_batched_broadcast(device, shape, dtype, case, kind, rng):
         pytest.skip(why)
     ba, bb, bo = case
     s = max(shape.K, 1) ** -0.25
-    from warp_gemm.tolerance import round_to
+    from warp_gemm.tools.tolerance import round_to
 
     a = round_to(rng.standard_normal(((ba,) if ba else ()) + (shape.M, shape.K)) * s, dtype)
     b = round_to(rng.standard_normal(((bb,) if bb else ()) + (shape.K, shape.N)) * s, dtype)
@@ -161,7 +162,7 @@ def _c_array(rng, cs, B, M, N):
 @pytest.mark.parametrize("cs", C_SHAPES)
 @pytest.mark.parametrize("trans", ["nn", "tt"])
 def test_gemm_alpha_beta_c(device, dtype, cs, trans, rng):
-    from warp_gemm.tolerance import round_to
+    from warp_gemm.tools.tolerance import round_to
 
     kind = "warp" if dtype == "bfloat16" else "numpy" if device == "cpu" else "torch"
     if kind_ok(kind, dtype, device):

@@ -238,14 +238,13 @@ AOT_CASES = [("float16", False), ("float32", False), ("float64", False)] + \
 @pytest.mark.parametrize("dtype,tf32", AOT_CASES, ids=lambda v: str(v))
 def test_cuda_build_offline(dtype, tf32, tmp_path):
     """The recommended CUDA kernel of each dtype (cp.async PTX, padded views, launch bounds) compiles
-    for sm_90 without a GPU (~20 s each on 2 cores); fp16 also for sm_80 with transposed layouts."""
+    without a GPU (~25 s each on 2 cores): sm_90, fp16 for sm_80 with transposed layouts."""
     spec = P.default_spec(dtype, tf32=tf32, epilogue="axpby", layout="TT" if dtype == "float16" else "NN")
     k = P.get_kernel(spec)
     k.module.options["block_dim"] = spec.block_dim
-    archs = [80, 90] if dtype == "float16" else [90]
+    archs = [80] if dtype == "float16" else [90]
     wp.compile_aot_module(k.module, arch=archs, module_dir=str(tmp_path))
     built = sorted(p.name for p in tmp_path.rglob("*") if p.suffix in (".cubin", ".ptx"))
-    for a in archs:
-        assert any(f"sm{a}" in n for n in built), built
+    assert any(f"sm{archs[0]}" in n for n in built), built
     src = "".join(p.read_text() for p in tmp_path.rglob("*.cu"))
-    assert "cp.async.cg.shared.global" in src and "cp.async.wait_group 1" in src
+    assert "cp.async.cg.shared.global" in src and f"cp.async.wait_group {spec.stages - 1}" in src

@@ -1,10 +1,10 @@
 """The reference paths and the ``warp-gemm check`` harness.
 
-- :func:`warp_gemm.reference.float64_gemm` against plain NumPy;
+- :func:`warp_gemm.tools.reference.float64_gemm` against plain NumPy;
 - the Triton kernel against float64 on ``shapes.SMALL`` for every dtype, plus batched, broadcast,
   transposed and alpha/beta cases: on CPU under Triton's interpreter, on CUDA compiled (``gpu`` marker;
   the fixed configuration, plus one autotuned case);
-- ``warp_gemm.check.main`` on the small set on CPU: returns 0, and 1 when a path is wrong.
+- ``warp_gemm.tools.check.main`` on the small set on CPU: returns 0, and 1 when a path is wrong.
 
 Triton reads TRITON_INTERPRET when it is imported, so this module turns the interpreter on (when no CUDA
 device is visible) before anything here imports triton. If another module imported triton first, the
@@ -21,8 +21,9 @@ import sys
 import numpy as np
 import pytest
 
-from warp_gemm import reference, shapes
-from warp_gemm.tolerance import DTYPES, compare, random_operands
+from warp_gemm.tools import reference
+from warp_gemm.tools import shapes
+from warp_gemm.tools.tolerance import DTYPES, compare, random_operands
 
 torch = pytest.importorskip("torch")
 
@@ -248,7 +249,7 @@ def test_check_main_reports_failure(monkeypatch, capsys):
     """A warp_gemm that returns a wrong result (here: leaves the NaN-filled out untouched) must fail."""
     _need_gemm()
     import warp_gemm
-    from warp_gemm import check
+    from warp_gemm.tools import check
 
     monkeypatch.setattr(warp_gemm, "gemm", lambda a, b, c=None, *, out=None, **kw: out)
     rc = check.main(["--device", "cpu", "--shapes", "7x13x97", "--dtype", "float32", "--layouts", "nn",
@@ -259,7 +260,7 @@ def test_check_main_reports_failure(monkeypatch, capsys):
 
 
 def test_check_rejects_bad_arguments():
-    from warp_gemm import check
+    from warp_gemm.tools import check
 
     with pytest.raises(SystemExit) as e:
         check.main(["--device", "cpu", "--layouts", "nx"])

@@ -9,8 +9,10 @@ import numpy as np
 import pytest
 
 import warp_gemm
-from warp_gemm import Config, _kernels
-from warp_gemm import tuning as tune
+from warp_gemm import Config
+from warp_gemm.kernels import tiled as _kernels
+from warp_gemm.config import tables as tune
+from warp_gemm.tools.tune import _winners
 
 SM90 = types.SimpleNamespace(arch=90, name="NVIDIA H100 80GB HBM3", is_cpu=False)
 
@@ -36,7 +38,7 @@ def test_winners_saved_and_looked_up(cache_dir):
             _row("float16", 16, 8192, 8192, "16x128x256/b128/g8/s0", 12.0),
             {"arch": "sm90", "dtype": "float16", "layout": "NN", "M": 4096, "N": 4096, "K": 4096,
              "config": "256x256x256/b256/g8", "status": "WRONG"}]
-    tune.save(tune.user_cache_path(SM90), tune._winners(rows))
+    tune.save(tune.user_cache_path(SM90), _winners(rows))
     assert tune.lookup(SM90, "float16", "NN", 4096, 4096, 4096, 1) == Config.parse("128x128x256/b256/g8")
     # Near buckets (within a factor of 4 in one dimension) share the winner; far ones do not.
     assert tune.lookup(SM90, "float16", "NN", 4000, 4100, 8000, 1) == Config.parse("128x128x256/b256/g8")
@@ -85,7 +87,7 @@ def test_winner_is_best_across_the_bucket():
 
     rows = [row(1024, "a", 17.1), row(1024, "b", 17.0), row(1000, "a", 9.0), row(1000, "b", 16.0),
             row(4096, "a", 50.0), row(4096, "c", 60.0)]
-    w = tune._winners(rows)["sm90|float16|NN"]
+    w = _winners(rows)["sm90|float16|NN"]
     assert w[",".join(map(str, tune.bucket(1024, 1024, 1024)))] == "b"
     assert w[",".join(map(str, tune.bucket(4096, 4096, 4096)))] == "c"
 

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from . import _compat
-from ._compat import WARP_VERSION, UnsupportedWarpError
-from ._config import Config, candidate_configs
-from .api import gemm, matmul, precompile_config
-from .tuning import tune
+from warp_gemm import _compat
+from warp_gemm._compat import WARP_VERSION, UnsupportedWarpError
+from warp_gemm.config.configs import Config, candidate_configs
+from warp_gemm.api import gemm, matmul
+from warp_gemm.core.options import override as options
+from warp_gemm.tools.precompile import precompile_config
+from warp_gemm.tools.tune import tune
 
 
 def init(device: str | None = "cuda") -> None:
@@ -34,6 +36,7 @@ __all__ = [
     "candidate_configs",
     "gemm",
     "init",
+    "options",
     "matmul",
     "precompile_config",
     "tune",

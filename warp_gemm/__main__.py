@@ -2,6 +2,6 @@
 
 import sys
 
-from .cli import main
+from warp_gemm.tools.cli import main
 
 sys.exit(main())

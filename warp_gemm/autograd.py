@@ -41,10 +41,12 @@ import threading
 
 import warp as wp
 
-from . import _compat
-from . import _launch
-from ._kernels import WP_DTYPES, acc_dtype_name, convert
-from ._operands import describe, wp_view
+from warp_gemm import _compat
+from warp_gemm.core import execute as _core
+from warp_gemm.core import launches as _launch
+from warp_gemm.core.launches import convert
+from warp_gemm.core.operands import describe, wp_view
+from warp_gemm.kernels.common import WP_DTYPES, acc_dtype_name
 
 
 # --- Warp's active tape ------------------------------------------------------------------------------
@@ -111,16 +113,14 @@ def needs_grad(a, b, c):
 
 
 def gemm_with_grad(a, b, c, alpha, beta, trans_a, trans_b, out, allow_tf32, config, fname):
-    """``api._run`` plus the recording of its backward (torch graph or Warp tape)."""
+    """``core.execute.run`` plus the recording of its backward (torch graph or Warp tape)."""
     mode = needs_grad(a, b, c)
     if mode == "torch":
         return _torch_gemm(a, b, c, alpha, beta, trans_a, trans_b, out, allow_tf32, config, fname)
     if mode == "tape":
         return _tape_gemm(active_tape(), a, b, c, alpha, beta, trans_a, trans_b, out, allow_tf32, config,
                           fname)
-    from . import api
-
-    return api._run(a, b, c, alpha, beta, trans_a, trans_b, out, allow_tf32, config, fname)
+    return _core.run(a, b, c, alpha, beta, trans_a, trans_b, out, allow_tf32, config, fname)
 
 
 # --- the backward GEMMs, container-agnostic ------------------------------------------------------------
@@ -265,12 +265,10 @@ def _promote(d1, d2):
 
 # --- wp.Tape ---------------------------------------------------------------------------------------------
 def _tape_gemm(tape, a, b, c, alpha, beta, trans_a, trans_b, out, allow_tf32, config, fname):
-    from . import api
-
     need = [isinstance(x, wp.array) and x.requires_grad for x in (a, b, c)]
     if not any(need):
         with _tape_paused():
-            return api._run(a, b, c, alpha, beta, trans_a, trans_b, out, allow_tf32, config, fname)
+            return _core.run(a, b, c, alpha, beta, trans_a, trans_b, out, allow_tf32, config, fname)
     if out is None and not isinstance(a, wp.array):
         raise TypeError(f"{fname}: recording gradients on a wp.Tape needs a wp.array result; a is a "
                         f"{type(a).__module__}.{type(a).__name__} (pass a as a wp.array or out=wp.array("
@@ -280,7 +278,7 @@ def _tape_gemm(tape, a, b, c, alpha, beta, trans_a, trans_b, out, allow_tf32, co
                          "is not a wp.array with requires_grad=True, so no gradient could flow back "
                          "through it; allocate out with requires_grad=True (or leave out=None)")
     with _tape_paused():
-        result = api._run(a, b, c, alpha, beta, trans_a, trans_b, out, allow_tf32, config, fname)
+        result = _core.run(a, b, c, alpha, beta, trans_a, trans_b, out, allow_tf32, config, fname)
     if out is None:
         result.requires_grad = True
     if result.size == 0:
@@ -298,8 +296,6 @@ def _tape_gemm(tape, a, b, c, alpha, beta, trans_a, trans_b, out, allow_tf32, co
 
 
 def _tape_backward(a, b, c, result, alpha, beta, trans_a, trans_b, allow_tf32, need):
-    from . import api
-
     g = result.grad
     in_dt = describe(a, "a").dtype
     g_dt = describe(g, "out.grad").dtype
@@ -316,7 +312,7 @@ def _tape_backward(a, b, c, result, alpha, beta, trans_a, trans_b, allow_tf32, n
             else:
                 p, q, tp, tq = _grad_gemm_b(ac, bc, gc, trans_a, trans_b, _merge_wp)
             tmp = wp.empty(_gemm_shape(p, q, tp, tq), dtype=WP_DTYPES[acc], device=result.device)
-            api._run(p, q, None, alpha, 0.0, tp, tq, tmp, allow_tf32, None, "gemm (backward)")
+            _core.run(p, q, None, alpha, 0.0, tp, tq, tmp, allow_tf32, None, "gemm (backward)")
             accumulate(x.grad, tmp)
     if need[2] and beta != 0.0:
         accumulate(c.grad, g, beta)
@@ -353,9 +349,7 @@ def _sum_to(t, shape):
 def _torch_function():
     import torch
 
-    from . import api
-
-    from ._operands import torch_dtype
+    from warp_gemm.core.operands import torch_dtype
 
     def acc_of(dt):
         return torch_dtype(acc_dtype_name(str(dt).replace("torch.", "")))
@@ -365,7 +359,7 @@ def _torch_function():
 
         @staticmethod
         def forward(ctx, a, b, c, alpha, beta, trans_a, trans_b, allow_tf32, config, fname):
-            result = api._run(a, b, c, alpha, beta, trans_a, trans_b, None, allow_tf32, config, fname)
+            result = _core.run(a, b, c, alpha, beta, trans_a, trans_b, None, allow_tf32, config, fname)
             ops = (a, b, c)
             ctx.save_for_backward(*(x if isinstance(x, torch.Tensor) else None for x in ops))
             ctx.others = tuple(None if isinstance(x, torch.Tensor) else x for x in ops)
@@ -396,7 +390,7 @@ def _torch_function():
                 exact = tuple(shape) == tuple(x.shape)
                 # A batch sum is taken in the accumulator dtype and rounded once.
                 tmp = torch.empty(shape, dtype=x.dtype if exact else acc_of(x.dtype), device=g.device)
-                api._run(p, q, None, alpha, 0.0, tp, tq, tmp, tf32, None, "gemm (backward)")
+                _core.run(p, q, None, alpha, 0.0, tp, tq, tmp, tf32, None, "gemm (backward)")
                 grads[which] = tmp if exact else _sum_to(tmp, x.shape).to(x.dtype)
             if need[2]:
                 if beta == 0.0:

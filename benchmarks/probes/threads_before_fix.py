@@ -6,7 +6,7 @@ import pathlib
 import runpy
 import sys
 
-from warp_gemm import _launch
+from warp_gemm.core import launches as _launch
 
 _launch.first_load = lambda kernel, dev, block_dim, load: load()
 _launch._ready.clear()

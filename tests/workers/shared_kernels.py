@@ -19,7 +19,7 @@ import numpy as np
 
 import warp_gemm  # must not initialise Warp by itself
 import warp as wp
-from warp_gemm.tolerance import compare, random_operands
+from warp_gemm.tools.tolerance import compare, random_operands
 
 DEV = sys.argv[1] if len(sys.argv) > 1 else "cuda:0"
 # "init": the main thread calls warp_gemm.init() first (the documented way to use Warp from threads);

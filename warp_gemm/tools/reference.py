@@ -67,7 +67,7 @@ def to_float64(x: Any) -> np.ndarray:
 
         arr = x.numpy()
         if getattr(wp, "bfloat16", None) is not None and x.dtype == wp.bfloat16:
-            from .tolerance import bf16_bits_to_f64
+            from warp_gemm.tools.tolerance import bf16_bits_to_f64
 
             return bf16_bits_to_f64(arr)
         return arr.astype(np.float64, copy=False)

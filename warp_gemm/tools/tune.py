@@ -1,153 +1,21 @@
-"""Autotuner: pick the fastest tile configuration per (GPU arch, dtype, layout, shape bucket).
+"""Autotuner: measure every candidate configuration per (dtype, layout, shape bucket) on this GPU and
+save the winners in the user's table (:mod:`warp_gemm.config.tables`), which every later call reads.
 
-``warp_gemm.tune(...)`` / ``warp-gemm tune`` compile every candidate of :func:`candidate_configs` in
-parallel processes (a cold MathDx GEMM compile costs ~60 s, so serial compiles would dominate), time
-each candidate on each shape in one process with CUDA events, and persist the winners in a JSON file per
-Warp release and GPU under ``~/.cache/warp_gemm`` (``WARP_GEMM_CACHE_DIR`` overrides). Lookups consult
-that file first and then the shipped default table measured on an H100 (``data/tuned_sm90.json``).
-A corrupt or stale file is ignored with a warning, never a crash.
-
-Shape buckets: ``(ceil(log2 M), ceil(log2 N), ceil(log2 K))`` with M clamped to >= 16 so all skinny
-problems share buckets, and the batch folded into M. A lookup takes the nearest tuned bucket within
-L1 distance 2 (a factor of 4 in one dimension); further away the heuristic decides.
+``warp_gemm.tune(...)`` / ``warp-gemm tune`` compile every candidate of ``candidate_configs`` in
+parallel processes (a cold MathDx GEMM compile costs ~60 s, so serial compiles would dominate), then
+check each candidate against float64 and time it on each shape in one process by CUDA-graph replay.
+It measures through the core (``warp_gemm.core.execute``), not through the public API.
 """
 
 from __future__ import annotations
 
-import functools
-import json
-import math
-import os
 import sys
-import threading
 import time
-import warnings
-from importlib import resources
-from pathlib import Path
 
-from . import _compat
-from ._config import Config, candidate_configs
+from warp_gemm import _compat
+from warp_gemm.config.configs import candidate_configs
+from warp_gemm.config.tables import save, user_cache_path
 
-FORMAT = 1  # bump when the file layout changes; other formats are ignored as stale
-_lock = threading.Lock()
-_tables: dict[str, dict] = {}  # path -> parsed entries
-
-
-def bucket(M: int, N: int, K: int, batch: int = 1) -> tuple[int, int, int]:
-    m = max(M, 1) * max(batch, 1)
-    return (max(4, math.ceil(math.log2(max(m, 16)))), math.ceil(math.log2(max(N, 1))),
-            math.ceil(math.log2(max(K, 1))))
-
-
-def arch_of(device) -> str:
-    """``sm90`` etc. for a Warp CUDA device."""
-    arch = getattr(device, "arch", None)
-    return f"sm{arch}" if arch else "unknown"
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("WARP_GEMM_CACHE_DIR", Path.home() / ".cache" / "warp_gemm"))
-
-
-def user_cache_path(device) -> Path:
-    name = "".join(ch if ch.isalnum() else "-" for ch in getattr(device, "name", "gpu")).strip("-")
-    return cache_dir() / f"tuned-warp{_compat.WARP_VERSION}-{arch_of(device)}-{name}.json"
-
-
-def _shipped_path(arch: str) -> Path | None:
-    try:
-        p = resources.files("warp_gemm") / "data" / f"tuned_{arch}.json"
-        return Path(str(p)) if p.is_file() else None
-    except (ModuleNotFoundError, FileNotFoundError):
-        return None
-
-
-def _load(path: Path | None) -> dict:
-    """Entries of one table file: {"arch|dtype|layout": {"m,n,k": "config"}}; {} if absent/bad."""
-    if path is None:
-        return {}
-    key = str(path)
-    with _lock:
-        if key in _tables:
-            return _tables[key]
-        entries: dict = {}
-        if path.is_file():
-            try:
-                data = json.loads(path.read_text())
-                if not isinstance(data, dict) or data.get("format") != FORMAT:
-                    raise ValueError(f"format {data.get('format') if isinstance(data, dict) else '?'} != {FORMAT}")
-                for group, rows in data["entries"].items():
-                    entries[group] = {tuple(int(x) for x in b.split(",")): Config.parse(c) for b, c in rows.items()}
-            except Exception as e:  # corrupt or stale: ignore, never crash a GEMM call
-                warnings.warn(f"warp_gemm: ignoring tuning table {path}: {type(e).__name__}: {e}", stacklevel=3)
-                entries = {}
-        _tables[key] = entries
-        return entries
-
-
-def _nearest(rows: dict, b: tuple[int, int, int]) -> Config | None:
-    best, best_d = None, 3
-    for bb, cfg in rows.items():
-        d = sum(abs(x - y) for x, y in zip(bb, b))
-        if d < best_d:
-            best, best_d = cfg, d
-    return best
-
-
-_memo: dict[tuple, Config | None] = {}  # lookup results; cleared whenever a table is saved
-
-
-def lookup(device, dtype: str, layout: str, M: int, N: int, K: int, batch: int, tf32: bool = False) -> Config | None:
-    """The tuned configuration for a problem, or None (then the heuristic decides).
-
-    Memoized per (GPU, dtype, layout, bucket): resolving the table paths costs ~40 us, which matters
-    next to a 1000^3 GEMM's ~100 us on an H100."""
-    b = bucket(M, N, K, batch)
-    key = (getattr(device, "arch", None), getattr(device, "name", None), dtype, layout, b, tf32,
-           os.environ.get("WARP_GEMM_CACHE_DIR"))
-    try:
-        return _memo[key]
-    except KeyError:
-        pass
-    hit = _lookup(device, dtype, layout, b, tf32)
-    _memo[key] = hit
-    return hit
-
-
-def _lookup(device, dtype: str, layout: str, b: tuple[int, int, int], tf32: bool) -> Config | None:
-    arch = arch_of(device)
-    dt = "tf32" if tf32 else dtype
-    # bfloat16 borrows float16's winners where it has none of its own: the two measured within 2%
-    # of each other on every tuned shape (H100, Warp 1.19).
-    dts = (dt, "float16") if dt == "bfloat16" else (dt,)
-    for table in (_load(user_cache_path(device)), _load(_shipped_path(arch))):
-        for d in dts:
-            for lay in (layout, "NN"):  # untuned layouts borrow the NN winner of the bucket
-                rows = table.get(f"{arch}|{d}|{lay}")
-                if rows:
-                    hit = _nearest(rows, b)
-                    if hit is not None:
-                        return hit
-    return None
-
-
-def shipped_configs(dtype: str) -> list[Config]:
-    """Every configuration in the shipped tables for ``dtype`` (for tests and precompile)."""
-    out = set()
-    data_dir = resources.files("warp_gemm") / "data"
-    try:
-        files = [Path(str(p)) for p in data_dir.iterdir() if p.name.startswith("tuned_")]
-    except (FileNotFoundError, NotADirectoryError):
-        files = []
-    for f in files:
-        for group, rows in _load(f).items():
-            if group.split("|")[1] in (dtype, "tf32" if dtype == "float32" else dtype,
-                                       "float16" if dtype == "bfloat16" else dtype):
-                out.update(rows.values())
-    return sorted(out)
-
-
-# --- tuning -------------------------------------------------------------------------------------------
 def _time_one(fn, device, warmup_ms: float = 25, rep_ms: float = 100) -> float:
     """Median GPU milliseconds of ``fn`` with CUDA events (Warp's own, so torch is not needed).
 
@@ -201,10 +69,13 @@ def tune(dtypes: list[str], shapes=None, device: str = "cuda", workers: int | No
     import numpy as np
     import warp as wp
 
-    from . import shapes as S
-    from .api import gemm
-    from .precompile import canon_dtype, precompile
-    from .tolerance import random_operands
+    from warp_gemm.tools import shapes as S
+    from warp_gemm.core.execute import run
+
+    def gemm(a, b, out=None, config=None, allow_tf32=False):
+        return run(a, b, None, 1.0, 0.0, False, False, out, allow_tf32, config, "tune")
+    from warp_gemm.tools.precompile import canon_dtype, precompile
+    from warp_gemm.tools.tolerance import random_operands
 
     _compat.init()
     dev = wp.get_device(device)
@@ -256,7 +127,7 @@ def _measure(gemm, A, B, out, cfg, dt, base, s, ref_rows, dev, rep_ms) -> dict:
     """Check one configuration on the problem's first rows, then time it: a status dict."""
     import warp as wp
 
-    from .tolerance import compare
+    from warp_gemm.tools.tolerance import compare
 
     def run():
         gemm(A, B, out=out, config=cfg, allow_tf32=dt == "tf32")
@@ -279,14 +150,14 @@ def _device_operand(rng, shape, dtype, dev, head):
     import numpy as np
     import warp as wp
 
-    from ._kernels import WP_DTYPES
+    from warp_gemm.kernels.common import WP_DTYPES
 
     # float64 draws for float64 operands, so the checked rows are exactly the reference's.
     x = rng.standard_normal(shape, dtype=np.float64 if dtype == "float64" else np.float32)
     x *= max(shape[-1], 1) ** -0.25
     x[: head.shape[0]] = head
     if dtype == "bfloat16":
-        from .tolerance import f64_to_bf16_bits
+        from warp_gemm.tools.tolerance import f64_to_bf16_bits
 
         bits = wp.array(f64_to_bf16_bits(x), dtype=wp.uint16, device=dev)
         arr = wp.empty(shape, dtype=wp.bfloat16, device=dev)
@@ -300,7 +171,7 @@ def _rows_f64(out, rows: int):
     import warp as wp
 
     if _compat.HAS_BF16 and out.dtype is wp.bfloat16:
-        from .tolerance import bf16_bits_to_f64
+        from warp_gemm.tools.tolerance import bf16_bits_to_f64
 
         u16 = wp.array(ptr=out.ptr, dtype=wp.uint16, shape=out.shape, device=out.device, capacity=out.capacity)
         return bf16_bits_to_f64(u16.numpy()[:rows])
@@ -331,27 +202,3 @@ def _winners(rows: list[dict]) -> dict:
     return out
 
 
-def save(path: Path, entries: dict, meta: dict | None = None) -> None:
-    """Merge ``entries`` into the table at ``path`` (atomic replace)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    old = {}
-    if path.is_file():
-        try:
-            data = json.loads(path.read_text())
-            if data.get("format") == FORMAT:
-                old = data["entries"]
-        except Exception:
-            old = {}
-    for g, rows in entries.items():
-        old.setdefault(g, {}).update(rows)
-    data = {"format": FORMAT, "warp": _compat.WARP_VERSION, "saved": time.strftime("%Y-%m-%d %H:%M:%S"),
-            **(meta or {}), "entries": old}
-    tmp = path.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
-    os.replace(tmp, path)
-    with _lock:
-        _tables.pop(str(path), None)
-        _memo.clear()
-        from . import api  # recorded call plans may hold the old choice
-
-        api._plans.clear()

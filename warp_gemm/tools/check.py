@@ -1,14 +1,14 @@
 """``warp-gemm check``: cross-validate warp_gemm against Triton and a float64 ground truth.
 
-For every shape x dtype x layout it draws fresh inputs (:func:`warp_gemm.tolerance.random_operands`, a
+For every shape x dtype x layout it draws fresh inputs (:func:`warp_gemm.tools.tolerance.random_operands`, a
 new seed per case), stores them in the layout's order (``tn``: A stored as ``(K, M)`` and passed with
 ``trans_a=True``; first letter A, second B), runs
 
 - ``warp_gemm.gemm`` into an output pre-filled with NaN (an unwritten element fails),
-- the Triton reference (:func:`warp_gemm.reference.triton_gemm`; on CPU under Triton's interpreter),
-- :func:`warp_gemm.reference.float64_gemm` on the same (rounded) inputs,
+- the Triton reference (:func:`warp_gemm.tools.reference.triton_gemm`; on CPU under Triton's interpreter),
+- :func:`warp_gemm.tools.reference.float64_gemm` on the same (rounded) inputs,
 
-and compares each path with the float64 result under :func:`warp_gemm.tolerance.compare`. It prints one
+and compares each path with the float64 result under :func:`warp_gemm.tools.tolerance.compare`. It prints one
 row per case, a summary line, and returns 0 only if nothing failed (skips are not failures).
 
 Usage::
@@ -29,8 +29,10 @@ from typing import Any
 
 import numpy as np
 
-from . import reference, shapes, tolerance
-from .shapes import Shape
+from warp_gemm.tools import reference
+from warp_gemm.tools import shapes
+from warp_gemm.tools import tolerance
+from warp_gemm.tools.shapes import Shape
 
 LAYOUTS = ("nn", "tn", "nt", "tt")
 PATHS = ("warp_gemm", "triton")
@@ -170,13 +172,13 @@ class Env:
             self.gemm = warp_gemm.gemm
             self.warp_version = str(getattr(warp_gemm, "WARP_VERSION", "?"))
             try:
-                from ._config import reachable_configs
+                from warp_gemm.config.configs import reachable_configs
 
                 self.tiles = lambda dev, dt: {(c.tm, c.tn, c.tk) for c in reachable_configs(dev == "cpu", dt)}
             except ImportError:
                 pass
             try:
-                from . import _compat
+                from warp_gemm import _compat
 
                 self.has_bf16_warp = bool(getattr(_compat, "HAS_BF16", True))
             except ImportError:

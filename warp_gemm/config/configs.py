@@ -1,7 +1,7 @@
 """Tile configurations and the per-problem choice among them.
 
 ``choose(...)`` returns one :class:`Config` for a problem: the tuned winner from the autotuner's cache
-or the shipped default table when one matches (see :mod:`warp_gemm.tuning`), else the heuristic below.
+or the shipped default table when one matches (see :mod:`warp_gemm.config.tables`), else the heuristic below.
 Every figure quoted here was measured on an H100 80GB with warp-lang 1.19 (docs/performance.md).
 """
 
@@ -156,9 +156,9 @@ def choose(device, dtype: str, layout: str, M: int, N: int, K: int, batch: int, 
     """The configuration for one problem: a tuned winner (user cache, then the shipped table) for
     CUDA devices, else :func:`heuristic`. ``device`` is a Warp device."""
     if not device.is_cpu:
-        from . import tuning as tune
+        from warp_gemm.config import tables
 
-        hit = tune.lookup(device, dtype, layout, M, N, K, batch, tf32)
+        hit = tables.lookup(device, dtype, layout, M, N, K, batch, tf32)
         if hit is not None:
             return hit
     return heuristic(device.is_cpu, dtype, M, N, K, batch)
@@ -171,7 +171,7 @@ def reachable_configs(device_is_cpu: bool, dtype: str) -> list[Config]:
     found = {heuristic(device_is_cpu, dtype, M, N, K, 1)
              for M in (8, 100, 4096) for N in (100, 4096) for K in (100, 4096)}
     if not device_is_cpu:
-        from . import tuning as tune
+        from warp_gemm.config import tables
 
-        found.update(tune.shipped_configs(dtype))
+        found.update(tables.shipped_configs(dtype))
     return sorted(found)

@@ -14,7 +14,13 @@ import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 
-from . import _compat, _config
+import warp as wp
+
+from warp_gemm import _compat
+from warp_gemm.config.configs import Config
+from warp_gemm.core import launches
+from warp_gemm.kernels import tiled
+from warp_gemm.config import configs as _config
 
 DTYPE_ALIASES = {"fp16": "float16", "half": "float16", "bf16": "bfloat16", "fp32": "float32",
                  "tf32": "tf32", "fp64": "float64", "double": "float64"}
@@ -47,7 +53,7 @@ def jobs_for(dtypes: list[str], layouts: tuple[str, ...] = ("NN",), epilogues: t
 
 def build_one(job: tuple, archs: list[int] | None, module_dir: str | None = None) -> tuple[tuple, float, str]:
     """Compile one kernel (in this process). Returns (job, seconds, error or "")."""
-    from ._kernels import get_kernel, spec_for
+    from warp_gemm.kernels.tiled import get_kernel, spec_for
 
     cfg_s, dtype, layout, epilogue, tf32, *rest = job
     k_tail = bool(rest and rest[0])
@@ -127,3 +133,30 @@ def _progress(total: int, what: str, enabled: bool):
                 print(f"[{done[0]}/{total}] {what} {res[0][0]} {res[0][1]} {res[1]:.1f}s {res[2]}", file=sys.stderr)
 
         return step
+
+
+def precompile_config(config: Config | str, dtype: str, device: str = "cuda", layout: str = "NN",
+                      epilogue: str = "scale", tf32: bool = False) -> float:
+    """Build (or load from Warp's kernel cache) one GEMM kernel; returns the seconds it took."""
+    import time
+
+    _compat.init()
+    cfg = Config.parse(config) if isinstance(config, str) else config
+    kernel = tiled.get_kernel(tiled.spec_for(cfg, dtype, layout, epilogue, tf32,
+                                          device_is_cpu=wp.get_device(device).is_cpu))
+    dev = wp.get_device(device)
+    t = time.perf_counter()
+    if dev.is_cpu:
+        kernel.module.load(dev)
+    elif _accepts_block_dim(kernel.module.load):
+        # (the same one-thread-at-a-time first load as a launch; see core.launches.first_load)
+        launches.first_load(kernel, dev, cfg.block_dim, lambda: kernel.module.load(dev, block_dim=cfg.block_dim))
+    else:
+        kernel.module.load(dev)
+    return time.perf_counter() - t
+
+
+def _accepts_block_dim(fn) -> bool:
+    import inspect
+
+    return "block_dim" in inspect.signature(fn).parameters

@@ -12,7 +12,8 @@ import sys
 
 
 def _info(args) -> int:
-    from . import __version__, _compat
+    from warp_gemm import __version__
+    from warp_gemm import _compat
 
     _compat.init()
     import warp as wp
@@ -32,30 +33,31 @@ def _info(args) -> int:
     for k, v in _compat.features().items():
         print(f"  {k} = {v}")
     if wp.get_cuda_device_count():
-        from . import tuning as tune
+        from warp_gemm.config import tables
 
-        print(f"tuning cache: {tune.user_cache_path(wp.get_device('cuda'))}")
+        print(f"tuning cache: {tables.user_cache_path(wp.get_device('cuda'))}")
     return 0
 
 
 def _check(rest: list[str]) -> int:
-    from . import check
+    from warp_gemm.tools import check
 
     return check.main(rest)
 
 
 def _bench(rest: list[str]) -> int:
-    from . import bench
+    from warp_gemm.tools import bench
 
     return bench.main(rest)
 
 
 def _tune(args) -> int:
-    from . import shapes as S
-    from . import tuning as tune
+    from warp_gemm.tools import shapes as S
+    from warp_gemm.config import tables
+    from warp_gemm.tools import tune as tuner
 
     shapes = S.get_set(args.shapes) if args.shapes else None
-    rows = tune.tune(args.dtype.split(","), shapes=shapes, device=args.device, workers=args.workers,
+    rows = tuner.tune(args.dtype.split(","), shapes=shapes, device=args.device, workers=args.workers,
                      persist=not args.no_save, rep_ms=args.rep_ms)
     if args.json:
         with open(args.json, "w") as f:
@@ -70,13 +72,13 @@ def _tune(args) -> int:
     if not args.no_save:
         import warp as wp
 
-        print(f"winners saved to {tune.user_cache_path(wp.get_device(args.device))}")
+        print(f"winners saved to {tables.user_cache_path(wp.get_device(args.device))}")
     return 0
 
 
 def _precompile(args) -> int:
-    from . import _compat
-    from .precompile import precompile
+    from warp_gemm import _compat
+    from warp_gemm.tools.precompile import precompile
 
     archs = [int(a) for a in args.arch.split(",")] if args.arch else None
     if archs and not _compat.HAS_COMPILE_AOT:

@@ -1,7 +1,7 @@
 """Operands: wp.array, torch.Tensor and numpy.ndarray described uniformly, viewed zero-copy as Warp arrays.
 
 An :class:`Operand` records what warp_gemm needs of an input -- pointer, dtype name, shape, strides in
-elements, device -- whatever the container. :func:`as_layout_view` turns the last two dimensions into a
+elements, device -- whatever the container. :func:`layout_view` turns the last two dimensions into a
 Warp 3-D view in one of the two layouts the kernels read (``"N"``: unit column stride; ``"T"``: unit
 row stride, read through the transpose), copying only when neither dimension has unit stride.
 """
@@ -16,9 +16,9 @@ from typing import Any
 import numpy as np
 import warp as wp
 
-from . import _compat
-from ._lru import LRU
-from ._kernels import WP_DTYPES
+from warp_gemm import _compat
+from warp_gemm.core.lru import LRU
+from warp_gemm.kernels.common import WP_DTYPES
 
 SUPPORTED = ("float16", "bfloat16", "float32", "float64")
 ITEMSIZE = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}
@@ -196,12 +196,12 @@ def as3d(op: Operand) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
     return tuple(op.shape), tuple(op.strides)
 
 
-def layout_view(op: Operand, allocate) -> tuple[Any, str, Any]:
-    """A Warp 3-D view of ``op`` that a kernel can read, its layout ``"N"``/``"T"``, and a keep-alive.
+def layout_view(op: Operand):
+    """A Warp 3-D view of ``op`` that a kernel can read and its layout, or ``(None, "copy")``.
 
     ``"N"``: the view is (batch, rows, cols) with unit column stride. ``"T"``: the view is the
-    transpose, (batch, cols, rows), with unit row stride. Neither: a contiguous copy (``"N"``).
-    ``allocate(shape, dtype)`` makes a contiguous Warp array on ``op``'s device for the copy.
+    transpose, (batch, cols, rows), with unit row stride. Neither (a strided view such as
+    ``a[:, ::2]``): the caller makes one contiguous copy, read as ``"N"``.
     """
     (nb, r, c), (sb, sr, sc) = as3d(op)
     if nb == 1:
@@ -211,19 +211,10 @@ def layout_view(op: Operand, allocate) -> tuple[Any, str, Any]:
     if r == 1:
         sr = c if sc == 1 else 1
     if sc == 1:
-        shape, strides, lay = (nb, r, c), (sb, sr, 1), "N"
-    elif sr == 1:
-        shape, strides, lay = (nb, c, r), (sb, sc, 1), "T"
-    else:
-        shape = None
-    if shape is not None:
-        return wp_view(op, shape, strides), lay, None
-    # A strided view such as a[:, ::2]: the kernels want one unit stride; copy it once.
-    from ._kernels import convert
-
-    tmp = allocate((nb, r, c), op.dtype)
-    convert(tmp, wp_view(op, (nb, r, c), (sb, sr, sc)), op.dtype, op.dtype)
-    return tmp, "N", tmp
+        return wp_view(op, (nb, r, c), (sb, sr, 1)), "N"
+    if sr == 1:
+        return wp_view(op, (nb, c, r), (sb, sc, 1)), "T"
+    return None, "copy"
 
 
 def overlaps(x: Operand, y: Operand) -> bool:

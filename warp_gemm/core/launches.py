@@ -23,10 +23,12 @@ import threading
 
 import warp as wp
 
-from . import _compat
-from ._lru import LRU
+from warp_gemm import _compat
+from warp_gemm.core.lru import LRU
+from warp_gemm.core.operands import raw_view
+from warp_gemm.core.options import options
+from warp_gemm.kernels import elementwise
 
-ENABLED = True  # tests switch it off to compare
 _cache = LRU(512)
 _active = threading.local()  # the Recorder of this thread's current call, if any
 
@@ -50,8 +52,6 @@ def borrow(x):
     """A non-owning Warp view of array ``x`` (same memory, shape, strides, dtype), memoized."""
     if getattr(x, "_wg_view", False):
         return x
-    from ._operands import raw_view  # (_operands imports this module through _kernels)
-
     return raw_view(x.ptr, x.dtype, x.shape, x.strides, x.device)
 
 
@@ -113,7 +113,7 @@ def launch(kernel, dim: tuple, inputs: list, dev, block_dim: int | None = None) 
 def _launch(kernel, dim: tuple, inputs: list, dev, block_dim: int | None) -> None:
     tiled = block_dim is not None
     rec = getattr(_active, "rec", None)
-    if not (ENABLED and _compat.HAS_RECORD_CMD):
+    if not (options().record_launches and _compat.HAS_RECORD_CMD):
         if rec is not None:
             rec.complete = False
         if tiled:
@@ -133,3 +133,28 @@ def _launch(kernel, dim: tuple, inputs: list, dev, block_dim: int | None) -> Non
     if rec is not None:
         rec.cmds.append(cmd)
     cmd.launch()
+
+
+# --- elementwise launches -----------------------------------------------------------------------------
+def convert(dst, src, dst_dtype: str, src_dtype: str, scale: float = 1.0) -> None:
+    """``dst[...] = scale * src[...]`` with dtype conversion; ``src`` broadcasts over size-1 dims."""
+    if dst.size == 0:
+        return
+    with elementwise.lock:
+        k = elementwise.convert_kernel(src_dtype, dst_dtype)
+    launch(k, dst.shape, [dst, src, scale], dst.device)
+
+
+def fill(dst, dtype: str, value: float = 0.0) -> None:
+    if dst.size == 0:
+        return
+    with elementwise.lock:
+        k = elementwise.fill_kernel(dtype)
+    launch(k, dst.shape, [dst, value], dst.device)
+
+
+def finish_splitk(dst, w, c, out_dtype: str, acc_dtype: str, alpha: float, beta: float) -> None:
+    """``dst = alpha * w + beta * c`` (``c`` broadcasts over size-1 dims; None: not read)."""
+    with elementwise.lock:
+        k = elementwise.finish_kernel(acc_dtype, out_dtype)
+    launch(k, dst.shape, [dst, w, c if c is not None else dst, alpha, beta, int(c is not None)], dst.device)

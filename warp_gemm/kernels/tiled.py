@@ -35,12 +35,12 @@ from dataclasses import dataclass
 
 import warp as wp
 
-from . import _compat, _launch
+from warp_gemm import _compat
 
-from .kernels.common import ITEM_BYTES, WP_DTYPES, acc_dtype_name  # noqa: F401
+from warp_gemm.kernels.common import ITEM_BYTES, WP_DTYPES, acc_dtype_name  # noqa: F401
 
 # A clamped last K tile zeroes its overlap in chunks of this many bytes per row; the launcher clamps
-# only where the overlap is a whole number of chunks (api._k_clamp).
+# only where the overlap is a whole number of chunks (core.plan.k_clamp).
 K_CHUNK_BYTES = 16
 
 
@@ -315,73 +315,3 @@ def _build(spec: KernelSpec):
 
     bounds = (spec.block_dim, spec.min_blocks) if spec.min_blocks else None
     return _compat.make_kernel(gemm, spec.key, bounds)
-
-
-# --- elementwise helpers (conversions, broadcasts, K == 0) ---------------------------------------------
-@functools.cache
-def _convert_kernel(src_dtype: str, dst_dtype: str):
-    SRC = WP_DTYPES[src_dtype]
-    DST = WP_DTYPES[dst_dtype]
-    # Scale in float64 for float64 data, float32 otherwise (16-bit data is exact in float32).
-    F = wp.float64 if "float64" in (src_dtype, dst_dtype) else wp.float32
-
-    def convert(dst: wp.array3d(dtype=DST), src: wp.array3d(dtype=SRC), scale: F):
-        b, i, j = wp.tid()
-        # A source dimension of extent 1 broadcasts.
-        sb = wp.min(b, src.shape[0] - 1)
-        si = wp.min(i, src.shape[1] - 1)
-        sj = wp.min(j, src.shape[2] - 1)
-        dst[b, i, j] = DST(F(src[sb, si, sj]) * scale)
-
-    return _compat.make_kernel(convert, f"wg_convert_{src_dtype}_{dst_dtype}")
-
-
-@functools.cache
-def _finish_kernel(acc_dtype: str, out_dtype: str):
-    W_T = WP_DTYPES[acc_dtype]
-    OUT = WP_DTYPES[out_dtype]
-
-    def finish(dst: wp.array3d(dtype=OUT), w: wp.array3d(dtype=W_T), c: wp.array3d(dtype=OUT),
-               alpha: W_T, beta: W_T, use_c: int):
-        b, i, j = wp.tid()
-        r = alpha * w[b, i, j]
-        if use_c != 0:
-            r = r + beta * W_T(c[wp.min(b, c.shape[0] - 1), wp.min(i, c.shape[1] - 1), wp.min(j, c.shape[2] - 1)])
-        dst[b, i, j] = OUT(r)
-
-    return _compat.make_kernel(finish, f"wg_finish_{acc_dtype}_{out_dtype}")
-
-
-def finish_splitk(dst, w, c, out_dtype: str, acc_dtype: str, alpha: float, beta: float) -> None:
-    """``dst = alpha * w + beta * c`` (``c`` broadcasts over size-1 dims; None: not read)."""
-    with _factory_lock:
-        k = _finish_kernel(acc_dtype, out_dtype)
-    _launch.launch(k, dst.shape, [dst, w, c if c is not None else dst, alpha, beta, int(c is not None)], dst.device)
-
-
-@functools.cache
-def _fill_kernel(dtype: str):
-    T = WP_DTYPES[dtype]
-
-    def fill(dst: wp.array3d(dtype=T), value: float):
-        b, i, j = wp.tid()
-        dst[b, i, j] = T(value)
-
-    return _compat.make_kernel(fill, f"wg_fill_{dtype}")
-
-
-def convert(dst, src, dst_dtype: str, src_dtype: str, scale: float = 1.0) -> None:
-    """``dst[...] = scale * src[...]`` with dtype conversion; ``src`` broadcasts over size-1 dims."""
-    if dst.size == 0:
-        return
-    with _factory_lock:
-        k = _convert_kernel(src_dtype, dst_dtype)
-    _launch.launch(k, dst.shape, [dst, src, scale], dst.device)
-
-
-def fill(dst, dtype: str, value: float = 0.0) -> None:
-    if dst.size == 0:
-        return
-    with _factory_lock:
-        k = _fill_kernel(dtype)
-    _launch.launch(k, dst.shape, [dst, value], dst.device)

@@ -1,0 +1,254 @@
+"""Plan -> launches: device and stream scope, temporaries, recorded launches and the call-plan cache.
+
+``run`` is the one path every product takes (``api``, ``autograd``'s backward products, the tuner):
+validate (core.problem) -> plan (core.plan, pure) -> execute (here). A repeated call with the same
+operands (pointers, shapes, strides, dtypes), scalars and options replays the launches it recorded
+last time without planning again: ~45-60 us of host time per small call before, see
+docs/performance.md.
+"""
+
+from __future__ import annotations
+
+import os
+
+import warp as wp
+
+from warp_gemm import _compat
+from warp_gemm.config import tables
+from warp_gemm.core import launches
+from warp_gemm.core.launches import convert, fill
+from warp_gemm.core.lru import LRU
+from warp_gemm.core.operands import ITEMSIZE, Operand, _torch, layout_view, raw_view, torch_dtype, wp_view
+from warp_gemm.core.options import options
+from warp_gemm.core.plan import Plan, make_plan
+from warp_gemm.core.problem import Problem, validate
+from warp_gemm.kernels import tiled
+from warp_gemm.kernels.common import WP_DTYPES, acc_dtype_name
+
+
+def run(a, b, c, alpha, beta, trans_a, trans_b, out, allow_tf32, config, fname):
+    """``alpha * op(a) @ op(b) + beta * c`` into ``out`` (or a new result): the whole call, no autograd."""
+    p = validate(a, b, c, alpha, beta, trans_a, trans_b, out, fname)
+    if p.M == 0 or p.N == 0:
+        return p.result
+    alpha, beta = float(alpha), float(beta)
+    opts = options()
+    with _stream_scope(p):
+        key = _plan_key(p, alpha, beta, allow_tf32, config, opts) if opts.record_launches and _compat.HAS_RECORD_CMD else None
+        cmds = _plans.get(key) if key is not None else None
+        if cmds is not None:
+            for cmd in cmds:
+                cmd.launch()
+        else:
+            plan = make_plan(p, alpha, beta, allow_tf32, config, opts)
+            with launches.Recorder() as rec:
+                temporaries = execute(plan, p, alpha, beta)
+            if key is not None and not temporaries and rec.complete and plan.family != "host":
+                _plans.put(key, tuple(rec.cmds))
+    return p.result
+
+
+# --- call plans ----------------------------------------------------------------------------------------
+# A call that needs no temporaries is determined by its operands (pointers, shapes, strides, dtypes),
+# scalars and options: the launches it recorded are kept and replayed on the next equal call, which
+# skips planning and argument assembly. The key also holds the options and the tuning-cache directory;
+# saving a table drops every plan (a new table may choose another configuration). Replaying is as safe
+# as replaying one recorded launch (see core/launches.py).
+_plans = LRU(256)
+tables.on_save.append(_plans.clear)
+
+
+def _plan_key(p: Problem, alpha: float, beta: float, allow_tf32: bool, config, opts) -> tuple:
+    def d(op):
+        return None if op is None else (op.kind, op.ptr, op.shape, op.strides, op.dtype)
+
+    return (d(p.A), d(p.B), d(p.C), d(p.D), str(p.A.device), alpha, beta, bool(allow_tf32), config, opts,
+            os.environ.get("WARP_GEMM_CACHE_DIR"))
+
+
+# --- device and stream scope, temporaries ---------------------------------------------------------------
+def _stream_scope(p: Problem):
+    """The launch's device scope; on torch's current stream when the operands are torch CUDA tensors
+    (``wp.ScopedStream`` scopes the stream's device too)."""
+    torch = _torch()
+    if torch is not None and not p.A.device.is_cpu and "torch" in (p.A.kind, p.B.kind, p.D.kind):
+        # No sync on entry: the launch simply joins torch's stream, which keeps it capturable in a
+        # torch CUDA graph (a sync would make the captured stream wait on uncaptured Warp work).
+        return wp.ScopedStream(_warp_stream(torch.cuda.current_stream(p.A.device.ordinal)), sync_enter=False)
+    return wp.ScopedDevice(p.A.device)
+
+
+# Warp stream wrappers of torch streams, by (device, CUDA stream handle): wp.stream_from_torch builds and
+# registers a new wp.Stream on every call. A cached wrapper keeps its torch stream object alive, so
+# the handle cannot be recycled for another stream while it is cached.
+_streams = LRU(64)
+
+
+def _warp_stream(ts):
+    key = (ts.device.index, ts.cuda_stream)
+    s = _streams.get(key)
+    if s is None:
+        s = wp.stream_from_torch(ts)
+        _streams.put(key, s)
+    return s
+
+
+def _allocator(device, torch_stream: bool, log: list):
+    """``allocate(shape, dtype, zero=False)`` for temporaries (each recorded in ``log``). On the torch
+    path they come from torch's caching allocator, which is stream-ordered and CUDA-graph aware: Warp
+    frees its own arrays at once, which is not permitted while torch captures a graph (Warp CUDA error
+    900 in ``release_now``)."""
+    torch = _torch()
+    if torch_stream and torch is not None and not device.is_cpu:
+        tdev = torch.device("cuda", device.ordinal)
+
+        def allocate(shape, dtype, zero=False):
+            log.append(shape)
+            t = (torch.zeros if zero else torch.empty)(shape, dtype=torch_dtype(dtype), device=tdev)
+            arr = wp.array(ptr=t.data_ptr(), dtype=WP_DTYPES[dtype], shape=tuple(shape),
+                           capacity=max(t.numel(), 1) * t.element_size(), device=device)
+            arr._wg_owner = t  # the tensor lives as long as the Warp view
+            return arr
+
+        return allocate
+
+    def allocate(shape, dtype, zero=False):
+        log.append(shape)
+        return (wp.zeros if zero else wp.empty)(shape, dtype=WP_DTYPES[dtype], device=device)
+
+    return allocate
+
+
+# --- execution per family ---------------------------------------------------------------------------------
+def execute(plan: Plan, p: Problem, alpha: float, beta: float) -> bool:
+    """Launch ``plan``; returns whether any temporary was allocated (such calls are not kept as plans)."""
+    temporaries: list = []
+    allocate = _allocator(p.A.device, "torch" in (p.A.kind, p.B.kind, p.D.kind), temporaries)
+    if plan.family == "host":
+        _host(plan, p, alpha, beta)
+        return False
+    (dnb, dr, dc), (dsb, dsr, dsc) = plan.d3
+    D = plan.D
+    if plan.tmp_out:
+        Dk = _padded(allocate, (dnb, dr, dc), plan.out_k)
+    else:
+        Dk = wp_view(D, (dnb, dr, dc), (dsb if dnb > 1 else dr * dc, dsr if dr > 1 else dc, 1))
+    if plan.family == "fill":  # no product: D = beta * C, or zeros
+        if plan.use_c:
+            convert(Dk, _c_view(plan.C), plan.out_k, plan.C.dtype, beta)
+        else:
+            fill(Dk, plan.out_k, 0.0)
+    else:
+        _tiled(plan, p, Dk, alpha, beta, allocate)
+    if plan.tmp_out:
+        convert(wp_view(D, (dnb, dr, dc), (dsb, dsr, dsc)), Dk, D.dtype, plan.out_k)
+    return bool(temporaries)
+
+
+def _kernel_operand(op: Operand, widen: bool, allocate):
+    """The 3-D Warp array the tiled kernel reads for ``op`` (a view, or a contiguous/widened copy)."""
+    view, _ = layout_view(op)
+    if view is None:  # a strided view such as a[:, ::2]: one contiguous copy
+        shape, strides = _as3d(op)
+        view = allocate(shape, op.dtype)
+        convert(view, wp_view(op, shape, strides), op.dtype, op.dtype)
+    if widen:  # Warp 1.7: 16-bit tiles accumulate in 16 bit, so widen the operand to float32 first
+        tmp = allocate(view.shape, "float32")
+        convert(tmp, view, "float32", op.dtype)
+        view = tmp
+    return view
+
+
+def _as3d(op: Operand):
+    from warp_gemm.core.operands import as3d
+
+    return as3d(op)
+
+
+def _tiled(plan: Plan, p: Problem, Dk, alpha: float, beta: float, allocate) -> None:
+    dev = p.A.device
+    cfg, spec = plan.cfg, plan.spec
+    Av = _kernel_operand(plan.A, plan.widen, allocate)
+    Bv = _kernel_operand(plan.B, plan.widen, allocate)
+    if plan.padded:
+        # pad_ab more columns: the kernel's widened tile loads then stay inside the copy, so every one
+        # of them takes Warp's vectorized path.
+        Av = _tile_padded_copy(Av, (cfg.tm, cfg.tk) if spec.layout_a == "N" else (cfg.tk, cfg.tm), spec.in_dtype,
+                               allocate, spec.pad_ab)
+        Bv = _tile_padded_copy(Bv, (cfg.tk, cfg.tn) if spec.layout_b == "N" else (cfg.tn, cfg.tk), spec.in_dtype,
+                               allocate, spec.pad_ab)
+    acc = acc_dtype_name(p.in_dtype)
+    c_nb, Cv, alpha_k, Dlaunch = 1, Dk, alpha, Dk
+    if plan.workspace is not None:
+        wshape, zero = plan.workspace
+        W = allocate(wshape, acc, zero=zero)
+        Cv, alpha_k, Dlaunch = W, 1.0, W
+    elif plan.use_c:
+        if plan.c_into_d:
+            convert(Dk, _c_view(plan.C), plan.out_k, plan.C.dtype)
+            c_nb = Dk.shape[0]
+        else:
+            C = plan.C
+            shape = (1,) * (3 - C.ndim) + tuple(C.shape)
+            strides = (0,) * (3 - C.ndim) + tuple(C.strides)
+            Cv = wp_view(C, shape, (strides[0] if shape[0] > 1 else plan.M * plan.N,
+                                    strides[1] if plan.M > 1 else plan.N, 1))
+            c_nb = shape[0]
+    m_clamp, n_clamp, k_clamp = plan.clamps
+    launches.launch(tiled.get_kernel(spec), (p.batch, plan.tiles_m * plan.tiles_n, plan.splits),
+                    [Av, Bv, Cv, Dlaunch, alpha_k, beta, plan.k_tiles, plan.k_per_split, plan.tiles_m, plan.tiles_n,
+                     max(1, cfg.group_m), Av.shape[0], Bv.shape[0], c_nb, m_clamp, n_clamp, k_clamp],
+                    dev, 1 if dev.is_cpu else cfg.block_dim)
+    if plan.workspace is not None:
+        cfin = None
+        if plan.use_c:
+            cfin = _c_view(plan.C)
+            if plan.C.dtype != plan.out_k:  # Warp 1.7's float32 temporary: bring C to its dtype first
+                convert(Dk, cfin, plan.out_k, plan.C.dtype)
+                cfin = Dk
+        Wv = raw_view(W.ptr, W.dtype, Dk.shape, W.strides, dev) if plan.padded else W
+        launches.finish_splitk(Dk, Wv, cfin, plan.out_k, acc, alpha, beta)
+
+
+def _host(plan: Plan, p: Problem, alpha: float, beta: float) -> None:
+    from warp_gemm.kernels import host
+
+    host.run_problem(plan, p, alpha, beta)
+
+
+def _tile_padded_copy(view, tiles: tuple[int, int], dtype: str, allocate, extra_cols: int = 0):
+    """A zero-filled (nb, rows, cols) copy of ``view`` with rows and cols rounded up to ``tiles``
+    (and ``extra_cols`` more zero columns)."""
+    nb, r, c = view.shape
+    rp, cp = -(-r // tiles[0]) * tiles[0], -(-c // tiles[1]) * tiles[1] + extra_cols
+    buf = allocate((nb, rp, cp), dtype, zero=True)
+    convert(raw_view(buf.ptr, buf.dtype, (nb, r, c), buf.strides, buf.device), view, dtype, dtype)
+    return buf
+
+
+def _padded(allocate, shape, dtype):
+    """A (nb, r, c) Warp array whose rows start on 16-byte boundaries (owner kept on the view)."""
+    nb, r, c = shape
+    item = ITEMSIZE[dtype]
+    cp = -(-c * item // 16) * 16 // item
+    if cp == c:
+        return allocate(shape, dtype)
+    owner = allocate((nb, r, cp), dtype)
+    view = wp.array(ptr=owner.ptr, dtype=owner.dtype, shape=shape, strides=(r * cp * item, cp * item, item),
+                    capacity=owner.capacity, device=owner.device)
+    view._wg_owner = owner  # the padded buffer lives as long as the view
+    return view
+
+
+def _widened(view, dtype, allocate):
+    """Warp 1.7: 16-bit tiles accumulate in 16 bit, so widen the operand to float32 first."""
+    tmp = allocate(view.shape, "float32")
+    convert(tmp, view, "float32", dtype)
+    return tmp
+
+
+def _c_view(C: Operand):
+    """``C`` as a 3-D Warp view whose size-1 dimensions broadcast (for the convert kernel)."""
+    shape = (1,) * (3 - C.ndim) + tuple(C.shape)
+    strides = (0,) * (3 - C.ndim) + tuple(C.strides)
+    return wp_view(C, shape, tuple(s if n > 1 else 0 for n, s in zip(shape, strides)))

@@ -1,0 +1,54 @@
+"""Planner options: the switches tests and benchmarks use to force a path, explicit and scoped.
+
+``options()`` is the current :class:`Options`; ``override(**changes)`` scopes changes to a ``with``
+block (per thread and per asyncio task: a ``contextvars`` variable), e.g. the CPU tests run the
+padded-copy path with ``with override(pad_on_cpu=True, pad_min_work=1): ...``. Public as
+``warp_gemm.options``. Every field is part of a call plan's key, so a plan made under one set of
+options is never replayed under another.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from dataclasses import dataclass, replace
+
+
+@dataclass(frozen=True)
+class Options:
+    #: Replay recorded launches and whole call plans (core.launches, core.execute).
+    record_launches: bool = True
+    #: M*N*K from which a CUDA problem that is not tile-aligned runs on zero-padded tile-multiple copies
+    #: in the tiled family: they cost ~8 extra launches (~0.4 ms of host time) plus ~3 passes over the
+    #: data and save about W*(1/22 - 1/50 TFLOP/s) -- equal near 2^33. 1000^3 fp16 fell from 10-16 to
+    #: 3.8 TFLOP/s when padded (H100), 4095^3 rose from 21 to 42.
+    pad_min_work: int = 2**33
+    #: Run the CUDA-only paths on the CPU backend too (their logic then runs in CPU CI): padded copies,
+    #: padded shared tiles (float32 with the tf32 kernels' padding), the edge clamps.
+    pad_on_cpu: bool = False
+    smem_pad_on_cpu: bool = False
+    edge_clamp_on_cpu: bool = False
+    #: CPU products: "host" (the BLAS NumPy/torch already have, kernels/host.py) or "tiles" (Warp's tile
+    #: kernels on the CPU backend: the GPU kernels' twin, how CI checks the kernel logic).
+    cpu_backend: str = "tiles"
+    #: Force one kernel family where it applies ("tiled", "pipelined", ...); None: the planner chooses.
+    family: str | None = None
+
+
+_current: contextvars.ContextVar[Options] = contextvars.ContextVar("warp_gemm_options", default=Options())
+
+
+def options() -> Options:
+    return _current.get()
+
+
+@contextlib.contextmanager
+def override(**changes):
+    """Scope option changes to a ``with`` block: ``with warp_gemm.options(cpu_backend="tiles"): ...``."""
+    if "cpu_backend" in changes and changes["cpu_backend"] not in ("host", "tiles"):
+        raise ValueError(f"cpu_backend must be 'host' or 'tiles', got {changes['cpu_backend']!r}")
+    token = _current.set(replace(_current.get(), **changes))
+    try:
+        yield _current.get()
+    finally:
+        _current.reset(token)

@@ -1,0 +1,191 @@
+"""Problem -> Plan: which kernel family, which configuration, which operand transforms, workspaces and
+epilogue, and the launch grid. Pure: it allocates nothing and launches nothing (``core.execute`` does),
+so a plan can be inspected (``warp_gemm.explain``-style tooling, tests) and a family added by adding
+one branch to :func:`make_plan`.
+
+Families today: ``"host"`` (the CPU's BLAS, kernels/host.py), ``"tiled"`` (the Warp tile kernel,
+kernels/tiled.py) and ``"fill"`` (no product: K == 0 or alpha == 0).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from warp_gemm import _compat
+from warp_gemm.config import configs as _config
+from warp_gemm.config.configs import Config
+from warp_gemm.core.operands import Operand, as3d
+from warp_gemm.core.options import Options
+from warp_gemm.core.problem import Problem
+from warp_gemm.kernels import tiled
+from warp_gemm.kernels.common import ITEM_BYTES, acc_dtype_name
+
+NO_CLAMP = 2**30
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything ``core.execute`` needs to run one problem. Operands are the problem's, after the
+    layout swap (a column-major ``out`` is computed as ``D^T = op(B)^T @ op(A)^T``)."""
+
+    family: str  # "host" | "tiled" | "fill"
+    A: Operand
+    B: Operand
+    C: Operand | None
+    D: Operand
+    M: int
+    N: int
+    use_c: bool  # beta != 0 and C given
+    out_k: str  # dtype the kernels write (the output's, or the accumulator's for a temporary output)
+    tmp_out: bool  # the kernels write a temporary, converted into D at the end
+    d3: tuple  # D as (shape, element strides), 3-D
+    # --- tiled family (None/unused elsewhere) ---
+    widen: bool = False  # Warp 1.7: 16-bit operands widened to float32 first
+    cfg: Config | None = None
+    spec: tiled.KernelSpec | None = None
+    padded: bool = False  # A and B copied into zero-padded tile-multiple buffers
+    splits: int = 1
+    k_per_split: int = 1
+    k_tiles: int = 0
+    tiles_m: int = 0
+    tiles_n: int = 0
+    workspace: tuple | None = None  # (shape, zeroed) of the accumulator-dtype workspace
+    c_into_d: bool = False  # C first written into the output, which the kernel reads back
+    clamps: tuple = (NO_CLAMP, NO_CLAMP, NO_CLAMP)  # m_clamp, n_clamp, k_clamp
+
+    @property
+    def grid(self) -> tuple[int, int, int]:
+        return (max(self.D.shape[0], 1) if self.D.ndim == 3 else 1, self.tiles_m * self.tiles_n, self.splits)
+
+
+def make_plan(p: Problem, alpha: float, beta: float, allow_tf32: bool, config: Config | None,
+              opts: Options) -> Plan:
+    """The plan for ``p``: the family first, then that family's decisions."""
+    A, B, C, D, M, N = _swap_for_column_major_out(p)
+    dev = p.A.device
+    use_c = C is not None and beta != 0.0
+    (dnb, dr, dc), (_, _, sdc) = as3d(D)
+    # Without tile_astype the kernel's output dtype must be its accumulator dtype; a D without unit
+    # column stride (after the swap) is written through a temporary.
+    acc = acc_dtype_name(p.in_dtype)
+    tmp_out = (not _compat.HAS_TILE_ASTYPE and p.out_dtype != acc) or (dc > 1 and sdc != 1)
+    out_k = acc if tmp_out and not _compat.HAS_TILE_ASTYPE else p.out_dtype
+    base = Plan("fill", A, B, C, D, M, N, use_c, out_k, tmp_out, as3d(D))
+    if p.K == 0 or alpha == 0.0:
+        return base
+    if dev.is_cpu and opts.cpu_backend == "host" and opts.family in (None, "host"):
+        return replace(base, family="host", tmp_out=False, out_k=p.out_dtype)
+    return _plan_tiled(base, p, alpha, allow_tf32, config, opts)
+
+
+def _swap_for_column_major_out(p: Problem):
+    """A column-major out (unit row stride): compute D^T = op(B)^T @ op(A)^T into its row-major
+    transpose, so the kernel's stores stay coalesced."""
+    A, B, C, D, M, N = p.A, p.B, p.C, p.D, p.M, p.N
+    (_, dr, dc), (_, sdr, sdc) = as3d(D)
+    if dc > 1 and sdc != 1 and (sdr == 1 or dr == 1):
+        A, B, D = p.B.transposed(), p.A.transposed(), D.transposed()
+        C = C.transposed() if C is not None and C.ndim >= 2 else C
+        if C is not None and C.ndim == 1:  # a (N,) bias becomes a column: (N, 1)
+            C = replace(C, shape=(C.shape[0], 1), strides=(C.strides[0], 0))
+        M, N = N, M
+    return A, B, C, D, M, N
+
+
+def _layout(op: Operand, widen: bool) -> tuple[str, bool]:
+    """(layout the kernel reads, whether the array it reads has 16-byte aligned rows). A strided operand
+    is read from a contiguous copy ("N"); a widened one (Warp 1.7) from a contiguous float32 copy."""
+    from warp_gemm.core.operands import layout_view
+
+    view, lay = layout_view(op)
+    if view is None:
+        (nb, r, c), _ = as3d(op)
+        lay, ptr, shape, item = "N", 0, (nb, r, c), ITEM_BYTES[op.dtype]
+        strides = (r * c * item, c * item, item)
+    else:
+        ptr, shape, strides = view.ptr, view.shape, view.strides
+    if widen:
+        ptr, strides = 0, (shape[1] * shape[2] * 4, shape[2] * 4, 4)
+    return lay, not (ptr % 16 or strides[1] % 16 or (shape[0] > 1 and strides[0] % 16))
+
+
+def _plan_tiled(base: Plan, p: Problem, alpha: float, allow_tf32: bool, config: Config | None,
+                opts: Options) -> Plan:
+    dev = p.A.device
+    M, N, K = base.M, base.N, p.K
+    widen = _compat.WIDEN_16BIT_INPUTS and p.in_dtype in ("float16", "bfloat16")
+    in_k = "float32" if widen else p.in_dtype
+    acc = acc_dtype_name(p.in_dtype)
+    (la, a_aligned), (lb, b_aligned) = _layout(base.A, widen), _layout(base.B, widen)
+    tf32 = bool(allow_tf32 and p.in_dtype == "float32" and _compat.HAS_TF32 and not dev.is_cpu)
+    cfg = config or _config.choose(dev, p.in_dtype, la + lb, M, N, K, p.batch, tf32)
+    pad = (not dev.is_cpu or opts.pad_on_cpu) and M * N * K >= opts.pad_min_work
+    padded = pad and bool(M % cfg.tm or N % cfg.tn or K % cfg.tk or not (a_aligned and b_aligned))
+    pads = tiled.smem_pads(in_k, dev.is_cpu and not opts.smem_pad_on_cpu, tf32 or opts.smem_pad_on_cpu)
+    tiles_m, tiles_n, k_tiles = -(-M // cfg.tm), -(-N // cfg.tn), -(-K // cfg.tk)
+    # Automatic splits only on CUDA; an explicit split_k (tests, tuning) is honoured anywhere.
+    if dev.is_cpu and cfg.split_k == 0:
+        splits = 1
+    else:
+        splits = _config.split_count(cfg, p.batch * tiles_m * tiles_n, k_tiles, _compat.sm_count(dev))
+    k_per_split = -(-k_tiles // splits)
+    splits = -(-k_tiles // k_per_split)  # no empty splits
+    (dnb, dr, dc), _ = base.d3
+    workspace = None
+    c_into_d = False
+    if splits > 1 or padded:
+        # Split-K partial sums meet in a zeroed accumulator-dtype workspace (tile-multiple sized when
+        # padded); one finishing pass applies alpha, beta*C and the output dtype.
+        epilogue, kernel_out = ("splitk" if splits > 1 else "scale"), acc
+        workspace = ((dnb, tiles_m * cfg.tm, tiles_n * cfg.tn) if padded else (dnb, dr, dc), splits > 1)
+    else:
+        epilogue, kernel_out = ("axpby" if base.use_c else "scale"), base.out_k
+        c_into_d = base.use_c and not c_in_place(base.C, base.out_k, M, N)
+    k_clamp = NO_CLAMP if padded else k_clamp_for(K, cfg, pads[0], in_k, dev.is_cpu, opts)
+    spec = tiled.KernelSpec(cfg.tm, cfg.tn, cfg.tk, in_k, kernel_out, la, lb, epilogue, tf32, *pads,
+                            *tiled.occupancy_bound(cfg, dev.is_cpu), k_tail=k_clamp != NO_CLAMP)
+    rows_cols = workspace[0][1:] if workspace else (dr, dc)
+    m_clamp, n_clamp = edge_clamps(rows_cols, cfg, epilogue, c_into_d or workspace is not None, dev.is_cpu, opts)
+    return replace(base, family="tiled", widen=widen, cfg=cfg, spec=spec, padded=bool(padded), splits=splits,
+                   k_per_split=k_per_split, k_tiles=k_tiles, tiles_m=tiles_m, tiles_n=tiles_n,
+                   workspace=workspace, c_into_d=c_into_d, clamps=(m_clamp, n_clamp, k_clamp))
+
+
+def c_in_place(C: Operand, out_k: str, M: int, N: int) -> bool:
+    """Whether the kernel reads C in place: a full (…, M, N) C with unit column stride and the kernel's
+    dtype. Anything else (a broadcast bias, a strided view, another dtype) is first written into the
+    output, which the kernel then reads back tile by tile before overwriting that same tile."""
+    shape = (1,) * (3 - C.ndim) + tuple(C.shape)
+    strides = (0,) * (3 - C.ndim) + tuple(C.strides)
+    return shape[1] == M and shape[2] == N and (strides[2] == 1 or N == 1) and C.dtype == out_k
+
+
+def edge_clamps(rows_cols, cfg: Config, epilogue: str, c_is_d: bool, is_cpu: bool, opts: Options) -> tuple[int, int]:
+    """The kernel's ``m_clamp``/``n_clamp``: the last tile row (column) starts at ``M - tm`` (``N - tn``)
+    instead of running past the edge, so its loads stay inside the arrays and take Warp's vectorized
+    path (a tile not wholly inside its array is copied element by element). fp16 on the H100: 1024^3
+    ran in 41 us, 1000x1024x1024 in 74 and 1024x1000x1024 in 78 -- the edge blocks with scalar loads
+    finished last (benchmarks/results/tiled/edges_h100.json).
+
+    The overlapping rows are computed by two blocks and stored twice with the same values, which is
+    safe for the plain and axpby epilogues reading a separate C; not for split-K (atomic adds) nor
+    when C was first copied into D (one block would read C after the other overwrote it). CUDA only:
+    on the CPU backend the copies are scalar either way and the overlap is extra work."""
+    rows, cols = rows_cols
+    if (is_cpu and not opts.edge_clamp_on_cpu) or epilogue == "splitk" or (epilogue == "axpby" and c_is_d):
+        return NO_CLAMP, NO_CLAMP
+    return (rows - cfg.tm if rows >= cfg.tm else NO_CLAMP), (cols - cfg.tn if cols >= cfg.tn else NO_CLAMP)
+
+
+def k_clamp_for(K: int, cfg: Config, pad_ab: int, in_dtype: str, is_cpu: bool, opts: Options) -> int:
+    """The kernel's ``k_clamp``: with K not a multiple of ``tk``, the last K tile starts at ``K - tk``
+    (in bounds, so Warp copies it with vector loads) and the kernel zeroes its first ``tk - K % tk``
+    columns of A / rows of B, which the previous tile already counted. Padded-shared-tile kernels only
+    (where the tiles are shared and can be zeroed in place), and only when the overlap is a whole
+    number of 16-byte chunks (``tiled.K_CHUNK_BYTES``). fp16 on the H100: the partial last K tile
+    cost 13 us of 55 at 1024x1024x1000 (benchmarks/results/tiled/edges_h100_after_clamp.json)."""
+    chunk = tiled.K_CHUNK_BYTES // ITEM_BYTES[in_dtype]
+    r = K % cfg.tk
+    if (is_cpu and not opts.edge_clamp_on_cpu) or not pad_ab or K <= cfg.tk or r == 0 or (cfg.tk - r) % chunk:
+        return NO_CLAMP
+    return K - cfg.tk

@@ -1,0 +1,170 @@
+"""``tile_gemm_func``: warp_gemm's GEMM main loop as a Warp function for users' own tile kernels.
+
+    mma = warp_gemm.tile_gemm_func(64, 64, 32, wp.float32)
+
+    @wp.func
+    def relu(x: float):
+        return wp.max(x, 0.0)
+
+    @wp.kernel
+    def my_layer(A: wp.array2d(dtype=float), B: wp.array2d(dtype=float), C: wp.array2d(dtype=float)):
+        i, j = wp.tid()
+        acc = mma(A, B, i * 64, j * 64)  # (64, 64) tile of A[i*64:, :] @ B[:, j*64:], all of K
+        wp.tile_store(C, wp.tile_map(relu, acc), offset=(i * 64, j * 64))
+
+    wp.launch_tiled(my_layer, dim=(ceil(M / 64), ceil(N / 64)), inputs=[A, B, C], block_dim=128)
+
+See docs/tile_func.md.
+"""
+
+# No `from __future__ import annotations`: Warp reads the function's annotations as objects.
+import functools
+import threading
+
+import warp as wp
+
+from . import _compat
+
+_NAMES = {"float16": "float16", "half": "float16", "fp16": "float16", "f16": "float16",
+          "bfloat16": "bfloat16", "bf16": "bfloat16",
+          "float32": "float32", "float": "float32", "fp32": "float32", "f32": "float32",
+          "float64": "float64", "double": "float64", "fp64": "float64", "f64": "float64"}
+
+# Extra columns of the shared A and B tiles on CUDA where tile_matmul takes strided operands (Warp
+# 1.19+): 16 bytes per row for 16-bit data, 32 for float64 -- the paddings warp_gemm's own kernels
+# measured best (docs/performance.md). Exact float32 stays dense there too (no tensor cores; padding
+# lost 9% in warp_gemm's tuner).
+_PAD_AB = {"float16": 8, "bfloat16": 8, "float32": 0, "float64": 4}
+
+
+def _wp_dtypes() -> dict:
+    d = {"float16": wp.float16, "float32": wp.float32, "float64": wp.float64}
+    if _compat.HAS_BF16:
+        d["bfloat16"] = wp.bfloat16
+    return d
+
+
+def dtype_name(dtype) -> str:
+    """The warp_gemm name of ``dtype``: a Warp scalar type (``wp.float16`` ...), Python ``float``
+    (Warp's float32), or a name (``"float16"``, ``"bf16"``, ``"fp32"``, ...)."""
+    if dtype is float:
+        return "float32"
+    if isinstance(dtype, str):
+        name = _NAMES.get(dtype.lower())
+    else:
+        name = next((n for n, t in _wp_dtypes().items() if dtype is t), None)
+    if name is None:
+        raise TypeError(f"tile_gemm_func: unsupported dtype {dtype!r}; use float16, bfloat16, float32 "
+                        "or float64 (a Warp type or its name)")
+    return name
+
+
+def _default_acc(in_name: str) -> str:
+    return "float64" if in_name == "float64" else "float32"
+
+
+def tile_gemm_func(tm: int, tn: int, tk: int, dtype, acc_dtype=None):
+    """A Warp function ``mma(A, B, row, col) -> tile`` for use inside a tile kernel: the ``(tm, tn)``
+    tile of ``A @ B`` whose first element is ``(row, col)``, summed over all of K, in the accumulator
+    dtype.
+
+    Args:
+        tm, tn, tk: the output tile's rows and columns and the K step (compile-time tile shapes; any
+            positive sizes, e.g. 64, 64, 32 -- on CUDA they set the shared memory the block needs:
+            ``(tm*tk + tk*tn) * itemsize + tm*tn * acc_itemsize`` bytes plus padding).
+        dtype: the element type of ``A`` and ``B``: ``wp.float16``, ``wp.bfloat16``, ``wp.float32``,
+            ``wp.float64`` (or ``float``), or its name.
+        acc_dtype: the accumulator and returned tile's type; float32 for 16-bit and float32 inputs,
+            float64 for float64 (the default; no other choice is accepted).
+
+    The function takes ``A: wp.array2d(dtype=dtype)`` of shape (M, K), ``B: wp.array2d(dtype=dtype)``
+    of shape (K, N) and two ``int`` offsets, and returns a ``(tm, tn)`` tile. Shapes need not be tile
+    multiples: rows/columns of A and B beyond M, N or K read as zeros (Warp's bounds-checked
+    ``tile_load``), so an edge tile holds zeros past the matrix, and ``wp.tile_store`` of it drops the
+    out-of-range part. Call it from a kernel launched with ``wp.launch_tiled`` (any ``block_dim``) on
+    the CPU or CUDA; every thread of the block must call it (it is a block-wide collective).
+
+    bfloat16: Warp (1.14+) multiplies bfloat16 tiles only in modules without backward code: define
+    the calling kernel with ``@wp.kernel(enable_backward=False)`` (or set
+    ``wp.set_module_options({"enable_backward": False})`` in its module). A Warp function cannot set
+    its caller's module options.
+
+    Releases: float16 and bfloat16 inputs need ``wp.tile_astype``'s release (1.8+; Warp 1.7 would
+    accumulate them in 16 bit), bfloat16 needs 1.13+ (``wp.bfloat16``); float32/float64 work from 1.7.
+    On Warp 1.19+ on CUDA the 16-bit and float64 A/B tiles are padded in shared memory (fewer bank
+    conflicts in the MathDx GEMM); earlier releases use dense tiles.
+
+    The function is built once per ``(tm, tn, tk, dtype, acc_dtype)`` and cached; it is thread-safe.
+    """
+    for v, n in ((tm, "tm"), (tn, "tn"), (tk, "tk")):
+        if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+            raise ValueError(f"tile_gemm_func: {n} must be a positive int, got {v!r}")
+    in_name = dtype_name(dtype)
+    acc_name = _default_acc(in_name) if acc_dtype is None else dtype_name(acc_dtype)
+    if acc_name != _default_acc(in_name):
+        raise ValueError(f"tile_gemm_func: {in_name} inputs accumulate in {_default_acc(in_name)}, "
+                         f"not {acc_name}")
+    _compat.require_supported()
+    if in_name == "bfloat16":
+        _compat.bf16_dtype()
+    if in_name in ("float16", "bfloat16") and not _compat.HAS_TILE_ASTYPE:
+        raise _compat.UnsupportedWarpError(
+            f"tile_gemm_func: {in_name} inputs need warp-lang >= 1.8 (Warp {_compat.WARP_VERSION} "
+            "accumulates 16-bit tiles in 16 bit); use float32 or upgrade warp-lang")
+    with _lock:
+        return _build(int(tm), int(tn), int(tk), in_name, acc_name)
+
+
+_lock = threading.Lock()
+
+
+@wp.func
+def _edge_shift(off: int, wide: int, extent: int, pad: int):
+    """How far left to start a padded tile load: ``pad`` columns where the wide tile at ``off`` would
+    run past ``extent`` and there is room on the left, else 0 (Warp copies a tile that is not wholly
+    inside its array element by element)."""
+    if off + wide > extent and off >= pad:
+        return pad
+    return 0
+
+
+@functools.cache
+def _build(tm: int, tn: int, tk: int, in_name: str, acc_name: str):
+    _compat.init()
+    dtypes = _wp_dtypes()
+    IN = dtypes[in_name]
+    ACC = dtypes[acc_name]
+    TM, TN, TK = tm, tn, tk
+    # Padded shared A/B tiles (see _PAD_AB) where tile_matmul reads strided operands. One source
+    # serves CPU and CUDA, so the CPU pays the wider loads too (a few per cent of a path that is not
+    # the CPU's fast one); tile_view of the needed columns keeps the arithmetic the same.
+    PADV = _PAD_AB[in_name] if _compat.HAS_STRIDED_MATMUL_OPERANDS else 0
+    PAD = PADV > 0
+    TKP, TNP = TK + PADV, TN + PADV  # wide tile shapes as closure constants (Warp folds no sums)
+
+    def gemm_tile(A: wp.array2d(dtype=IN), B: wp.array2d(dtype=IN), row: int, col: int):
+        acc = wp.tile_zeros(shape=(TM, TN), dtype=ACC)
+        # A runtime trip count on purpose: Warp unrolls short constant loops and then allocates every
+        # iteration's tiles in shared memory.
+        k_tiles = (A.shape[1] + (TK - 1)) // TK
+        for k in range(k_tiles):
+            if wp.static(PAD):
+                # Wide tiles shifted left at the right edge (_edge_shift), so that they stay inside
+                # the array and on Warp's vectorized copy; the view picks the needed columns.
+                sa = _edge_shift(k * TK, TKP, A.shape[1], PADV)
+                aw = wp.tile_load(A, shape=(TM, TKP), offset=(row, k * TK - sa), storage="shared")
+                a = wp.tile_view(aw, offset=(0, sa), shape=(TM, TK))
+                sb = _edge_shift(col, TNP, B.shape[1], PADV)
+                bw = wp.tile_load(B, shape=(TK, TNP), offset=(k * TK, col - sb), storage="shared")
+                b = wp.tile_view(bw, offset=(0, sb), shape=(TK, TN))
+                wp.tile_matmul(a, b, acc)
+            else:
+                a = wp.tile_load(A, shape=(TM, TK), offset=(row, k * TK))
+                b = wp.tile_load(B, shape=(TK, TN), offset=(k * TK, col))
+                wp.tile_matmul(a, b, acc)
+        return acc
+
+    key = f"warp_gemm_tile_{in_name}_{acc_name}_{tm}x{tn}x{tk}" + (f"_p{PADV}" if PAD else "")
+    gemm_tile.__name__ = gemm_tile.__qualname__ = key
+    fn = wp.func(gemm_tile, name=key)
+    return fn
