@@ -140,6 +140,9 @@ def _build(tm: int, tn: int, tk: int, in_name: str, acc_name: str):
     # the CPU's fast one); tile_view of the needed columns keeps the arithmetic the same.
     PADV = _PAD_AB[in_name] if _compat.HAS_STRIDED_MATMUL_OPERANDS else 0
     PAD = PADV > 0
+    # Warp 1.7 (no tile_astype: the release marker) cannot compile the adjoint of a function that
+    # returns the shared accumulator (`adj += adj_ret` on a shared tile): return a register copy there.
+    COPY_OUT = not _compat.HAS_TILE_ASTYPE
     TKP, TNP = TK + PADV, TN + PADV  # wide tile shapes as closure constants (Warp folds no sums)
 
     def gemm_tile(A: wp.array2d(dtype=IN), B: wp.array2d(dtype=IN), row: int, col: int):
@@ -162,7 +165,10 @@ def _build(tm: int, tn: int, tk: int, in_name: str, acc_name: str):
                 a = wp.tile_load(A, shape=(TM, TK), offset=(row, k * TK))
                 b = wp.tile_load(B, shape=(TK, TN), offset=(k * TK, col))
                 wp.tile_matmul(a, b, acc)
-        return acc
+        if wp.static(COPY_OUT):
+            return acc * ACC(1.0)
+        else:
+            return acc
 
     key = f"warp_gemm_tile_{in_name}_{acc_name}_{tm}x{tn}x{tk}" + (f"_p{PADV}" if PAD else "")
     gemm_tile.__name__ = gemm_tile.__qualname__ = key
