@@ -17,7 +17,7 @@ import numpy as np
 import warp as wp
 
 import warp_gemm
-from warp_gemm.tolerance import compare
+from warp_gemm.tools.tolerance import compare
 
 
 def default_device() -> str:
@@ -43,7 +43,7 @@ def main(argv=None) -> int:
     M, N, K = args.m, args.n, args.k
     rng = np.random.default_rng(0)
     # Scaled by K**-0.25 so each element of A @ B has unit variance: the scale warp_gemm's tolerance
-    # model (warp_gemm.tolerance) states its bounds for.
+    # model (warp_gemm.tools.tolerance) states its bounds for.
     s = K**-0.25
     a = (rng.standard_normal((M, K)) * s).astype(np.float32)
     b = (rng.standard_normal((K, N)) * s).astype(np.float32)

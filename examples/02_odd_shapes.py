@@ -4,7 +4,7 @@ This is warp_gemm's main job: Warp's own tile GEMM example handles tile multiple
 warp_gemm takes any M, N and K. For each shape and dtype this program draws fresh inputs (scaled so
 every element of the product has unit variance), multiplies them with ``warp_gemm.matmul``, computes
 the same product in float64 with NumPy, and prints the comparison under warp_gemm's tolerance model
-(``warp_gemm.tolerance``). It exits with status 1 if any result is out of bounds.
+(``warp_gemm.tools.tolerance``). It exits with status 1 if any result is out of bounds.
 
     python examples/02_odd_shapes.py                          # CUDA if available, else CPU
     python examples/02_odd_shapes.py --device cpu --dtype float32,float64
@@ -21,9 +21,9 @@ import numpy as np
 import warp as wp
 
 import warp_gemm
-from warp_gemm.reference import to_float64  # bfloat16 wp.arrays: raw bits decoded
-from warp_gemm.shapes import get_set
-from warp_gemm.tolerance import DTYPES, compare, random_operands
+from warp_gemm.tools.reference import to_float64  # bfloat16 wp.arrays: raw bits decoded
+from warp_gemm.tools.shapes import get_set
+from warp_gemm.tools.tolerance import DTYPES, compare, random_operands
 
 # 1023x1025x1027 sits one below or above a multiple of every tile size in every dimension; the small
 # primes leave partial tiles on both edges, 5x1031x1000 is a skinny (decode-style) product, 64x64x3 has
@@ -40,7 +40,7 @@ def parse_args(argv):
     p.add_argument("--device", default=None,
                    help="cuda, cuda:1 or cpu (default: cuda if available, else cpu)")
     p.add_argument("--shapes", default=DEFAULT_SHAPES,
-                   help="comma-separated MxNxK or BxMxNxK shapes, or set names from warp_gemm.shapes "
+                   help="comma-separated MxNxK or BxMxNxK shapes, or set names from warp_gemm.tools.shapes "
                         "such as odd, primes, tiny (default: %(default)s)")
     p.add_argument("--dtype", default=None,
                    help="comma-separated dtypes among float16, bfloat16, float32, float64 "

@@ -27,7 +27,7 @@ except ImportError:  # torch is optional for warp_gemm; this example needs it
 import warp as wp
 
 import warp_gemm
-from warp_gemm.tolerance import compare
+from warp_gemm.tools.tolerance import compare
 
 
 def default_device() -> str:

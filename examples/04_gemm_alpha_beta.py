@@ -21,8 +21,8 @@ import numpy as np
 import warp as wp
 
 import warp_gemm
-from warp_gemm.reference import to_float64  # bfloat16 wp.arrays: raw bits decoded
-from warp_gemm.tolerance import DTYPES, compare, round_to
+from warp_gemm.tools.reference import to_float64  # bfloat16 wp.arrays: raw bits decoded
+from warp_gemm.tools.tolerance import DTYPES, compare, round_to
 
 
 def default_device() -> str:

@@ -24,8 +24,8 @@ import numpy as np
 import warp as wp
 
 import warp_gemm
-from warp_gemm.shapes import parse_shape
-from warp_gemm.tolerance import DTYPES, bf16_bits_to_f64, compare, round_to
+from warp_gemm.tools.shapes import parse_shape
+from warp_gemm.tools.tolerance import DTYPES, bf16_bits_to_f64, compare, round_to
 
 try:
     import torch

@@ -10,7 +10,7 @@ import pytest
 from conftest import DEVICES, DTYPES, KINDS, kind_ok, make, nan_like, to_f64
 
 import warp_gemm
-from warp_gemm.config import configs as _config
+from warp_gemm.config import choice
 from warp_gemm.tools import shapes
 from warp_gemm.tools.tolerance import compare, random_operands
 
@@ -18,7 +18,7 @@ from warp_gemm.tools.tolerance import compare, random_operands
 def _edges(device_is_cpu: bool) -> list[shapes.Shape]:
     tiles = set()
     for dt in DTYPES:
-        for cfg in _config.reachable_configs(device_is_cpu, dt):
+        for cfg in choice.reachable_configs(device_is_cpu, dt):
             tiles.add((cfg.tm, cfg.tn, cfg.tk))
     return shapes.tile_edges(sorted(tiles))
 

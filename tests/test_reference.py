@@ -103,7 +103,7 @@ def test_float64_gemm_errors():
 def test_reference_imports_without_triton():
     # Importing the module must not need triton; triton_available says why it cannot run.
     code = ("import sys; sys.modules['triton'] = None\n"
-            "import warp_gemm.reference as r\n"
+            "import warp_gemm.tools.reference as r\n"
             "print(r.triton_available('cpu'))")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
@@ -232,7 +232,7 @@ def _need_gemm():
 def test_check_main_small_cpu(tmp_path, capsys):
     _need_gemm()
     path = tmp_path / "check.json"
-    rc = __import__("warp_gemm.check").check.main(
+    rc = __import__("warp_gemm.tools.check").tools.check.main(
         ["--device", "cpu", "--shapes", "small", "--dtype", "float32,float16", "--seed", "7",
          "--json", str(path)])
     out = capsys.readouterr().out

@@ -150,28 +150,3 @@ def heuristic(device_is_cpu: bool, dtype: str, M: int, N: int, K: int, batch: in
     # float32/tf32: two blocks per SM; exact float32 32.4 TFLOP/s at 4096^3 against 28.8 for 128x128x64 and
     # 26.0 for the same tiles without the bound (H100 sweep, benchmarks/results/sweep_h100_s1.jsonl).
     return Config(128, 128, 32, 256, occupancy=2)
-
-
-def choose(device, dtype: str, layout: str, M: int, N: int, K: int, batch: int, tf32: bool = False) -> Config:
-    """The configuration for one problem: a tuned winner (user cache, then the shipped table) for
-    CUDA devices, else :func:`heuristic`. ``device`` is a Warp device."""
-    if not device.is_cpu:
-        from warp_gemm.config import tables
-
-        hit = tables.lookup(device, dtype, layout, M, N, K, batch, tf32)
-        if hit is not None:
-            return hit
-    return heuristic(device.is_cpu, dtype, M, N, K, batch)
-
-
-def reachable_configs(device_is_cpu: bool, dtype: str) -> list[Config]:
-    """Every configuration :func:`choose` can return for ``dtype`` without a user tuning cache: the
-    heuristic's branches and the shipped table's entries. The tests take tile-1/tile/tile+1 shapes
-    of each."""
-    found = {heuristic(device_is_cpu, dtype, M, N, K, 1)
-             for M in (8, 100, 4096) for N in (100, 4096) for K in (100, 4096)}
-    if not device_is_cpu:
-        from warp_gemm.config import tables
-
-        found.update(tables.shipped_configs(dtype))
-    return sorted(found)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from warp_gemm import _compat
+from warp_gemm.config import choice
 from warp_gemm.config import configs as _config
 from warp_gemm.config.configs import Config
 from warp_gemm.core.operands import Operand, as3d
@@ -118,7 +119,7 @@ def _plan_tiled(base: Plan, p: Problem, alpha: float, allow_tf32: bool, config: 
     acc = acc_dtype_name(p.in_dtype)
     (la, a_aligned), (lb, b_aligned) = _layout(base.A, widen), _layout(base.B, widen)
     tf32 = bool(allow_tf32 and p.in_dtype == "float32" and _compat.HAS_TF32 and not dev.is_cpu)
-    cfg = config or _config.choose(dev, p.in_dtype, la + lb, M, N, K, p.batch, tf32)
+    cfg = config or choice.choose(dev, p.in_dtype, la + lb, M, N, K, p.batch, tf32)
     pad = (not dev.is_cpu or opts.pad_on_cpu) and M * N * K >= opts.pad_min_work
     padded = pad and bool(M % cfg.tm or N % cfg.tn or K % cfg.tk or not (a_aligned and b_aligned))
     pads = tiled.smem_pads(in_k, dev.is_cpu and not opts.smem_pad_on_cpu, tf32 or opts.smem_pad_on_cpu)

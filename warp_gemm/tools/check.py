@@ -172,7 +172,7 @@ class Env:
             self.gemm = warp_gemm.gemm
             self.warp_version = str(getattr(warp_gemm, "WARP_VERSION", "?"))
             try:
-                from warp_gemm.config.configs import reachable_configs
+                from warp_gemm.config.choice import reachable_configs
 
                 self.tiles = lambda dev, dt: {(c.tm, c.tn, c.tk) for c in reachable_configs(dev == "cpu", dt)}
             except ImportError:

@@ -20,6 +20,7 @@ from warp_gemm import _compat
 from warp_gemm.config.configs import Config
 from warp_gemm.core import launches
 from warp_gemm.kernels import tiled
+from warp_gemm.config import choice
 from warp_gemm.config import configs as _config
 
 DTYPE_ALIASES = {"fp16": "float16", "half": "float16", "bf16": "bfloat16", "fp32": "float32",
@@ -41,7 +42,7 @@ def jobs_for(dtypes: list[str], layouts: tuple[str, ...] = ("NN",), epilogues: t
     for dt in dtypes:
         tf32 = dt == "tf32"
         base = "float32" if tf32 else dt
-        cfgs = configs or _config.reachable_configs(False, base)
+        cfgs = configs or choice.reachable_configs(False, base)
         for cfg in cfgs:
             for lay in layouts:
                 # A split-K configuration may launch either kernel: one split, or several.
