@@ -46,40 +46,55 @@ REPS = 8
 
 
 def variants():
-    """(problem, family, params) rows. Small: (tile, block_dim, mathdx, per_block); skinny: (tm, tn,
-    tk, block_dim, mathdx, target_blocks); tiled: (tm, tn, tk, block_dim, padded)."""
+    """(problem, family, params) rows. small: (tile, block_dim, mathdx, per_block[, pad]); skinny: (tm,
+    tn, tk, block_dim, mathdx, target_blocks[, pad]); tiled: (tm, tn, tk, block_dim, padded); pipe
+    (kernels/pipelined.py, batched): (tm, tn, tk, stages, block_dim); pipesplit (the pipelined kernel
+    over K slices viewed as a batch, float32 partial sums, then skinny's finishing pass): (tm, tn, tk,
+    stages, block_dim, splits). Round 1 (results/small_skinny/h100_run1.json) swept the unpadded
+    small/skinny kernels; this list keeps their best as baselines."""
     v = []
+    P = 8  # fp16 A/B pad and fp32 accumulator pad (elements), as kernels/tiled.py
     for p in ("b4096_32_f16", "b256_32_f16"):
+        v.append((p, "small", (32, 32, True, 4)))
+        v.append((p, "small", (32, 128, True, 1)))
         for bd in (32, 64, 128):
-            for dx in (True, False):
-                for pb in (1, 2, 4):
-                    v.append((p, "small", (32, bd, dx, pb)))
+            for pb in (1, 2, 4):
+                v.append((p, "small", (32, bd, True, pb, P)))
+        for bd in (64, 128):
+            v.append((p, "pipe", (32, 32, 32, 2, bd)))
     for p in ("b10000_16_f32", "b1000_16_f32"):
-        for bd in (32, 64):
-            for dx in (True, False):
-                for pb in (1, 2, 4, 8):
-                    v.append((p, "small", (16, bd, dx, pb)))
+        for pb in (1, 2, 4):
+            v.append((p, "small", (16, 32, True, pb)))
+            v.append((p, "small", (16, 64, False, pb)))
+            v.append((p, "small", (16, 32, True, pb, 4)))
     for p in ("b64_256_f16", "b512_64_f16"):
-        v.append((p, "small", (64, 128, True, 1)))
-        v.append((p, "small", (64, 256, True, 1)))
         v.append((p, "tiled", (64, 64, 64, 128, True)))
-        v.append((p, "tiled", (128, 128, 64, 256, True)))
-        v.append((p, "tiled", (64, 128, 64, 128, True)))
-    for p in ("m16_8192_f16", "m4_8192_f16", "m1_4096_f16"):
-        for tgt in (264, 528, 1056, 2112):
-            v.append((p, "skinny", (16, 128, 64, 128, True, tgt)))
-            v.append((p, "skinny", (16, 256, 64, 256, True, tgt)))
-            v.append((p, "skinny", (16, 128, 128, 128, True, tgt)))
-            v.append((p, "skinny", (16, 64, 128, 64, True, tgt)))
-    for p, side in (("m4_8192_f16", 4), ("m1_4096_f16", 1)):
-        for tgt in (264, 528, 1056, 2112):
-            v.append((p, "skinny", (side, 128, 64, 128, False, tgt)))
-            v.append((p, "skinny", (side, 256, 64, 256, False, tgt)))
-            v.append((p, "skinny", (side, 128, 128, 128, False, tgt)))
-            v.append((p, "skinny", (side, 64, 128, 64, False, tgt)))
-    for tgt in (264, 528, 1056, 2112):
-        v.append(("n16_8192_f16", "skinny", (128, 16, 64, 128, True, tgt)))
-        v.append(("n16_8192_f16", "skinny", (256, 16, 64, 256, True, tgt)))
+        v.append((p, "small", (64, 128, True, 1, P)))
+        for st in (2, 3, 4):
+            v.append((p, "pipe", (64, 64, 64, st, 128)))
+        v.append((p, "pipe", (64, 64, 32, 4, 128)))
+        v.append((p, "pipe", (128, 128, 64, 2, 256)))
+        v.append((p, "pipe", (64, 128, 64, 3, 128)))
+    for p in ("m16_8192_f16", "m4_8192_f16", "n16_8192_f16", "m1_4096_f16"):
+        tiles = [(128, 16, 64, 128), (128, 16, 128, 128)] if p[0] == "n" else \
+            [(16, 128, 128, 128), (16, 64, 128, 64), (16, 128, 64, 128), (16, 256, 128, 256)]
+        for tgt in (528, 1056, 2112):
+            for tm, tn, tk, bd in tiles:
+                v.append((p, "skinny", (tm, tn, tk, bd, True, tgt, P)))
+        ptile = (128, 16, 128) if p[0] == "n" else (16, 128, 128)
+        for st in (2, 3, 4):
+            for sp in (8, 16, 32):
+                v.append((p, "pipesplit", ptile + (st, 128, sp)))
+        if p[0] == "m":
+            for sp in (8, 16, 32):
+                v.append((p, "pipesplit", (16, 256, 64, 4, 128, sp)))
+    for tgt in (528, 1056):
+        v.append(("m4_8192_f16", "skinny", (4, 128, 128, 128, False, tgt)))
+        v.append(("m4_8192_f16", "skinny", (4, 64, 128, 64, False, tgt)))
+        v.append(("m1_4096_f16", "skinny", (1, 128, 64, 128, False, tgt)))
+        v.append(("m1_4096_f16", "skinny", (1, 128, 128, 128, False, tgt)))
+        v.append(("m1_4096_f16", "skinny", (1, 128, 256, 128, False, tgt)))
+        v.append(("m1_4096_f16", "skinny", (1, 64, 256, 64, False, tgt)))
     return v
 
 
@@ -88,11 +103,20 @@ def spec_of(problem, family, params):
 
     dtype = PROBLEMS[problem][0]
     if family == "small":
-        t, bd, dx, pb = params
-        return small.SmallSpec(t, t, t, dtype, dtype, "N", "N", "scale", pb, bd, dx)
+        t, bd, dx, pb = params[:4]
+        pad = params[4] if len(params) > 4 else 0
+        return small.SmallSpec(t, t, t, dtype, dtype, "N", "N", "scale", pb, bd, dx, pad, pad)
     if family == "skinny":
-        tm, tn, tk, bd, dx, tgt = params
-        return skinny.SkinnySpec(tm, tn, tk, dtype, dtype, "N", "N", "scale", bd, dx, tgt)
+        tm, tn, tk, bd, dx, tgt = params[:6]
+        pad = params[6] if len(params) > 6 else 0
+        return skinny.SkinnySpec(tm, tn, tk, dtype, dtype, "N", "N", "scale", bd, dx, tgt, pad, pad)
+    if family in ("pipe", "pipesplit"):
+        from warp_gemm.kernels import pipelined
+
+        tm, tn, tk, st, bd = params[:5]
+        out = "float32" if family == "pipesplit" else dtype
+        return pipelined.PipeSpec(tm, tn, tk, dtype, out, "N", "N", "scale", stages=st, block_dim=bd,
+                                  chunk=16, pad_ab=8, pad_c=8)
     from warp_gemm.kernels import tiled
 
     tm, tn, tk, bd, padded = params
@@ -119,6 +143,28 @@ def launches_of(problem, family, params, A, B, D, ws_cache):
                 ws_cache[key] = wp.empty(shp[0], dtype=getattr(wp, shp[1]), device=D.device)
             ws = ws_cache[key]
         return skinny.launch_args(spec, A, B, None, D, 1.0, 0.0, M, N, K, batch, batch, batch, 1, workspace=ws)
+    if family == "pipe":
+        from warp_gemm.kernels import pipelined
+
+        return [pipelined.launch_args(spec, A, B, None, D, 1.0, 0.0, M, N, K, batch, batch, batch, 1)]
+    if family == "pipesplit":
+        from warp_gemm.kernels import pipelined
+
+        sp = params[5]
+        assert batch == 1 and K % sp == 0
+        ks = K // sp
+        it = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}[dtype]
+        # K slice s of A (M, K) and of B (K, N) as batch entry s: strided views, no copies.
+        A3 = wp.array(ptr=A.ptr, dtype=A.dtype, shape=(sp, M, ks), strides=(ks * it, K * it, it), device=A.device)
+        B3 = wp.array(ptr=B.ptr, dtype=B.dtype, shape=(sp, ks, N), strides=(ks * N * it, N * it, it),
+                      device=B.device)
+        key = ((sp, M, N), "float32")
+        if key not in ws_cache:
+            ws_cache[key] = wp.empty((sp, M, N), dtype=wp.float32, device=D.device)
+        W = ws_cache[key]
+        first = pipelined.launch_args(spec, A3, B3, None, W, 1.0, 0.0, M, N, ks, sp, sp, sp, 1)
+        fin = skinny._finish_kernel("float32", dtype)
+        return [first, (fin, (1, M, N), [D, W, D, 1.0, 0.0, sp, 1, 1, 0], None)]
     from warp_gemm.kernels import tiled
 
     kspec, bd = spec
@@ -200,12 +246,14 @@ def main():
         seen, uniq = set(), []
         for i in todo:
             p, fam, prm = V[i]
-            kkey = (PROBLEMS[p][0], fam, prm[:3] if fam == "small" else prm[:5])
+            kkey = (PROBLEMS[p][0], fam, prm[:3] + prm[4:] if fam == "small" else
+                    prm[:5] + prm[6:] if fam == "skinny" else prm[:5])
             if kkey not in seen:
                 seen.add(kkey)
                 uniq.append(i)
         # MathDx variants first so that the long compiles start together.
-        uniq.sort(key=lambda i: not (V[i][2][2] if V[i][1] == "small" else V[i][2][4] if V[i][1] == "skinny" else True))
+        uniq.sort(key=lambda i: not (V[i][2][2] if V[i][1] == "small" else V[i][2][4] if V[i][1] == "skinny"
+                                     else True))
         groups = [uniq[k::args.procs] for k in range(args.procs)]
         procs = [subprocess.Popen([sys.executable, __file__, "compile", ",".join(map(str, g))], stdout=log,
                                   stderr=subprocess.STDOUT) for g in groups if g]
@@ -336,11 +384,12 @@ def print_table(rows, meta):
     for r in rows:
         if r["family"] != "torch" and r.get("ok") and "us" in r:
             k = (r["problem"], r["family"], r["params"][2] if r["family"] == "small" else
-                 (r["params"][4] if r["family"] == "skinny" else True))
+                 (r["params"][4] if r["family"] == "skinny" else True),
+                 len(r["params"]) > 4 if r["family"] == "small" else len(r["params"]) > 6)
             if k not in fam_best or r["us"] < fam_best[k]["us"]:
                 fam_best[k] = r
     print("problem            family  dx    params                         us      TFLOP/s  torch_us  ratio")
-    for (p, fam, dx), r in sorted(fam_best.items()):
+    for (p, fam, dx, _), r in sorted(fam_best.items()):
         tu = torch_us.get(p, float("nan"))
         print(f"{p:18s} {fam:7s} {str(dx):5s} {str(r['params']):30s} {r['us']:7.1f} {r['tflops']:8.2f} "
               f"{tu:8.1f} {tu / r['us']:6.2f}")

@@ -217,3 +217,19 @@ def test_skinny_workspace_checked():
     D = wp.zeros((1, 4, 64), dtype=wp.float32)
     with pytest.raises(ValueError, match="workspace"):
         skinny.launch_args(spec, A, B, None, D, 1.0, 0.0, 4, 64, 1000, 1, 1, 1, 1, workspace=None)
+
+
+# --- padded shared tiles (chosen on CUDA with MathDx; the same code path runs on the CPU) ---------------
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("fam,layout,shape", [
+    (small, "NT", (17, 33, 15, 3, 3, 1, 1)),
+    (small, "TN", (32, 32, 32, 2, 1, 2, 0)),
+    (skinny, "NN", (3, 70, 129, 2, 2, 1, 2)),
+    (skinny, "TT", (40, 5, 200, 1, 1, 1, 1)),
+], ids=["small-NT", "small-TN", "skinny-NN", "skinny-TT"])
+def test_padded(device, fam, layout, shape):
+    M, N, K, batch, a_nb, b_nb, c_nb = shape
+    rng = np.random.default_rng(np.random.SeedSequence().entropy % 2**31)
+    res, spec, _ = run_family(fam, device, "float16", "float16", layout, M, N, K, batch, a_nb, b_nb, c_nb,
+                              0.5, 2.0, rng, spec_override={"pad_ab": 8, "pad_c": 8})
+    assert res.ok, f"{spec.key}: {res}"
