@@ -120,15 +120,23 @@ def test_gemm_gradcheck(case, gen):
     assert torch.autograd.gradcheck(f, inputs)
 
 
-def test_gemm_gradients_equal_torch_expression(gen):
-    a, b, c = randn(gen, 2, 4, 6, grad=True), randn(gen, 6, 5, grad=True), randn(gen, 5, grad=True)
-    g = randn(gen, 2, 4, 5)
-    wgt.gemm(a, b, c, alpha=2.0, beta=0.5).backward(g)
-    got = [t.grad for t in (a, b, c)]
-    for t in (a, b, c):
+@pytest.mark.parametrize("case", GRAD_CASES, ids=[f"{a}x{b}+{c}-{t}" for a, b, c, t in GRAD_CASES])
+def test_gemm_gradients_equal_torch_expression(case, gen):
+    """Exact (float64) gradients against torch's own, where gradcheck's tolerance (rtol 1e-3) is loose."""
+    sa, sb, sc, trans = case
+    ta, tb = trans[0] == "T", trans[1] == "T"
+    a, b = randn(gen, *sa, grad=True), randn(gen, *sb, grad=True)
+    c = randn(gen, *sc, grad=True) if sc else None
+    ts = [t for t in (a, b, c) if t is not None]
+    beta = 0.5 if c is not None else 0.0
+    d = wgt.gemm(a, b, c, alpha=2.0, beta=beta, trans_a=ta, trans_b=tb)
+    g = randn(gen, *d.shape)
+    d.backward(g)
+    got = [t.grad for t in ts]
+    for t in ts:
         t.grad = None
-    (2.0 * (a @ b) + 0.5 * c).backward(g)
-    for x, t in zip(got, (a, b, c)):
+    (2.0 * (_t(a, ta) @ _t(b, tb)) + (beta * c if c is not None else 0)).backward(g)
+    for x, t in zip(got, ts):
         assert x.shape == t.shape
         close64(x, t.grad)
 
