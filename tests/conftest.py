@@ -77,6 +77,19 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture(autouse=True)
+def _cpu_tile_kernels(request):
+    """On the CPU the suite checks Warp's tile kernels -- the GPU kernels' twin, how CI checks the kernel
+    logic -- not the default host BLAS path; tests of that path carry the ``cpu_host`` marker."""
+    if request.node.get_closest_marker("cpu_host"):
+        yield
+        return
+    import warp_gemm
+
+    with warp_gemm.options(cpu_backend="tiles"):
+        yield
+
+
+@pytest.fixture(autouse=True)
 def _fresh_call_plans():
     """Each test starts without recorded call plans (core.execute._plans): a plan left by an earlier test for
     arrays at a reused address would let a test's first call skip the launch path it means to test."""

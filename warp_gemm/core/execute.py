@@ -211,9 +211,32 @@ def _tiled(plan: Plan, p: Problem, Dk, alpha: float, beta: float, allocate) -> N
 
 
 def _host(plan: Plan, p: Problem, alpha: float, beta: float) -> None:
+    """The CPU's BLAS on zero-copy views of the operands' memory: torch's for all-torch calls, NumPy's
+    otherwise (bfloat16 as its raw bits). The problem's own orientation (no layout swap): BLAS takes
+    any strides."""
     from warp_gemm.kernels import host
 
-    host.run_problem(plan, p, alpha, beta)
+    ops = (p.A, p.B, p.C, p.D)
+    if all(op is None or op.kind == "torch" for op in ops):
+        A, B, C, D = (None if op is None else op.obj.as_strided(op.shape, op.strides) for op in ops)
+        host.run_torch(A, B, C, D, alpha, beta)
+    else:
+        A, B, C, D = (None if op is None else _np_view(op) for op in ops)
+        host.run_numpy(A, B, C, D, alpha, beta, p.in_dtype, p.out_dtype)
+
+
+def _np_view(op: Operand):
+    """A NumPy array over ``op``'s CPU memory (shape and strides as described; no copy)."""
+    import ctypes
+
+    import numpy as np
+
+    dt = np.uint16 if op.dtype == "bfloat16" else np.dtype(op.dtype)
+    if op.size == 0:
+        return np.empty(op.shape, dt)
+    lo, hi = op.span()
+    buf = (ctypes.c_char * (hi - lo)).from_address(lo)
+    return np.ndarray(op.shape, dt, buffer=buf, strides=tuple(s * ITEMSIZE[op.dtype] for s in op.strides))
 
 
 def _tile_padded_copy(view, tiles: tuple[int, int], dtype: str, allocate, extra_cols: int = 0):

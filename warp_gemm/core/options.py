@@ -30,7 +30,7 @@ class Options:
     edge_clamp_on_cpu: bool = False
     #: CPU products: "host" (the BLAS NumPy/torch already have, kernels/host.py) or "tiles" (Warp's tile
     #: kernels on the CPU backend: the GPU kernels' twin, how CI checks the kernel logic).
-    cpu_backend: str = "tiles"
+    cpu_backend: str = "host"
     #: Force one kernel family where it applies ("tiled", "pipelined", ...); None: the planner chooses.
     family: str | None = None
 
