@@ -1,0 +1,191 @@
+"""A fused layer in your own Warp kernel: ``warp_gemm.tile_gemm_func`` + your activation + your store.
+
+``y = silu(x @ W)`` in one tile kernel: ``mma = tile_gemm_func(TM, TN, TK, dtype)``; ``mma(A, B, row, col)`` returns the (TM, TN) accumulator tile
+of ``A @ B`` over all of K (edges zero-filled, any M, N, K); the kernel applies its own activation with
+``wp.tile_map`` and stores the tile itself, so the GEMM result never goes through global memory.
+
+Checks the fused result against float64 NumPy, and with ``--time`` (the default on CUDA) times it
+against the unfused pair ``warp_gemm.matmul`` + a separate elementwise Warp kernel.
+
+    python examples/07_fused_layer.py                           # CUDA if present: fp16 4096^3, timed
+    python examples/07_fused_layer.py --device cpu --size 300 --dtype float32
+    python examples/07_fused_layer.py --device cuda --size 1000 --dtype bfloat16 --tiles 64x64x64
+"""
+
+# No `from __future__ import annotations`: Warp reads the kernels' annotations as objects.
+import argparse
+import sys
+import time
+
+import numpy as np
+import warp as wp
+
+import warp_gemm
+from warp_gemm import _compat
+from warp_gemm.tile import tile_gemm_func  # also exported as warp_gemm.tile_gemm_func
+
+try:
+    from warp_gemm.tools.tolerance import DTYPES, compare, round_to
+except ImportError:  # before the tools/ move
+    from warp_gemm.tolerance import DTYPES, compare, round_to
+
+
+def default_device() -> str:
+    return "cuda" if wp.get_cuda_device_count() > 0 else "cpu"
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--device", default=None, help="cuda, cuda:1 or cpu (default: cuda if available, else cpu)")
+    p.add_argument("--size", default=None,
+                   help="n for n x n x n, or MxNxK (default: 4096 on CUDA, 300x200x257 on the CPU)")
+    p.add_argument("--dtype", default=None, choices=DTYPES,
+                   help="input and output dtype (default: float16 on CUDA, float32 on the CPU)")
+    p.add_argument("--tiles", default=None,
+                   help="TMxTNxTK (default: 128x128x64 on CUDA, 32x32x32 on the CPU)")
+    p.add_argument("--block-dim", type=int, default=None, help="threads per block (default: 256 CUDA, 64 CPU)")
+    p.add_argument("--time", action="store_true", help="time it (always on CUDA)")
+    p.add_argument("--repeats", type=int, default=20, help="timed launches per variant (default: %(default)s)")
+    return p.parse_args(argv)
+
+
+def wp_dtype(name: str):
+    return _compat.bf16_dtype() if name == "bfloat16" else getattr(wp, name)
+
+
+def build_kernels(tm: int, tn: int, tk: int, dtype: str):
+    """The fused layer kernel and the unfused pair's elementwise kernel, for ``dtype`` in and out."""
+    IN = wp_dtype(dtype)
+    ACC = wp.float64 if dtype == "float64" else wp.float32
+    CAST = dtype in ("float16", "bfloat16")  # the float32 accumulator is stored in 16 bit
+    TM, TN = tm, tn
+    mma = tile_gemm_func(tm, tn, tk, IN)
+
+    def silu(x: ACC):
+        # The user's activation: x * sigmoid(x).
+        return x / (ACC(1.0) + wp.exp(-x))
+
+    silu.__name__ = silu.__qualname__ = f"silu_{dtype}"
+    act = wp.func(silu, name=f"example_silu_{dtype}")
+
+    def fused_layer(A: wp.array2d(dtype=IN), B: wp.array2d(dtype=IN), Y: wp.array2d(dtype=IN)):
+        i, j = wp.tid()
+        acc = mma(A, B, i * TM, j * TN)  # (TM, TN) tile of A @ B, all of K
+        y = wp.tile_map(act, acc)
+        if wp.static(CAST):
+            wp.tile_store(Y, wp.tile_astype(y, IN), offset=(i * TM, j * TN))
+        else:
+            wp.tile_store(Y, y, offset=(i * TM, j * TN))
+
+    def silu_inplace(X: wp.array2d(dtype=IN)):
+        i, j = wp.tid()
+        X[i, j] = IN(act(ACC(X[i, j])))
+
+    fused_layer.__name__ = fused_layer.__qualname__ = f"fused_layer_{dtype}_{tm}x{tn}x{tk}"
+    silu_inplace.__name__ = silu_inplace.__qualname__ = f"silu_inplace_{dtype}"
+    # bfloat16 tiles are multiplied only in modules without backward code (Warp 1.14+); this layer
+    # is forward-only anyway.
+    if _compat.HAS_MODULE_OPTIONS_KW:
+        opts = {"module": "unique", "module_options": {"enable_backward": False}}
+        return wp.kernel(fused_layer, **opts), wp.kernel(silu_inplace, **opts)
+    kernels = (wp.kernel(fused_layer, module="unique"), wp.kernel(silu_inplace, module="unique"))
+    for k in kernels:
+        k.module.options.update({"enable_backward": False})
+    return kernels
+
+
+def to_wp(x: np.ndarray, dtype: str, device: str) -> wp.array:
+    if dtype == "bfloat16":
+        return wp.array(x.astype(np.float32), dtype=wp_dtype(dtype), device=device)
+    return wp.array(x.astype(dtype), dtype=wp_dtype(dtype), device=device)
+
+
+def to_f64(y: wp.array, dtype: str) -> np.ndarray:
+    v = y.numpy()
+    if dtype == "bfloat16":  # raw bits
+        return (v.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    return v.astype(np.float64)
+
+
+def timed(fn, repeats: int, device: str) -> float:
+    """Median seconds of ``fn`` over ``repeats`` launches, synchronised per launch (after warm-up)."""
+    fn()
+    wp.synchronize_device(device)
+    ts = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        wp.synchronize_device(device)
+        ts.append(time.perf_counter() - t)
+    return float(np.median(ts))
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    _compat.init()
+    device = args.device or default_device()
+    cuda = device.startswith("cuda")
+    if cuda:
+        _compat.init(device)
+    dtype = args.dtype or ("float16" if cuda else "float32")
+    size = args.size or ("4096" if cuda else "300x200x257")
+    M, N, K = (int(v) for v in size.split("x")) if "x" in size else (int(size),) * 3
+    tm, tn, tk = (int(v) for v in (args.tiles or ("128x128x64" if cuda else "32x32x32")).split("x"))
+    block_dim = args.block_dim or (256 if cuda else 64)
+    if dtype in ("float16", "bfloat16") and not _compat.HAS_TILE_ASTYPE:
+        print(f"{dtype} needs warp-lang >= 1.8 (tile_astype); installed {_compat.WARP_VERSION}")
+        return 1
+
+    rng = np.random.default_rng(0)
+    s = K**-0.25
+    a = round_to(rng.standard_normal((M, K)) * s, dtype)
+    b = round_to(rng.standard_normal((K, N)) * s, dtype)
+    A, B = to_wp(a, dtype, device), to_wp(b, dtype, device)
+    Y = to_wp(np.full((M, N), np.nan), dtype, device)
+    fused, silu_k = build_kernels(tm, tn, tk, dtype)
+    grid = (-(-M // tm), -(-N // tn))
+    print(f"y = silu(A @ B): A {M}x{K}, B {K}x{N}, {dtype} on {device}; tiles {tm}x{tn}x{tk}, "
+          f"block_dim {block_dim}, grid {grid}; warp-lang {_compat.WARP_VERSION}")
+
+    def run_fused():
+        wp.launch_tiled(fused, dim=grid, inputs=[A, B, Y], block_dim=block_dim, device=device)
+
+    t = time.perf_counter()
+    run_fused()
+    wp.synchronize_device(device)
+    print(f"  first fused launch (compiles on a cold cache): {time.perf_counter() - t:.1f} s")
+    z = a @ b
+    ref = z / (1.0 + np.exp(-z))
+    result = compare(to_f64(Y, dtype), ref, dtype)
+    print(f"  fused kernel vs float64:   {result}")
+    ok = result.ok
+
+    # The unfused pair: warp_gemm.matmul into a buffer, then the activation in place.
+    T = to_wp(np.full((M, N), np.nan), dtype, device)
+
+    def run_pair():
+        warp_gemm.matmul(A, B, out=T)
+        wp.launch(silu_k, dim=(M, N), inputs=[T], device=device)
+
+    t = time.perf_counter()
+    run_pair()
+    wp.synchronize_device(device)
+    print(f"  first unfused pair (compiles on a cold cache): {time.perf_counter() - t:.1f} s")
+    result = compare(to_f64(T, dtype), ref, dtype)
+    print(f"  matmul + silu vs float64:  {result}")
+    ok &= result.ok
+
+    if args.time or cuda:
+        flops = 2.0 * M * N * K
+        tf = timed(run_fused, args.repeats, device)
+        tp = timed(run_pair, args.repeats, device)
+        unit, scale = ("TFLOP/s", 1e12) if cuda else ("GFLOP/s", 1e9)
+        print(f"  fused layer:               {tf * 1e3:9.3f} ms  {flops / tf / scale:8.2f} {unit}")
+        print(f"  warp_gemm.matmul + silu:   {tp * 1e3:9.3f} ms  {flops / tp / scale:8.2f} {unit}")
+        print(f"  unfused / fused time:      {tp / tf:.2f}x")
+    print("all results within tolerance" if ok else "SOME RESULTS OUT OF TOLERANCE (FAIL)")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
