@@ -210,7 +210,7 @@ def test_linear_keeps_preactivation_only_when_needed(gen, monkeypatch):
     close64(y, ref_act("gelu", x @ w.detach().t()))
 
 
-@pytest.mark.parametrize("bad", ["swish", "GELU", "", 3])
+@pytest.mark.parametrize("bad", ["swish", "GELU", "none", "", 3])
 def test_unknown_activation_is_a_value_error_naming_it(bad, gen):
     x, w = randn(gen, 3, 5), randn(gen, 4, 5)
     with pytest.raises(ValueError, match=f"unknown activation {bad!r}.*'gelu_tanh'"):

@@ -104,8 +104,6 @@ def _elementwise(out: torch.Tensor, z: torch.Tensor, activation):
 
 def _act_arg(activation) -> str:
     """The op's string form of an activation name (validated): None -> "none"."""
-    if activation == "none":
-        return "none"
     _epi.check_activation(activation)
     return "none" if activation is None else activation
 

@@ -1,0 +1,124 @@
+"""kernels/epilogue.py: every activation and its derivative as a Warp function inside ``wp.tile_map`` on
+float32 and float64 tiles (the fused-epilogue use) and in the elementwise kernels, against the float64
+references; the references against torch's own activations and autograd."""
+
+# No `from __future__ import annotations`: Warp reads the test kernel's annotations as objects.
+
+import numpy as np
+import pytest
+import warp as wp
+
+import warp_gemm._compat as compat
+from warp_gemm.kernels import epilogue as E
+
+pytestmark = pytest.mark.skipif(not compat.HAS_CPU_TILES, reason="CPU tile kernels need warp-lang >= 1.7")
+
+ACTS = [None, *E.ACTIVATIONS]
+TM, TN = 4, 8
+_tile_kernels = {}
+
+
+def tile_map_kernel(fn, dtype):
+    """A one-tile kernel applying ``fn`` with ``wp.tile_map`` (as a GEMM epilogue does to its accumulator)."""
+    key = (fn.key, dtype)
+    if key not in _tile_kernels:
+        T = dtype
+
+        def k(src: wp.array2d(dtype=T), dst: wp.array2d(dtype=T)):
+            t = wp.tile_load(src, shape=(TM, TN), offset=(0, 0))
+            wp.tile_store(dst, wp.tile_map(fn, t), offset=(0, 0))
+
+        _tile_kernels[key] = compat.make_kernel(k, f"test_epi_{fn.key}_{dtype.__name__}")
+    return _tile_kernels[key]
+
+
+def draws(rng, shape, dtype):
+    z = rng.standard_normal(shape) * 3
+    z.flat[:4] = [0.0, -30.0, 30.0, -1e-3]  # the kink, saturation both ways, a tiny negative
+    return z.astype(dtype)
+
+
+def rel_err(got, want):
+    return float(np.max(np.abs(got - want) / (1 + np.abs(want))))
+
+
+TOL = {np.float64: 1e-14, np.float32: 4e-7 * 4, np.float16: 2e-3}
+
+
+@pytest.mark.parametrize("which", ["forward", "derivative"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
+@pytest.mark.parametrize("act", ACTS, ids=str)
+def test_tile_map_matches_reference(act, dtype, which, rng):
+    fn = E.activation_func(act) if which == "forward" else E.activation_grad_func(act)
+    ref = E.reference if which == "forward" else E.reference_grad
+    z = draws(rng, (TM, TN), dtype)
+    wdt = wp.float64 if dtype == np.float64 else wp.float32
+    src = wp.array(z, dtype=wdt, device="cpu")
+    dst = wp.full((TM, TN), np.nan, dtype=wdt, device="cpu")
+    wp.launch_tiled(tile_map_kernel(fn, wdt), dim=[1], inputs=[src, dst], block_dim=32, device="cpu")
+    out = dst.numpy()
+    assert out.dtype == dtype
+    assert rel_err(out, ref(act, z.astype(np.float64))) <= TOL[dtype]
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64], ids=["float16", "float32", "float64"])
+@pytest.mark.parametrize("act", ACTS, ids=str)
+def test_elementwise_kernels_match_reference(act, dtype, rng):
+    wdt = {np.float16: wp.float16, np.float32: wp.float32, np.float64: wp.float64}[dtype]
+    z = draws(rng, (2, 3, 5), dtype)
+    gy = rng.standard_normal((2, 3, 5)).astype(dtype)
+    Z = wp.array(z, dtype=wdt, device="cpu")
+    Y = wp.full((2, 3, 5), np.nan, dtype=wdt, device="cpu")
+    E.apply_activation(Y, Z, act)
+    G = wp.array(gy, dtype=wdt, device="cpu")
+    GZ = wp.full((2, 3, 5), np.nan, dtype=wdt, device="cpu")
+    E.activation_backward(GZ, G, Z, act)
+    z64 = z.astype(np.float64)
+    assert rel_err(Y.numpy(), E.reference(act, z64)) <= TOL[dtype]
+    assert rel_err(GZ.numpy(), gy.astype(np.float64) * E.reference_grad(act, z64)) <= TOL[dtype]
+
+
+def test_apply_activation_in_place(rng):
+    z = draws(rng, (1, 4, 6), np.float64)
+    Z = wp.array(z, dtype=wp.float64, device="cpu")
+    E.apply_activation(Z, Z, "silu")
+    assert rel_err(Z.numpy(), E.reference("silu", z)) <= 1e-14
+
+
+def test_elementwise_kernels_refuse_bad_shapes():
+    a = wp.zeros((1, 2, 3), dtype=wp.float32, device="cpu")
+    with pytest.raises(ValueError, match=r"src has shape \[1, 2, 3\]; expected \[1, 3, 2\]"):
+        E.apply_activation(wp.zeros((1, 3, 2), dtype=wp.float32, device="cpu"), a, "relu")
+    with pytest.raises(ValueError, match="3-D"):
+        E.apply_activation(wp.zeros(6, dtype=wp.float32, device="cpu"), a, "relu")
+    with pytest.raises(TypeError, match="one dtype"):
+        E.activation_backward(a, a, wp.zeros((1, 2, 3), dtype=wp.float64, device="cpu"), "tanh")
+    with pytest.raises(ValueError, match="unknown activation 'swish'"):
+        E.apply_activation(a, a, "swish")
+
+
+@pytest.mark.parametrize("act", ACTS, ids=str)
+def test_references_match_torch(act, rng):
+    torch = pytest.importorskip("torch")
+    z = draws(rng, (64,), np.float64)
+    t = torch.tensor(z, requires_grad=True)
+    y = E.reference(act, t)
+    y.sum().backward()
+    np.testing.assert_allclose(E.reference(act, z), y.detach().numpy(), rtol=1e-14, atol=1e-15)
+    # numpy reference derivative = torch autograd of torch's own activation = torch reference derivative.
+    # The derivatives are sums of O(1) terms (|z| <= 30) that cancel where the derivative is small
+    # (gelu_tanh near z = -3.5: -6e-4 from terms of about 2), so the absolute error is a few ulps of 2-4.
+    np.testing.assert_allclose(E.reference_grad(act, z), t.grad.numpy(), rtol=1e-13, atol=1e-14)
+    np.testing.assert_allclose(E.reference_grad(act, t.detach()).numpy(), t.grad.numpy(), rtol=1e-13, atol=1e-14)
+
+
+def test_check_activation():
+    assert E.check_activation(None) is None
+    for a in E.ACTIVATIONS:
+        assert E.check_activation(a) == a
+    with pytest.raises(ValueError, match=r"unknown activation 'swish'; valid activations: None, 'relu', 'gelu', "
+                                         r"'gelu_tanh', 'silu', 'tanh'"):
+        E.check_activation("swish")
+    for bad in ("none", "ReLU", 1):
+        with pytest.raises(ValueError, match=repr(bad)):
+            E.check_activation(bad)
