@@ -23,7 +23,6 @@ Every call into the core goes through the two indirection functions :func:`_core
 :func:`_core_linear`.
 """
 
-from __future__ import annotations
 
 import threading
 from typing import Optional
