@@ -39,7 +39,7 @@ def _imports(name: str, path: pathlib.Path, known: set[str]) -> set[str]:
             if node.level:
                 up = pkg.split(".")
                 base = ".".join(up[: len(up) - node.level + 1] + ([base] if base else []))
-            targets = [f"{base}.{a.name}" for a in node.names] + [base]
+            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names]
         else:
             continue
         for t in targets:

@@ -138,8 +138,10 @@ def execute(plan: Plan, p: Problem, alpha: float, beta: float) -> bool:
             convert(Dk, _c_view(plan.C), plan.out_k, plan.C.dtype, beta)
         else:
             fill(Dk, plan.out_k, 0.0)
-    else:
+    elif plan.family == "tiled":
         _tiled(plan, p, Dk, alpha, beta, allocate)
+    else:
+        _family(plan, p, Dk, alpha, beta, allocate)
     if plan.tmp_out:
         convert(wp_view(D, (dnb, dr, dc), (dsb, dsr, dsc)), Dk, D.dtype, plan.out_k)
     return bool(temporaries)
@@ -208,6 +210,66 @@ def _tiled(plan: Plan, p: Problem, Dk, alpha: float, beta: float, allocate) -> N
                 cfin = Dk
         Wv = raw_view(W.ptr, W.dtype, Dk.shape, W.strides, dev) if plan.padded else W
         launches.finish_splitk(Dk, Wv, cfin, plan.out_k, acc, alpha, beta)
+
+
+def _c_kernel_view(plan: Plan, Dk):
+    """(C as the kernel reads it, its batch count): read in place, or first written into the output."""
+    if not plan.use_c:
+        return None, 1
+    if plan.c_into_d:
+        convert(Dk, _c_view(plan.C), plan.out_k, plan.C.dtype)
+        return Dk, Dk.shape[0]
+    C = plan.C
+    shape = (1,) * (3 - C.ndim) + tuple(C.shape)
+    strides = (0,) * (3 - C.ndim) + tuple(C.strides)
+    return wp_view(C, shape, (strides[0] if shape[0] > 1 else plan.M * plan.N, strides[1] if plan.M > 1 else plan.N,
+                              1)), shape[0]
+
+
+def _family(plan: Plan, p: Problem, Dk, alpha: float, beta: float, allocate) -> None:
+    """The pipelined, small and skinny families: their launch_args, launched in order."""
+    from warp_gemm.kernels import pipelined, skinny, small
+
+    dev = p.A.device
+    Av = _kernel_operand(plan.A, False, allocate)
+    Bv = _kernel_operand(plan.B, False, allocate)
+    Cv, c_nb = _c_kernel_view(plan, Dk)
+    args = (plan.family_spec, Av, Bv, Cv, Dk, alpha, beta, plan.M, plan.N, p.K, p.batch, Av.shape[0], Bv.shape[0], c_nb)
+    if plan.family == "pipelined":
+        todo = [pipelined.launch_args(*args)]
+    else:
+        ws = workspace(dev, *plan.workspace) if plan.workspace else None
+        todo = (small if plan.family == "small" else skinny).launch_args(*args, workspace=ws)
+    for kernel, dim, inputs, block_dim in todo:
+        launches.launch(kernel, dim, inputs, dev, None if block_dim is None else (1 if dev.is_cpu else block_dim))
+
+
+# --- cached workspaces -------------------------------------------------------------------------------------
+# One growing buffer per (device, stream): a call whose family needs a workspace gets a plan like any
+# other (no allocation per call, the same address each time). Kernels on one stream run in order, so
+# calls on that stream can share it; a buffer outgrown is kept (never freed: a captured CUDA graph may
+# still name it), so the memory held is under twice the largest workspace used.
+_workspaces: dict = {}
+_retired: list = []
+_ws_lock = __import__("threading").Lock()
+
+
+def workspace(dev, shape: tuple, dtype: str):
+    """A Warp array of ``shape``/``dtype`` over this device and current stream's cached workspace."""
+    stream = 0 if dev.is_cpu else wp.get_stream(dev).cuda_stream
+    nbytes = max(1, -(-__import__("math").prod(shape) * ITEMSIZE[dtype] // 256) * 256)
+    key = (dev.alias, stream)
+    with _ws_lock:
+        buf = _workspaces.get(key)
+        if buf is None or buf.capacity < nbytes:
+            if buf is not None:
+                _retired.append(buf)
+            buf = wp.empty(max(nbytes, 2 * (buf.capacity if buf is not None else 0)) // 4, dtype=wp.float32,
+                           device=dev)
+            _workspaces[key] = buf
+    item = ITEMSIZE[dtype]
+    strides = tuple(int(__import__("math").prod(shape[i + 1:])) * item for i in range(len(shape)))
+    return raw_view(buf.ptr, WP_DTYPES[dtype], tuple(shape), strides, dev)
 
 
 def _host(plan: Plan, p: Problem, alpha: float, beta: float) -> None:

@@ -53,6 +53,8 @@ class Plan:
     workspace: tuple | None = None  # (shape, zeroed) of the accumulator-dtype workspace
     c_into_d: bool = False  # C first written into the output, which the kernel reads back
     clamps: tuple = (NO_CLAMP, NO_CLAMP, NO_CLAMP)  # m_clamp, n_clamp, k_clamp
+    # --- the other device families (pipelined, small, skinny): their spec; workspace is (shape, dtype)
+    family_spec: object = None
 
     @property
     def grid(self) -> tuple[int, int, int]:
@@ -76,7 +78,79 @@ def make_plan(p: Problem, alpha: float, beta: float, allow_tf32: bool, config: C
         return base
     if dev.is_cpu and opts.cpu_backend == "host" and opts.family in (None, "host"):
         return replace(base, family="host", tmp_out=False, out_k=p.out_dtype)
+    if config is None and opts.family != "tiled":
+        other = _plan_family(base, p, allow_tf32, opts)
+        if other is not None:
+            return other
     return _plan_tiled(base, p, alpha, allow_tf32, config, opts)
+
+
+def _plan_family(base: Plan, p: Problem, allow_tf32: bool, opts: Options) -> Plan | None:
+    """The pipelined, small or skinny family where one applies (CUDA; on the CPU backend only when
+    ``opts.family`` names it, for tests), else None (the tiled family).
+
+    Rules (H100, warp-lang 1.19; docs/performance.md): batched products whose outputs are at most 64x64
+    -> small; one output side at most 16 -> skinny; else the pipelined family where its copies can be
+    asynchronous (rows 4-, 8- or 16-byte aligned) and there are enough 128x128 output tiles to fill
+    the GPU; the rest (tiny, 2-byte-aligned rows, strided operands, old Warp) -> tiled."""
+    from warp_gemm.kernels import pipelined, skinny, small
+
+    dev = p.A.device
+    if (dev.is_cpu and opts.family is None) or base.tmp_out or _compat.WIDEN_16BIT_INPUTS:
+        return None
+    la, lb = _layout(base.A, False)[0], _layout(base.B, False)[0]
+    if "copy" in (la, lb) or any(_needs_copy(op) for op in (base.A, base.B)):
+        return None
+    M, N, K = base.M, base.N, p.K
+    epi = "axpby" if base.use_c else "scale"
+    tf32 = bool(allow_tf32 and p.in_dtype == "float32" and _compat.HAS_TF32 and not dev.is_cpu)
+    c_into_d = base.use_c and not c_in_place(base.C, p.out_dtype, M, N)
+    want = opts.family
+    spec = None
+    if want in (None, "small") and p.batch > 1 and not tf32:
+        spec, fam = small.choose_spec(dev, p.in_dtype, la, lb, M, N, K, p.batch, p.out_dtype, epi), "small"
+    if spec is None and want in (None, "skinny") and not tf32:
+        spec, fam = skinny.choose_spec(dev, p.in_dtype, la, lb, M, N, K, p.batch, p.out_dtype, epi), "skinny"
+        if spec is not None:
+            ws = skinny.workspace_shape(spec, M, N, K, p.batch)
+            return replace(base, family=fam, family_spec=spec, c_into_d=c_into_d, workspace=ws)
+    if spec is not None:
+        return replace(base, family=fam, family_spec=spec, c_into_d=c_into_d)
+    if want not in (None, "pipelined"):
+        return None
+    chunk = min(_max_chunk(base.A), _max_chunk(base.B))
+    tiles = p.batch * -(-M // 128) * -(-N // 128)
+    if chunk < 4 or not pipelined.applies(dev, p.in_dtype, tf32, chunk):
+        return None
+    if want is None and tiles < PIPELINED_MIN_TILES:
+        return None
+    spec = pipelined.default_spec(p.in_dtype, p.out_dtype, tf32=tf32, layout=la + lb, epilogue=epi, chunk=chunk,
+                                  device_is_cpu=dev.is_cpu)
+    return replace(base, family="pipelined", family_spec=spec, c_into_d=c_into_d)
+
+
+#: Output tiles of 128x128 from which the pipelined family (one block per SM, 128x128 tiles) is chosen
+#: over the tiled family's smaller tiles and split-K.
+PIPELINED_MIN_TILES = 64
+
+
+def _needs_copy(op: Operand) -> bool:
+    from warp_gemm.core.operands import layout_view
+
+    return layout_view(op)[0] is None
+
+
+def _max_chunk(op: Operand) -> int:
+    """The widest copy chunk (bytes) every row of the kernel's view of ``op`` allows."""
+    from warp_gemm.core.operands import layout_view
+
+    view, _ = layout_view(op)
+    it = ITEM_BYTES[op.dtype]
+    vals = [view.ptr] + [st for st, n in zip(view.strides[:-1], view.shape[:-1]) if n > 1]
+    for c in (16, 8, 4, 2):
+        if c >= it and all(v % c == 0 for v in vals):
+            return c
+    return it
 
 
 def _swap_for_column_major_out(p: Problem):

@@ -14,7 +14,7 @@ import time
 
 from warp_gemm import _compat
 from warp_gemm.config.configs import candidate_configs
-from warp_gemm.config.tables import save, user_cache_path
+from warp_gemm.config.tables import bucket, save, user_cache_path
 
 def _time_one(fn, device, warmup_ms: float = 25, rep_ms: float = 100) -> float:
     """Median GPU milliseconds of ``fn`` with CUDA events (Warp's own, so torch is not needed).
