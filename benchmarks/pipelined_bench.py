@@ -85,6 +85,28 @@ _v("d64x64x32s2b128", "float64", tm=64, tn=64, tk=32, stages=2, block_dim=128, p
 _v("d64x64x32s3c8", "float64", tm=64, tn=64, tk=32, stages=3, block_dim=256, pad_ab=4, pad_c=4, chunk=8)
 _v("d64x64x64s2c8", "float64", tm=64, tn=64, tk=64, stages=2, block_dim=256, pad_ab=4, pad_c=4, chunk=8)
 
+# round 2 (after benchmarks/results/pipelined/pipelined_h100_r1.json): NT was faster than NN at 4096
+# (161 vs 150), the accumulator's shared traffic per tile_matmul favours deep K tiles, and the tiled
+# family's exact-fp32/fp64 winners keep a register accumulator with 2-3 blocks per SM (pad_c 0 now
+# means a register accumulator; the r1 pad_c-0 rows used a shared one).
+_v("h128x128x128s2b128", "float16", tm=128, tn=128, tk=128, stages=2, block_dim=128, min_blocks=1, pad_ab=8, pad_c=8)
+_v("h128x128x96s3", "float16", tm=128, tn=128, tk=96, stages=3, block_dim=256, min_blocks=1, pad_ab=8, pad_c=8)
+_v("h128x128x128s2r", "float16", tm=128, tn=128, tk=128, stages=2, block_dim=256, min_blocks=1, pad_ab=8, pad_c=0)
+_v("bf128x128x128s2NT", "bfloat16", layout="NT", tm=128, tn=128, tk=128, stages=2, block_dim=256, min_blocks=1,
+   pad_ab=8, pad_c=8)
+_v("t128x128x64s2b512", "float32", True, tm=128, tn=128, tk=64, stages=2, block_dim=512, min_blocks=1, pad_ab=4,
+   pad_c=8)
+_v("t128x64x64s3", "float32", True, tm=128, tn=64, tk=64, stages=3, block_dim=256, min_blocks=1, pad_ab=4, pad_c=8)
+_v("t128x128x32s2r", "float32", True, tm=128, tn=128, tk=32, stages=2, block_dim=256, min_blocks=2, pad_ab=4, pad_c=0)
+_v("t128x128x64s2NT", "float32", True, layout="NT", tm=128, tn=128, tk=64, stages=2, block_dim=256, min_blocks=1,
+   pad_ab=4, pad_c=8)
+_v("f128x128x32s2o2", "float32", tm=128, tn=128, tk=32, stages=2, block_dim=256, min_blocks=2, pad_ab=0, pad_c=0)
+_v("f128x128x32s3o2", "float32", tm=128, tn=128, tk=32, stages=3, block_dim=256, min_blocks=2, pad_ab=0, pad_c=0)
+_v("f128x64x32s2o2", "float32", tm=128, tn=64, tk=32, stages=2, block_dim=256, min_blocks=2, pad_ab=0, pad_c=0)
+_v("d64x64x32s2b128o2", "float64", tm=64, tn=64, tk=32, stages=2, block_dim=128, min_blocks=2, pad_ab=4, pad_c=4)
+_v("d64x64x32s2b128r", "float64", tm=64, tn=64, tk=32, stages=2, block_dim=128, min_blocks=3, pad_ab=4, pad_c=0)
+_v("d128x64x32s2r", "float64", tm=128, tn=64, tk=32, stages=2, block_dim=256, min_blocks=2, pad_ab=4, pad_c=0)
+
 SHAPES = [4096, 8192, 1000, 4095, 4097]
 FRO = {"float16": 1e-3, "bfloat16": 8e-3, "float32": 1e-5, "tf32": 5e-3, "float64": 1e-13}
 
@@ -162,15 +184,18 @@ def main_time():
             aligned = (K * it) % 16 == 0 and (N * it) % 16 == 0
             a_st = torch.zeros(M, pad(K), device="cuda", dtype=tdt)
             b_st = torch.zeros(K, pad(N), device="cuda", dtype=tdt)
+            bt_st = torch.zeros(N, pad(K), device="cuda", dtype=tdt)
             for i in idxs:
                 name, spec = _spec(P, i)
-                trans = spec.layout_a + spec.layout_b != "NN"
-                if trans and n != 4096:
+                lay = spec.layout_a + spec.layout_b
+                if lay not in ("NN", "NT") or (lay == "NT" and n == 1000):
                     continue
                 modes = []
                 if spec.chunk == 16 and aligned:
                     modes.append("direct")
-                elif spec.chunk == 16 and it == 2 and n in (4095, 4097):
+                elif spec.chunk == 16 and n in (4095, 4097):
+                    # odd rows: stage into aligned buffers inside the timed region (NT: B staged
+                    # transposed, i.e. the planner's staging pass writes B^T)
                     modes.append("staged")
                 elif spec.chunk < 16 and not aligned:
                     modes.append("direct")
@@ -181,7 +206,7 @@ def main_time():
                         ta = at if spec.layout_a == "T" else a
                         tb = bt if spec.layout_b == "T" else b
                         if mode == "staged":
-                            ta, tb = a_st[:, :K], b_st[:, :N]
+                            ta, tb = a_st[:, :K], (bt_st[:, :K] if lay == "NT" else b_st[:, :N])
                         A = wp.from_torch(ta.unsqueeze(0))
                         B = wp.from_torch(tb.unsqueeze(0))
                         D = wp.from_torch(d.unsqueeze(0))
@@ -192,7 +217,12 @@ def main_time():
                                                               group_m=8)
                         cmd = wp.launch_tiled(k, dim=dim, inputs=inputs, block_dim=block, device=dev, stream=stream,
                                               record_cmd=True)
-                        if mode == "staged":
+                        if mode == "staged" and lay == "NT":
+                            def run():
+                                a_st[:, :K].copy_(a)
+                                bt_st[:, :K].copy_(b.t())
+                                cmd.launch()
+                        elif mode == "staged":
                             def run():
                                 a_st[:, :K].copy_(a)
                                 b_st[:, :N].copy_(b)
@@ -219,7 +249,7 @@ def main_time():
                         row["error"] = f"{type(e).__name__}: {e}"[:400]
                     rows_out.append(row)
                     print(json.dumps(row), flush=True)
-            del a, b, at, bt, a_st, b_st, ref
+            del a, b, at, bt, a_st, b_st, bt_st, ref
             torch.cuda.empty_cache()
     out = os.environ.get("OUT", "/tmp")
     tagname = os.environ.get("TAG", "run")
@@ -246,6 +276,10 @@ if __name__ == "__main__":
     if sys.argv[1:2] == ["compile"]:
         compile_one(int(sys.argv[2]))
     elif sys.argv[1:2] == ["list"]:
-        print(len(V))
+        # indices of the variants to compile (VARIANTS=name,... or ONLY=dtype,...; default all)
+        vsel = set(filter(None, os.environ.get("VARIANTS", "").split(",")))
+        only = set(filter(None, os.environ.get("ONLY", "").split(",")))
+        print(" ".join(str(i) for i, (name, dt, tf32, _) in enumerate(V)
+                       if (not vsel or name in vsel) and (not only or ("tf32" if tf32 else dt) in only)))
     else:
         main_time()

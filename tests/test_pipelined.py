@@ -202,6 +202,7 @@ def test_spec_key_and_checks():
     assert s.key.startswith("wg_pipe_float16_float16_NT_128x128x128_s2_b256")
     assert hash(s) == hash(P.default_spec("float16", layout="NT", epilogue="axpby"))
     assert P.smem_bytes(s) == 2 * 2 * 128 * 136 * 2 + 128 * 136 * 4 <= P.SMEM_LIMIT
+    assert P.smem_bytes(P.PipeSpec(**{**s.__dict__, "pad_c": 0})) == 2 * 2 * 128 * 136 * 2
     for bad in (dict(chunk=2, in_dtype="float32"), dict(stages=5), dict(chunk=16, pad_ab=4)):
         with pytest.raises(ValueError):
             P._check(P.PipeSpec(**{**s.__dict__, **bad}))

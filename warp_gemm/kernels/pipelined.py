@@ -81,7 +81,7 @@ class PipeSpec:
     min_blocks: int = 0  # CUDA __launch_bounds__(block_dim, min_blocks); 0: none
     chunk: int = 16  # copy chunk in bytes: 16 (cp.async.cg), 8/4 (cp.async.ca), 2 (synchronous)
     pad_ab: int = 0  # extra columns (elements) of each shared A/B row
-    pad_c: int = 0  # extra columns of the shared accumulator
+    pad_c: int = 0  # extra columns of the shared accumulator; 0: the accumulator tile is a register tile
 
     @property
     def acc_dtype(self) -> str:
@@ -126,12 +126,13 @@ def default_spec(in_dtype: str, out_dtype: str | None = None, *, tf32: bool = Fa
 
 
 def smem_bytes(spec: PipeSpec) -> int:
-    """Shared memory of the kernel's tiles (A and B stages plus the accumulator), in bytes."""
+    """Shared memory of the kernel's own tiles (A and B stages, plus the accumulator where ``pad_c`` puts
+    it in shared memory), in bytes; Warp may add scratch for a register accumulator's MMA."""
     it = ITEM_BYTES[spec.in_dtype]
     ar, ac = spec.a_tile()
     br, bc = spec.b_tile()
-    return (spec.stages * (ar * (ac + spec.pad_ab) + br * (bc + spec.pad_ab)) * it
-            + spec.tm * (spec.tn + spec.pad_c) * ITEM_BYTES[spec.acc_dtype])
+    acc = spec.tm * (spec.tn + spec.pad_c) * ITEM_BYTES[spec.acc_dtype] if spec.pad_c else 0
+    return spec.stages * (ar * (ac + spec.pad_ab) + br * (bc + spec.pad_ab)) * it + acc
 
 
 def max_chunk(arr, dtype: str) -> int:
@@ -311,7 +312,9 @@ def _build(spec: PipeSpec):
             acc = wp.tile_view(wp.tile_zeros(shape=(TM, TNC), dtype=ACC, storage="shared"),
                                offset=(0, 0), shape=(TM, TN))
         else:
-            acc = wp.tile_zeros(shape=(TM, TN), dtype=ACC, storage="shared")
+            # pad_c == 0: Warp's default (register) storage, as in the tiled family's dense kernels; the
+            # exact-fp32 and fp64 kernels then fit two or three blocks per SM.
+            acc = wp.tile_zeros(shape=(TM, TN), dtype=ACC)
         # Prologue: K tiles 0 .. S-2 into stages 0 .. S-2, one commit group each (empty past k_tiles, so
         # the group count -- and the wait below -- stays the same).
         for p in range(S - 1):
