@@ -33,19 +33,34 @@ def run(a, b, c, alpha, beta, trans_a, trans_b, out, allow_tf32, config, fname):
         return p.result
     alpha, beta = float(alpha), float(beta)
     opts = options()
+    key = _plan_key(p, alpha, beta, allow_tf32, config, opts) if opts.record_launches and _compat.HAS_RECORD_CMD else None
+    cmds = _plans.get(key) if key is not None else None
+    if cmds is not None:
+        # A replay names its stream directly (a recorded launch carries its device's context), so it
+        # skips entering a device/stream scope: ~10 us less host time per small call.
+        stream = _replay_stream(p)
+        for cmd in cmds:
+            cmd.launch(stream)
+        return p.result
     with _stream_scope(p):
-        key = _plan_key(p, alpha, beta, allow_tf32, config, opts) if opts.record_launches and _compat.HAS_RECORD_CMD else None
-        cmds = _plans.get(key) if key is not None else None
-        if cmds is not None:
-            for cmd in cmds:
-                cmd.launch()
-        else:
-            plan = make_plan(p, alpha, beta, allow_tf32, config, opts)
-            with launches.Recorder() as rec:
-                temporaries = execute(plan, p, alpha, beta)
-            if key is not None and not temporaries and rec.complete and plan.family != "host":
-                _plans.put(key, tuple(rec.cmds))
+        plan = make_plan(p, alpha, beta, allow_tf32, config, opts)
+        with launches.Recorder() as rec:
+            temporaries = execute(plan, p, alpha, beta)
+        if key is not None and not temporaries and rec.complete and plan.family != "host":
+            _plans.put(key, tuple(rec.cmds))
     return p.result
+
+
+def _replay_stream(p: Problem):
+    """The stream a scoped launch would take: torch's current stream on the torch path, else the
+    device's current Warp stream (None on the CPU)."""
+    dev = p.A.device
+    if dev.is_cpu:
+        return None
+    torch = _torch()
+    if torch is not None and "torch" in (p.A.kind, p.B.kind, p.D.kind):
+        return _warp_stream(torch.cuda.current_stream(dev.ordinal))
+    return dev.stream
 
 
 # --- call plans ----------------------------------------------------------------------------------------
