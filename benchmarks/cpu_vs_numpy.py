@@ -8,12 +8,12 @@ machine slows both alike. ``ratio`` = numpy_time / our_time: 1.0 is parity, abov
 - ``host``: ``warp_gemm.kernels.host.run_numpy`` on NumPy arrays, into a preallocated output (the
   host family alone);
 - ``api``: ``warp_gemm.matmul(a, b)`` on CPU ``wp.array`` operands (the whole call: validation, the
-  output allocation, the routing); NumPy then multiplies zero-copy NumPy views of the same arrays;
+  output allocation unless ``--out``, the routing); NumPy then multiplies zero-copy NumPy views of the same arrays;
 - ``auto`` (default): ``api`` when ``warp_gemm.matmul`` routes a CPU call to the host family (probed
   with one small call), else ``host``.
 
     python benchmarks/cpu_vs_numpy.py
-    python benchmarks/cpu_vs_numpy.py --via api --sizes 256,1024 --dtypes float32 --json cpu.json
+    python benchmarks/cpu_vs_numpy.py --via api --out --sizes 256,1024 --dtypes float32 --json cpu.json
 """
 
 from __future__ import annotations
@@ -71,6 +71,8 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=0,
                     help="timed repeats per row (default: enough for ~1 s of GEMMs, 5..200)")
     ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--out", action="store_true",
+                    help="api: pass a preallocated out= (no result allocation per call)")
     ap.add_argument("--target", type=float, default=0.7, help="ratio to report as met (default 0.7)")
     ap.add_argument("--json", default="", help="write the header and rows here")
     args = ap.parse_args(argv)
@@ -95,7 +97,7 @@ def main(argv=None) -> int:
         import warp_gemm
 
     header = {
-        "via": via, "machine": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
+        "via": via + ("+out" if via == "api" and args.out else ""), "machine": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
         "numpy": np.__version__, "warp": wp.config.version, "python": platform.python_version(),
         "blas": _blas_name(),
     }
@@ -114,8 +116,10 @@ def main(argv=None) -> int:
                 wa, wb = wp.array(a, device="cpu"), wp.array(b, device="cpu")
                 na, nb = wa.numpy(), wb.numpy()  # zero-copy views of the same memory
 
+                wout = wp.empty((n, n), dtype=wa.dtype, device="cpu") if args.out else None
+
                 def ours():
-                    return warp_gemm.matmul(wa, wb)
+                    return warp_gemm.matmul(wa, wb, out=wout)
 
                 def theirs():
                     return np.matmul(na, nb)

@@ -130,6 +130,21 @@ def test_numpy_batch_broadcast(batches, dtype, rng):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dims", ["3d", "2d"])
+def test_numpy_single_batch_product_into_batched_output(dims, dtype, rng):
+    """A product with batch 1 (or none) written into a (3, M, N) output: every batch gets it."""
+    M, N, K = 11, 14, 23
+    a, b = random_operands(M, N, K, dtype, rng, batch=1 if dims == "3d" else 0)
+    D = nan_out((3, M, N), dtype)
+    host.run_numpy(np_of(a, dtype), np_of(b, dtype), None, D, 0.5, 0.0, dtype, dtype)
+    check(f64_of(D, dtype), np.broadcast_to(0.5 * (a @ b), (3, M, N)), dtype)
+    if torch is not None:
+        Dt = t_nan((3, M, N), dtype)
+        host.run_torch(t_of(a, dtype), t_of(b, dtype), None, Dt, 0.5, 0.0)
+        check(t_f64(Dt), np.broadcast_to(0.5 * (a @ b), (3, M, N)), dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("c_shape", ["full", "bias", "column", "batch1"])
 @pytest.mark.parametrize("alpha,beta", [(1.0, 1.0), (0.5, -2.0), (-3.0, 0.25)])
 def test_numpy_alpha_beta_c(alpha, beta, c_shape, dtype, rng):

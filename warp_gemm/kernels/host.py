@@ -195,7 +195,8 @@ def run_numpy(A, B, C, D, alpha=1.0, beta=0.0, in_dtype: str | None = None, out_
         else:
             np.add(T, c * acc(beta), out=T)
     if out is None:
-        _store(D, T if T.shape == D.shape else T.reshape(D.shape), out_dtype)
+        # (1, M, N) <-> (M, N) by reshape; a smaller product (batch 1 into a batched D) broadcasts
+        _store(D, T.reshape(D.shape) if T.shape != D.shape and T.size == D.size else T, out_dtype)
     return D
 
 
@@ -238,7 +239,7 @@ def run_torch(A, B, C, D, alpha=1.0, beta=0.0):
             if D.is_contiguous():
                 torch.matmul(A, B, out=D)
             else:
-                D.copy_(torch.matmul(A, B))
+                D.copy_(torch.matmul(A, B).reshape(D.shape))
             return D
         a = A if A.dtype == acc else A.to(acc)
         b = B if B.dtype == acc else B.to(acc)
@@ -257,5 +258,5 @@ def run_torch(A, B, C, D, alpha=1.0, beta=0.0):
         if use_c:
             T.add_(c, alpha=beta)
         if not direct:
-            D.copy_(T.reshape(D.shape))
+            D.copy_(T.reshape(D.shape) if T.numel() == D.numel() else T)
         return D
