@@ -9,6 +9,8 @@ machine slows both alike. ``ratio`` = numpy_time / our_time: 1.0 is parity, abov
   host family alone);
 - ``api``: ``warp_gemm.matmul(a, b)`` on CPU ``wp.array`` operands (the whole call: validation, the
   output allocation unless ``--out``, the routing); NumPy then multiplies zero-copy NumPy views of the same arrays;
+- ``tiles``: as ``api`` under ``warp_gemm.options(cpu_backend="tiles")``: Warp's tile kernels on the
+  CPU, what warp_gemm ran before the host family (slow: keep ``--sizes`` small);
 - ``auto`` (default): ``api`` when ``warp_gemm.matmul`` routes a CPU call to the host family (probed
   with one small call), else ``host``.
 
@@ -65,7 +67,7 @@ def time_pair(ours, theirs, repeats: int, warmup: int) -> tuple[float, float]:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--via", choices=("auto", "host", "api"), default="auto")
+    ap.add_argument("--via", choices=("auto", "host", "api", "tiles"), default="auto")
     ap.add_argument("--sizes", default="256,512,1024,2048", help="comma-separated n of n^3 problems")
     ap.add_argument("--dtypes", default="float32,float64")
     ap.add_argument("--repeats", type=int, default=0,
@@ -93,11 +95,16 @@ def main(argv=None) -> int:
     via = args.via
     if via == "auto":
         via = "api" if api_routes_to_host() else "host"
-    if via == "api":
+    if via in ("api", "tiles"):
+        import contextlib
+
         import warp_gemm
 
+        scope = warp_gemm.options(cpu_backend="tiles") if via == "tiles" else contextlib.nullcontext()
+        scope.__enter__()  # for the whole run (options are per thread; this script has one)
+
     header = {
-        "via": via + ("+out" if via == "api" and args.out else ""), "machine": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
+        "via": via + ("+out" if via != "host" and args.out else ""), "machine": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
         "numpy": np.__version__, "warp": wp.config.version, "python": platform.python_version(),
         "blas": _blas_name(),
     }
@@ -112,7 +119,7 @@ def main(argv=None) -> int:
             b = rng.standard_normal((n, n)).astype(dtype)
             flops = 2.0 * n**3
             reps = args.repeats or max(5, min(200, int(1.0 / (flops / 100e9))))
-            if via == "api":
+            if via in ("api", "tiles"):
                 wa, wb = wp.array(a, device="cpu"), wp.array(b, device="cpu")
                 na, nb = wa.numpy(), wb.numpy()  # zero-copy views of the same memory
 
