@@ -1,0 +1,85 @@
+"""Per-call time of small products in a plain Python loop -- what a user's loop sees -- for warp_gemm
+(torch tensors, wp.arrays, and the torch custom op) against ``torch.matmul`` in the same run.
+
+    python benchmarks/host_loop.py --out $OUT/host_loop.json
+
+Cases (issue 18/19 targets): fp32 64^3, fp16 256^3, fp32 batched 1000 x 16^3. The loop synchronizes once
+at the end; below ~2^27 multiply-adds the GPU finishes each product before the host has issued the next
+call, so the per-call time is the host time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+CASES = [("fp32", 0, 64, 64, 64), ("fp16", 0, 256, 256, 256), ("fp32", 1000, 16, 16, 16)]
+
+
+def _loop(fn, iters: int) -> float:
+    import torch
+
+    for _ in range(20):
+        fn()
+    torch.cuda.synchronize()
+    best = float("inf")
+    for _ in range(5):
+        t = time.perf_counter()
+        for _ in range(iters):
+            fn()
+        torch.cuda.synchronize()
+        best = min(best, (time.perf_counter() - t) / iters)
+    return best * 1e6
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--iters", type=int, default=500)
+    ap.add_argument("--out", default="")
+    args = ap.parse_args(argv)
+    import torch
+    import warp as wp
+
+    import warp_gemm
+
+    try:
+        import warp_gemm.torch as wgt
+    except Exception:  # noqa: BLE001
+        wgt = None
+    rows = []
+    for dt, batch, M, N, K in CASES:
+        tdt = torch.float16 if dt == "fp16" else torch.float32
+        shp = (batch,) if batch else ()
+        a = torch.randn(*shp, M, K, device="cuda", dtype=tdt)
+        b = torch.randn(*shp, K, N, device="cuda", dtype=tdt)
+        out = torch.empty(*shp, M, N, device="cuda", dtype=tdt)
+        wa, wb, wo = wp.from_torch(a), wp.from_torch(b), wp.from_torch(out)
+        res = {"case": f"{dt} {batch + 0 or ''}{'x' if batch else ''}{M}x{N}x{K}"}
+        res["torch_us"] = _loop(lambda: torch.matmul(a, b, out=out), args.iters)
+        res["warp_gemm_torch_us"] = _loop(lambda: warp_gemm.matmul(a, b, out=out), args.iters)
+        res["warp_gemm_torch_new_out_us"] = _loop(lambda: warp_gemm.matmul(a, b), args.iters)
+        res["warp_gemm_wp_us"] = _loop(lambda: warp_gemm.matmul(wa, wb, out=wo), args.iters)
+        if wgt is not None:
+            res["custom_op_us"] = _loop(lambda: wgt.matmul(a, b), args.iters)
+        ref = torch.matmul(a.double(), b.double())
+        got = warp_gemm.matmul(a, b).double()
+        res["rel_err"] = float((got - ref).norm() / ref.norm())
+        res["ratio_to_torch"] = res["warp_gemm_torch_us"] / res["torch_us"]
+        rows.append(res)
+        print(json.dumps(res), flush=True)
+    print(f"{'case':22} {'torch':>8} {'wg(out)':>8} {'wg(new)':>8} {'wg(wp)':>8} {'op':>8}  ratio")
+    for r in rows:
+        print(f"{r['case']:22} {r['torch_us']:8.1f} {r['warp_gemm_torch_us']:8.1f} {r['warp_gemm_torch_new_out_us']:8.1f} "
+              f"{r['warp_gemm_wp_us']:8.1f} {r.get('custom_op_us', float('nan')):8.1f}  {r['ratio_to_torch']:.2f}")
+    if args.out:
+        Path(args.out).write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
