@@ -393,3 +393,15 @@ def test_torch_16bit_accumulates_in_float32(dtype, alpha, rng):
     D = t_nan((M, N), dtype)
     host.run_torch(t_of(a, dtype), t_of(b, dtype), None, D, alpha, 0.0)
     check(t_f64(D), alpha * (a @ b), dtype)
+
+
+@needs_torch
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_torch_16bit_widened_where_onednn_lacks_it(dtype, rng, monkeypatch):
+    """The widened path (CPUs without a native 16-bit GEMM) gives the same bound."""
+    monkeypatch.setitem(host._onednn, getattr(torch, dtype), False)
+    M, N, K = 16, 24, 4096
+    a, b = random_operands(M, N, K, dtype, rng)
+    D = t_nan((M, N), dtype)
+    host.run_torch(t_of(a, dtype), t_of(b, dtype), None, D, 1.0, 0.0)
+    check(t_f64(D), a @ b, dtype)
