@@ -304,8 +304,20 @@ def gemm(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, trans_a: bool =
 
 
 def matmul(a, b, *, allow_tf32: bool = False) -> torch.Tensor:
-    """``a @ b`` for 2-D / 3-D torch tensors through the ``warp_gemm::gemm`` operator."""
-    return torch.ops.warp_gemm.gemm(a, b, None, 1.0, 0.0, False, False, bool(allow_tf32))
+    """``a @ b`` with ``torch.matmul``'s semantics (1-D operands, any number of broadcast batch
+    dimensions) through the ``warp_gemm::gemm`` operator. 2-D and 3-D operands go to the operator as
+    they are; other ranks are presented as 2-D/3-D views (shapes.matmul_shapes: zero-copy where the
+    strides allow, else torch copies the broadcast operand) and the result is viewed back. Gradients
+    flow through the views, so broadcast dimensions are summed by torch's own expand backward."""
+    tf32 = bool(allow_tf32)
+    if a.dim() in (2, 3) and b.dim() in (2, 3):
+        return torch.ops.warp_gemm.gemm(a, b, None, 1.0, 0.0, False, False, tf32)
+    from .shapes import matmul_shapes
+
+    plan = matmul_shapes(a.shape, a.stride(), b.shape, b.stride())
+    a2 = (a.unsqueeze(0) if a.dim() == 1 else a).expand(plan.a.expand_shape).reshape(plan.a.shape)
+    b2 = (b.unsqueeze(-1) if b.dim() == 1 else b).expand(plan.b.expand_shape).reshape(plan.b.shape)
+    return torch.ops.warp_gemm.gemm(a2, b2, None, 1.0, 0.0, False, False, tf32).reshape(plan.result_shape)
 
 
 def _exporting() -> bool:
