@@ -205,12 +205,7 @@ def _tiled(plan: Plan, p: Problem, Dk, alpha: float, beta: float, allocate) -> N
             convert(Dk, _c_view(plan.C), plan.out_k, plan.C.dtype)
             c_nb = Dk.shape[0]
         else:
-            C = plan.C
-            shape = (1,) * (3 - C.ndim) + tuple(C.shape)
-            strides = (0,) * (3 - C.ndim) + tuple(C.strides)
-            Cv = wp_view(C, shape, (strides[0] if shape[0] > 1 else plan.M * plan.N,
-                                    strides[1] if plan.M > 1 else plan.N, 1))
-            c_nb = shape[0]
+            Cv, c_nb = _c_in_place_view(plan.C, plan.M, plan.N)
     m_clamp, n_clamp, k_clamp = plan.clamps
     launches.launch(tiled.get_kernel(spec), (p.batch, plan.tiles_m * plan.tiles_n, plan.splits),
                     [Av, Bv, Cv, Dlaunch, alpha_k, beta, plan.k_tiles, plan.k_per_split, plan.tiles_m, plan.tiles_n,
@@ -234,11 +229,15 @@ def _c_kernel_view(plan: Plan, Dk):
     if plan.c_into_d:
         convert(Dk, _c_view(plan.C), plan.out_k, plan.C.dtype)
         return Dk, Dk.shape[0]
-    C = plan.C
+    return _c_in_place_view(plan.C, plan.M, plan.N)
+
+
+def _c_in_place_view(C: Operand, M: int, N: int):
+    """(C as a (c_nb, M, N) Warp view, c_nb): a broadcast row (a bias) gets row stride 0."""
     shape = (1,) * (3 - C.ndim) + tuple(C.shape)
     strides = (0,) * (3 - C.ndim) + tuple(C.strides)
-    return wp_view(C, shape, (strides[0] if shape[0] > 1 else plan.M * plan.N, strides[1] if plan.M > 1 else plan.N,
-                              1)), shape[0]
+    row_stride = 0 if shape[1] == 1 else (strides[1] if M > 1 else N)
+    return wp_view(C, (shape[0], M, N), (strides[0] if shape[0] > 1 else M * N, row_stride, 1)), shape[0]
 
 
 def _family(plan: Plan, p: Problem, Dk, alpha: float, beta: float, allocate) -> None:

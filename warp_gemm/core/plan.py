@@ -227,12 +227,13 @@ def _plan_tiled(base: Plan, p: Problem, alpha: float, allow_tf32: bool, config: 
 
 
 def c_in_place(C: Operand, out_k: str, M: int, N: int) -> bool:
-    """Whether the kernel reads C in place: a full (…, M, N) C with unit column stride and the kernel's
-    dtype. Anything else (a broadcast bias, a strided view, another dtype) is first written into the
-    output, which the kernel then reads back tile by tile before overwriting that same tile."""
+    """Whether the kernel reads C in place: C has the kernel's dtype, N columns with unit stride, and
+    M rows or one row that broadcasts (a bias: read through a zero row stride, no extra pass). Anything
+    else (a column bias, a strided view, another dtype) is first written into the output, which the
+    kernel then reads back tile by tile before overwriting that same tile."""
     shape = (1,) * (3 - C.ndim) + tuple(C.shape)
     strides = (0,) * (3 - C.ndim) + tuple(C.strides)
-    return shape[1] == M and shape[2] == N and (strides[2] == 1 or N == 1) and C.dtype == out_k
+    return shape[1] in (1, M) and shape[2] == N and (strides[2] == 1 or N == 1) and C.dtype == out_k
 
 
 def edge_clamps(rows_cols, cfg: Config, epilogue: str, c_is_d: bool, is_cpu: bool, opts: Options) -> tuple[int, int]:
