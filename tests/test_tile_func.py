@@ -223,3 +223,32 @@ def test_acc_dtype_must_match():
 def test_16bit_refused_where_tiles_would_accumulate_in_16bit():
     with pytest.raises(compat.UnsupportedWarpError, match="1.8"):
         tile_gemm_func(32, 32, 16, wp.float16)
+
+
+@functools.cache
+def two_gemm_kernel(dt):
+    """Two calls in one kernel: A1 @ B1 + A2 @ B2 (different K), one store."""
+    mma = tile_gemm_func(32, 16, 16, dt)
+    IN, OUT = wp_dtype(dt), wp_dtype(acc_name(dt))
+
+    def two(A1: wp.array2d(dtype=IN), B1: wp.array2d(dtype=IN), A2: wp.array2d(dtype=IN),
+            B2: wp.array2d(dtype=IN), C: wp.array2d(dtype=OUT)):
+        i, j = wp.tid()
+        s = wp.tile_map(wp.add, mma(A1, B1, i * 32, j * 16), mma(A2, B2, i * 32, j * 16))
+        wp.tile_store(C, s, offset=(i * 32, j * 16))
+
+    two.__name__ = two.__qualname__ = f"user_two_gemms_{dt}"
+    return make_kernel(two, forward_only=dt == "bfloat16")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_two_calls_in_one_kernel(dtype, device, rng):
+    M, N, K1, K2 = 41, 37, 19, 50
+    a1, b1 = random_operands(M, N, K1, dtype, rng)
+    a2, b2 = random_operands(M, N, K2, dtype, rng)
+    out = wp.array(np.full((M, N), np.nan), dtype=wp_dtype(acc_name(dtype)), device=device)
+    wp.launch_tiled(two_gemm_kernel(dtype), dim=grid(M, N, 32, 16),
+                    inputs=[to_wp(x, dtype, device) for x in (a1, b1, a2, b2)] + [out], block_dim=64, device=device)
+    res = compare(out.numpy(), a1 @ b1 + a2 @ b2, acc_name(dtype))
+    assert res.ok, str(res)
