@@ -197,13 +197,57 @@ def test_infinities_in_edge_tiles(chunk, request):
     _assert_close(out, ref, "float32")
 
 
+ACTS = [None, "relu", "gelu", "gelu_tanh", "silu", "tanh"]
+
+
+@pytest.mark.parametrize("act", ACTS[1:])
+def test_bias_activation_epilogue(act, request):
+    """D = act(alpha * A @ B + beta * C + bias) with a broadcast bias row (1-D, of the output dtype), in
+    the 32-row epilogue chunks (64-row tiles) and at the N edge; float32 (the accumulator's dtype)."""
+    from warp_gemm.kernels.epilogue import reference
+
+    rng = _rng(request)
+    M, N, K = 70, 45, 37
+    spec = _spec("float32", chunk=4, tm=64, bias=True, activation=act)
+    a, b = random_operands(M, N, K, "float32", rng, batch=1)
+    c = round_to(rng.standard_normal((1, M, N)), "float32")
+    bias = round_to(rng.standard_normal(N), "float32")
+    A, B, C = _wp(a, "float32"), _wp(b, "float32"), _wp(c, "float32")
+    Bias = wp.array(bias.astype(np.float32), dtype=wp.float32, device="cpu")
+    D = _wp(np.full((1, M, N), np.nan), "float32")
+    k, dim, inputs, block = P.launch_args(spec, A, B, C, D, 0.5, 2.0, M, N, K, 1, 1, 1, 1, bias=Bias)
+    wp.launch_tiled(k, dim=dim, inputs=inputs, block_dim=block, device="cpu")
+    wp.synchronize_device("cpu")
+    ref = reference(act, 0.5 * (a @ b) + 2.0 * c + bias[None, None, :])
+    _assert_close(D.numpy().astype(np.float64), ref, "float32")
+    with pytest.raises(ValueError):
+        P.launch_args(spec, A, B, C, D, 0.5, 2.0, M, N, K, 1, 1, 1, 1)
+
+
+def test_bias_fp16_output(request):
+    """Bias (2-D (1, N), fp16) without activation, fp16 output cast, 16-byte chunks."""
+    rng = _rng(request)
+    M, N, K = 40, 40, 48
+    spec = _spec("float16", epilogue="scale", chunk=16, bias=True)
+    a, b = random_operands(M, N, K, "float16", rng, batch=1)
+    bias = round_to(rng.standard_normal((1, N)), "float16")
+    D = _wp(np.full((1, M, N), np.nan), "float16")
+    k, dim, inputs, block = P.launch_args(spec, _wp(a, "float16"), _wp(b, "float16"), None, D, 1.0, 0.0, M, N, K,
+                                          1, 1, 1, 1, bias=wp.array(bias.astype(np.float16), dtype=wp.float16,
+                                                                    device="cpu"))
+    wp.launch_tiled(k, dim=dim, inputs=inputs, block_dim=block, device="cpu")
+    wp.synchronize_device("cpu")
+    _assert_close(D.numpy().astype(np.float64), a @ b + bias[None], "float16")
+
+
 def test_spec_key_and_checks():
     s = P.default_spec("float16", layout="NT", epilogue="axpby")
     assert s.key.startswith("wg_pipe_float16_float16_NT_128x128x128_s2_b256")
     assert hash(s) == hash(P.default_spec("float16", layout="NT", epilogue="axpby"))
     assert P.smem_bytes(s) == 2 * 2 * 128 * 136 * 2 + 128 * 136 * 4 <= P.SMEM_LIMIT
     assert P.smem_bytes(P.PipeSpec(**{**s.__dict__, "pad_c": 0})) == 2 * 2 * 128 * 136 * 2
-    for bad in (dict(chunk=2, in_dtype="float32"), dict(stages=5), dict(chunk=16, pad_ab=4)):
+    assert P.PipeSpec(**{**s.__dict__, "bias": True, "activation": "gelu"}).key.endswith("_axpby_bias_gelu")
+    for bad in (dict(chunk=2, in_dtype="float32"), dict(stages=5), dict(chunk=16, pad_ab=4), dict(activation="elu")):
         with pytest.raises(ValueError):
             P._check(P.PipeSpec(**{**s.__dict__, **bad}))
 

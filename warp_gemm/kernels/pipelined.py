@@ -82,6 +82,8 @@ class PipeSpec:
     chunk: int = 16  # copy chunk in bytes: 16 (cp.async.cg), 8/4 (cp.async.ca), 2 (synchronous)
     pad_ab: int = 0  # extra columns (elements) of each shared A/B row
     pad_c: int = 0  # extra columns of the shared accumulator; 0: the accumulator tile is a register tile
+    bias: bool = False  # add a broadcast bias row (1, N) of out_dtype before the activation
+    activation: str | None = None  # None/relu/gelu/gelu_tanh/silu/tanh (kernels/epilogue.py), last
 
     @property
     def acc_dtype(self) -> str:
@@ -91,9 +93,11 @@ class PipeSpec:
     def key(self) -> str:
         tf = "_tf32" if self.tf32 else ""
         occ = f"_o{self.min_blocks}" if self.min_blocks else ""
+        bias = "_bias" if self.bias else ""
+        act = f"_{self.activation}" if self.activation else ""
         return (f"wg_pipe_{self.in_dtype}_{self.out_dtype}_{self.layout_a}{self.layout_b}_"
                 f"{self.tm}x{self.tn}x{self.tk}_s{self.stages}_b{self.block_dim}{occ}_c{self.chunk}_"
-                f"p{self.pad_ab}-{self.pad_c}_{self.epilogue}{tf}")
+                f"p{self.pad_ab}-{self.pad_c}_{self.epilogue}{tf}{bias}{act}")
 
     def a_tile(self) -> tuple[int, int]:
         """Rows and columns of one stage of A as copied (layout T: the transposed tile)."""
@@ -238,6 +242,10 @@ def _check(spec: PipeSpec) -> None:
         raise ValueError(f"{spec}: padded shared tiles need a Warp whose tile_matmul takes strided operands")
     if spec.out_dtype != spec.acc_dtype and not _compat.HAS_TILE_ASTYPE:
         raise ValueError(f"{spec} needs tile_astype")
+    if spec.activation is not None:
+        from .epilogue import check_activation
+
+        check_activation(spec.activation)
 
 
 # --- the kernel factory ---------------------------------------------------------------------------------
@@ -271,6 +279,15 @@ def _build(spec: PipeSpec):
     TNC = TN + spec.pad_c
     PAD_C = spec.pad_c > 0
     EPI_CHUNKS = TM > ER and TM % ER == 0
+    ER_ = ER if EPI_CHUNKS else TM  # rows per epilogue chunk
+    BIAS = spec.bias
+    ACT = spec.activation is not None
+    if ACT:
+        from .epilogue import activation_func
+
+        act = activation_func(spec.activation)
+    else:
+        act = None
     key = spec.key
 
     cp_a = _native(_copy_snippet(spec, AR, AC, ACP), key + "_cp_a", _stub_copy(IN, SAR, ACP))
@@ -293,6 +310,7 @@ def _build(spec: PipeSpec):
         a_nb: int,
         b_nb: int,
         c_nb: int,
+        bias: wp.array2d(dtype=OUT),
     ):
         bi, t = wp.tid()
         # Grouped tile order (Triton's GROUP_SIZE_M): consecutive blocks walk group_m tile rows column
@@ -360,37 +378,31 @@ def _build(spec: PipeSpec):
             else:
                 wp.tile_matmul(a, b, acc)
         wait0(0)  # no copy outlives the kernel (all groups past k_tiles are empty; cheap)
-        # Epilogue in ER-row chunks (register pressure, see ER); rows/columns past M/N are dropped by
-        # the checked tile_store, C's are read as zeros by the checked tile_load.
-        if wp.static(EPI_CHUNKS):
-            for e in range(TM // ER):
-                r0 = m0 + e * ER
-                v = wp.tile_view(acc, offset=(e * ER, 0), shape=(ER, TN))
-                if wp.static(AXPBY):
-                    c = wp.tile_load(C[wp.min(bi, c_nb - 1)], shape=(ER, TN), offset=(r0, n0))
-                    if wp.static(CAST_OUT):
-                        r = wp.tile_map(wp.add, v * alpha, wp.tile_astype(c, ACC) * beta)
-                    else:
-                        r = wp.tile_map(wp.add, v * alpha, c * beta)
-                else:
-                    r = v * alpha
-                if wp.static(CAST_OUT):
-                    wp.tile_store(D[bi], wp.tile_astype(r, OUT), offset=(r0, n0))
-                else:
-                    wp.tile_store(D[bi], r, offset=(r0, n0))
-        else:
-            if wp.static(AXPBY):
-                c = wp.tile_load(C[wp.min(bi, c_nb - 1)], shape=(TM, TN), offset=(m0, n0))
-                if wp.static(CAST_OUT):
-                    r = wp.tile_map(wp.add, acc * alpha, wp.tile_astype(c, ACC) * beta)
-                else:
-                    r = wp.tile_map(wp.add, acc * alpha, c * beta)
+        # Epilogue in ER-row chunks (register pressure, see ER; tiles of at most ER rows: one chunk):
+        # D = act(alpha * acc + beta * C + bias), in the accumulator dtype, then cast. Rows/columns past
+        # M/N are dropped by the checked tile_store; C's and bias's are read as zeros by tile_load.
+        if wp.static(BIAS):
+            brow = wp.tile_astype(wp.tile_load(bias, shape=(1, TN), offset=(0, n0)), ACC)
+        for e in range(TM // ER_):
+            r0 = m0 + e * ER_
+            if wp.static(EPI_CHUNKS):
+                r = wp.tile_view(acc, offset=(e * ER_, 0), shape=(ER_, TN)) * alpha
             else:
                 r = acc * alpha
+            if wp.static(AXPBY):
+                c = wp.tile_load(C[wp.min(bi, c_nb - 1)], shape=(ER_, TN), offset=(r0, n0))
+                if wp.static(CAST_OUT):
+                    r = wp.tile_map(wp.add, r, wp.tile_astype(c, ACC) * beta)
+                else:
+                    r = wp.tile_map(wp.add, r, c * beta)
+            if wp.static(BIAS):
+                r = wp.tile_map(wp.add, r, wp.tile_broadcast(brow, shape=(ER_, TN)))
+            if wp.static(ACT):
+                r = wp.tile_map(act, r)
             if wp.static(CAST_OUT):
-                wp.tile_store(D[bi], wp.tile_astype(r, OUT), offset=(m0, n0))
+                wp.tile_store(D[bi], wp.tile_astype(r, OUT), offset=(r0, n0))
             else:
-                wp.tile_store(D[bi], r, offset=(m0, n0))
+                wp.tile_store(D[bi], r, offset=(r0, n0))
 
     bounds = (spec.block_dim, spec.min_blocks) if spec.min_blocks else None
     return _compat.make_kernel(gemm, key, bounds)
@@ -414,20 +426,27 @@ def _cdiv(a: int, b: int) -> int:
 
 
 def launch_args(spec: PipeSpec, A, B, C, D, alpha: float, beta: float, M: int, N: int, K: int, batch: int,
-                a_nb: int, b_nb: int, c_nb: int, group_m: int = 8):
+                a_nb: int, b_nb: int, c_nb: int, group_m: int = 8, bias=None):
     """``(kernel, dim, inputs, block_dim)`` for ``wp.launch_tiled(kernel, dim=dim, inputs=inputs,
     block_dim=block_dim, device=...)``.
 
     A, B, C, D: Warp 3-D arrays ``(batch, rows, cols)``; A is ``(a_nb, M, K)`` (layout T: ``(a_nb, K,
     M)``), B ``(b_nb, K, N)`` (T: ``(b_nb, N, K)``), C ``(c_nb, M, N)`` or None for "scale", D ``(batch,
     M, N)``; a/b/c_nb is the batch count or 1 (broadcast). Rows must satisfy ``spec.chunk`` (see
-    :func:`max_chunk`). K == 0 gives ``alpha * 0 (+ beta * C)``. On the CPU the block size is 1.
+    :func:`max_chunk`). K == 0 gives ``alpha * 0 (+ beta * C)``. ``bias``: ``spec.bias`` kernels only,
+    a Warp array of ``spec.out_dtype`` of shape ``(1, N)`` or ``(N,)`` (any strides). On the CPU the
+    block size is 1.
     """
+    if bool(spec.bias) != (bias is not None):
+        raise ValueError(f"{spec.key}: bias given: {bias is not None}, spec.bias: {spec.bias}")
+    if bias is not None and bias.ndim == 1:
+        bias = wp.array(ptr=bias.ptr, dtype=bias.dtype, shape=(1, bias.shape[0]), strides=(0, bias.strides[0]),
+                        device=bias.device)
     k = get_kernel(spec)
     tiles_m, tiles_n, k_tiles = _cdiv(M, spec.tm), _cdiv(N, spec.tn), _cdiv(K, spec.tk)
     c = C if C is not None else D
     inputs = [A, B, c, D, alpha, beta, k_tiles, tiles_m, tiles_n, max(1, int(group_m)),
-              int(a_nb), int(b_nb), int(c_nb if C is not None else 1)]
+              int(a_nb), int(b_nb), int(c_nb if C is not None else 1), bias]
     block = 1 if D.device.is_cpu else spec.block_dim
     return k, (int(batch), tiles_m * tiles_n), inputs, block
 
