@@ -196,7 +196,7 @@ def test_linear_keeps_preactivation_only_when_needed(gen, monkeypatch):
     calls = []
     real = wgt.ops._core_linear
 
-    def spy(x2d, weight, bias, activation, out, z_out=None):
+    def spy(x2d, weight, bias, activation, out=None, z_out=None):
         calls.append((activation, None if z_out is None else tuple(z_out.shape)))
         return real(x2d, weight, bias, activation, out, z_out)
 
@@ -407,3 +407,43 @@ def test_cuda_graph_capture_of_linear_and_matmul():
     want_y = torch.nn.functional.gelu(want_d + b64)
     eps = torch.finfo(torch.float32).eps
     assert bool(((y.double() - want_y).abs() <= 1.2 * bound + 8 * eps * (1 + want_y.abs())).all())
+
+
+# --- the eager fast path -------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("fn", ["matmul", "gemm", "linear"])
+def test_eager_fast_path_equals_dispatched_op(fn, gen, monkeypatch):
+    a, b, c = randn(gen, 2, 5, 7), randn(gen, 7, 4), randn(gen, 4)
+    w = randn(gen, 4, 7)
+    call = {"matmul": lambda: wgt.matmul(a, b), "gemm": lambda: wgt.gemm(a, b, c, alpha=0.5, beta=2.0),
+            "linear": lambda: wgt.linear(a, w, c, activation="silu")}[fn]
+    fast = call()
+    monkeypatch.setattr(wgt.ops, "EAGER_FAST_PATH", False)
+    slow = call()
+    assert torch.equal(fast, slow)
+
+
+def test_dispatch_modes_see_the_operators(gen):
+    """Under a TorchDispatchMode (as make_fx, export, FlopCounterMode use) calls are not short-cut."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    seen = []
+
+    class Record(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            seen.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    a, b, w = randn(gen, 3, 5), randn(gen, 5, 4), randn(gen, 4, 5)
+    with torch.no_grad(), Record():
+        d = wgt.matmul(a, b)
+        y = wgt.linear(a, w, activation="relu")
+    close64(d, a @ b)
+    close64(y, torch.relu(a @ w.t()))
+    assert "warp_gemm.gemm.default" in seen and "warp_gemm.linear.default" in seen
+
+
+def test_double_backward(gen):
+    a, b, c = randn(gen, 3, 4, grad=True), randn(gen, 4, 2, grad=True), randn(gen, 2, grad=True)
+    assert torch.autograd.gradgradcheck(lambda a, b, c: wgt.gemm(a, b, c, alpha=1.5, beta=0.5), (a, b, c))
+    x, w = randn(gen, 3, 4, grad=True), randn(gen, 2, 4, grad=True)
+    assert torch.autograd.gradgradcheck(lambda x, w, c: wgt.linear(x, w, c, activation="tanh"), (x, w, c))
