@@ -44,6 +44,8 @@ def parse_args(argv):
     p.add_argument("--tiles", default=None,
                    help="TMxTNxTK (default: 128x128x64 on CUDA, 32x32x32 on the CPU)")
     p.add_argument("--block-dim", type=int, default=None, help="threads per block (default: 256 CUDA, 64 CPU)")
+    p.add_argument("--epilogue-rows", type=int, default=0,
+                   help="apply the activation to row chunks of this many rows (0: the whole tile; default)")
     p.add_argument("--time", action="store_true", help="time it (always on CUDA)")
     p.add_argument("--repeats", type=int, default=20, help="timed launches per variant (default: %(default)s)")
     return p.parse_args(argv)
@@ -53,12 +55,17 @@ def wp_dtype(name: str):
     return _compat.bf16_dtype() if name == "bfloat16" else getattr(wp, name)
 
 
-def build_kernels(tm: int, tn: int, tk: int, dtype: str):
-    """The fused layer kernel and the unfused pair's elementwise kernel, for ``dtype`` in and out."""
+def build_kernels(tm: int, tn: int, tk: int, dtype: str, epilogue_rows: int = 0):
+    """The fused layer kernel and the unfused pair's elementwise kernel, for ``dtype`` in and out.
+    ``epilogue_rows`` > 0: the activation and store run on row chunks of the accumulator (``tile_view``s)
+    instead of the whole tile at once (fewer live registers on large tiles)."""
     IN = wp_dtype(dtype)
     ACC = wp.float64 if dtype == "float64" else wp.float32
     CAST = dtype in ("float16", "bfloat16")  # the float32 accumulator is stored in 16 bit
     TM, TN = tm, tn
+    ER = epilogue_rows
+    if ER and (ER > tm or tm % ER):
+        raise ValueError(f"--epilogue-rows {ER} must divide the tile's {tm} rows")
     mma = tile_gemm_func(tm, tn, tk, IN)
 
     def silu(x: ACC):
@@ -71,17 +78,25 @@ def build_kernels(tm: int, tn: int, tk: int, dtype: str):
     def fused_layer(A: wp.array2d(dtype=IN), B: wp.array2d(dtype=IN), Y: wp.array2d(dtype=IN)):
         i, j = wp.tid()
         acc = mma(A, B, i * TM, j * TN)  # (TM, TN) tile of A @ B, all of K
-        y = wp.tile_map(act, acc)
-        if wp.static(CAST):
-            wp.tile_store(Y, wp.tile_astype(y, IN), offset=(i * TM, j * TN))
+        if wp.static(ER > 0):
+            for e in range(TM // ER):
+                y = wp.tile_map(act, wp.tile_view(acc, offset=(e * ER, 0), shape=(ER, TN)))
+                if wp.static(CAST):
+                    wp.tile_store(Y, wp.tile_astype(y, IN), offset=(i * TM + e * ER, j * TN))
+                else:
+                    wp.tile_store(Y, y, offset=(i * TM + e * ER, j * TN))
         else:
-            wp.tile_store(Y, y, offset=(i * TM, j * TN))
+            y = wp.tile_map(act, acc)
+            if wp.static(CAST):
+                wp.tile_store(Y, wp.tile_astype(y, IN), offset=(i * TM, j * TN))
+            else:
+                wp.tile_store(Y, y, offset=(i * TM, j * TN))
 
     def silu_inplace(X: wp.array2d(dtype=IN)):
         i, j = wp.tid()
         X[i, j] = IN(act(ACC(X[i, j])))
 
-    fused_layer.__name__ = fused_layer.__qualname__ = f"fused_layer_{dtype}_{tm}x{tn}x{tk}"
+    fused_layer.__name__ = fused_layer.__qualname__ = f"fused_layer_{dtype}_{tm}x{tn}x{tk}_e{ER}"
     silu_inplace.__name__ = silu_inplace.__qualname__ = f"silu_inplace_{dtype}"
     # bfloat16 tiles are multiplied only in modules without backward code (Warp 1.14+); this layer
     # is forward-only anyway.
@@ -142,10 +157,10 @@ def main(argv=None) -> int:
     b = round_to(rng.standard_normal((K, N)) * s, dtype)
     A, B = to_wp(a, dtype, device), to_wp(b, dtype, device)
     Y = to_wp(np.full((M, N), np.nan), dtype, device)
-    fused, silu_k = build_kernels(tm, tn, tk, dtype)
+    fused, silu_k = build_kernels(tm, tn, tk, dtype, args.epilogue_rows)
     grid = (-(-M // tm), -(-N // tn))
     print(f"y = silu(A @ B): A {M}x{K}, B {K}x{N}, {dtype} on {device}; tiles {tm}x{tn}x{tk}, "
-          f"block_dim {block_dim}, grid {grid}; warp-lang {_compat.WARP_VERSION}")
+          f"block_dim {block_dim}, epilogue rows {args.epilogue_rows or tm}, grid {grid}; warp-lang {_compat.WARP_VERSION}")
 
     def run_fused():
         wp.launch_tiled(fused, dim=grid, inputs=[A, B, Y], block_dim=block_dim, device=device)
