@@ -84,10 +84,12 @@ def tile_gemm_func(tm: int, tn: int, tk: int, dtype, acc_dtype=None):
     out-of-range part. Call it from a kernel launched with ``wp.launch_tiled`` (any ``block_dim``) on
     the CPU or CUDA; every thread of the block must call it (it is a block-wide collective).
 
-    bfloat16: Warp (1.14+) multiplies bfloat16 tiles only in modules without backward code: define
-    the calling kernel with ``@wp.kernel(enable_backward=False)`` (or set
-    ``wp.set_module_options({"enable_backward": False})`` in its module). A Warp function cannot set
-    its caller's module options.
+    bfloat16: Warp (1.14+) multiplies bfloat16 tiles only in modules without backward code, and a Warp
+    function cannot set its caller's module options. Define the calling kernel with
+    ``@wp.kernel(module="unique", module_options={"enable_backward": False})`` (Warp 1.13+), or call
+    ``wp.set_module_options({"enable_backward": False})`` at the top of its Python module.
+    ``@wp.kernel(enable_backward=False)`` alone is not enough: ``tile_matmul`` checks the module's
+    option.
 
     Releases: float16 and bfloat16 inputs need ``wp.tile_astype``'s release (1.8+; Warp 1.7 would
     accumulate them in 16 bit), bfloat16 needs 1.13+ (``wp.bfloat16``); float32/float64 work from 1.7.
