@@ -447,3 +447,22 @@ def test_double_backward(gen):
     assert torch.autograd.gradgradcheck(lambda a, b, c: wgt.gemm(a, b, c, alpha=1.5, beta=0.5), (a, b, c))
     x, w = randn(gen, 3, 4, grad=True), randn(gen, 2, 4, grad=True)
     assert torch.autograd.gradgradcheck(lambda x, w, c: wgt.linear(x, w, c, activation="tanh"), (x, w, c))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32], ids=str)
+@pytest.mark.parametrize("act", ["gelu", "silu", "tanh"])
+def test_linear_low_precision_within_rounding_bound(dtype, act, gen):
+    """16-bit and float32 inputs: within the GEMM's dot-product bound plus the roundings of z and y,
+    propagated through the activation (|f'| <= 1.13 for these)."""
+    K = 33
+    x, w, b = (randn(gen, *s).to(dtype) for s in ((9, K), (7, K), (7,)))
+    y = wgt.linear(x, w, b, activation=act)
+    assert y.dtype == dtype and y.shape == (9, 7)
+    x64, w64, b64 = x.double(), w.double(), b.double()
+    z = torch.nn.functional.linear(x64, w64, b64)
+    want = ref_act(act, z)
+    u = torch.finfo(dtype).eps / 2  # unit roundoff of the storage dtype
+    acc_u = torch.finfo(torch.float32).eps / 2  # 16-bit inputs accumulate in float32
+    gemm_err = 2 * K * acc_u * (x64.abs() @ w64.abs().t() + b64.abs())
+    bound = 1.13 * (gemm_err + u * z.abs()) + u * want.abs() + 1e-30
+    assert bool(((y.double() - want).abs() <= bound).all()), float(((y.double() - want).abs() / bound).max())

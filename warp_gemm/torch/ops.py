@@ -35,18 +35,22 @@ _NS = "warp_gemm"
 
 
 # --- the indirections into the core -----------------------------------------------------------------
+_run = None
+
+
 def _resolve_run():
-    try:
-        from warp_gemm import api as mod  # the pre-restructure layout
-    except ImportError:
-        from warp_gemm.core import execute as mod
-    return mod._run
+    global _run
+    if _run is None:
+        from warp_gemm import api
+
+        _run = api._run
+    return _run
 
 
 def _core_gemm(a, b, c, alpha, beta, trans_a, trans_b, out, allow_tf32):
     """``alpha * op(a) @ op(b) + beta * c`` into ``out`` (or a new tensor) on torch's current stream,
     without autograd; returns the result tensor."""
-    return _resolve_run()(a, b, c, alpha, beta, trans_a, trans_b, out, allow_tf32, None, "gemm")
+    return (_run or _resolve_run())(a, b, c, alpha, beta, trans_a, trans_b, out, allow_tf32, None, "gemm")
 
 
 def _core_linear(x2d, weight, bias, activation, out=None, z_out=None):
