@@ -33,6 +33,7 @@ CASES = {
     "02_odd_shapes": [],
     "04_gemm_alpha_beta": ["--m", "33", "--n", "17", "--k", "65"],
     "06_benchmark_your_shape": ["--shape", "65x33x129", "--repeats", "2", "--warmup", "0"],
+    "07_fused_layer": ["--size", "70x45x33", "--tiles", "32x32x16"],
 }
 
 

@@ -15,6 +15,7 @@ from warp_gemm.config.configs import Config, candidate_configs
 from warp_gemm.api import gemm, matmul
 from warp_gemm.core.options import override as options
 from warp_gemm.tools.precompile import precompile_config
+from warp_gemm.tile import tile_gemm_func
 from warp_gemm.tools.tune import tune
 
 
@@ -39,5 +40,6 @@ __all__ = [
     "options",
     "matmul",
     "precompile_config",
+    "tile_gemm_func",
     "tune",
 ]

@@ -33,6 +33,10 @@ def run(a, b, c, alpha, beta, trans_a, trans_b, out, allow_tf32, config, fname):
         return p.result
     alpha, beta = float(alpha), float(beta)
     opts = options()
+    if p.A.device.is_cpu and opts.cpu_backend == "host" and opts.family in (None, "host") and config is None \
+            and p.K and alpha != 0.0:
+        _host(p, alpha, beta)  # the CPU's BLAS: no plan to make or keep (make_plan would say the same)
+        return p.result
     key = _plan_key(p, alpha, beta, allow_tf32, config, opts) if opts.record_launches and _compat.HAS_RECORD_CMD else None
     cmds = _plans.get(key) if key is not None else None
     if cmds is not None:
@@ -140,7 +144,7 @@ def execute(plan: Plan, p: Problem, alpha: float, beta: float) -> bool:
     temporaries: list = []
     allocate = _allocator(p.A.device, "torch" in (p.A.kind, p.B.kind, p.D.kind), temporaries)
     if plan.family == "host":
-        _host(plan, p, alpha, beta)
+        _host(p, alpha, beta)
         return False
     (dnb, dr, dc), (dsb, dsr, dsc) = plan.d3
     D = plan.D
@@ -286,7 +290,7 @@ def workspace(dev, shape: tuple, dtype: str):
     return raw_view(buf.ptr, WP_DTYPES[dtype], tuple(shape), strides, dev)
 
 
-def _host(plan: Plan, p: Problem, alpha: float, beta: float) -> None:
+def _host(p: Problem, alpha: float, beta: float) -> None:
     """The CPU's BLAS on zero-copy views of the operands' memory: torch's for all-torch calls, NumPy's
     otherwise (bfloat16 as its raw bits). The problem's own orientation (no layout swap): BLAS takes
     any strides."""
@@ -308,6 +312,15 @@ def _np_view(op: Operand):
     import numpy as np
 
     dt = np.uint16 if op.dtype == "bfloat16" else np.dtype(op.dtype)
+    base = op.obj if op.kind == "numpy" else (op.obj.numpy() if op.kind == "warp" and op.dtype != "bfloat16" else None)
+    if base is not None and base.ndim == op.ndim:  # the caller's own array (or its transpose): no new view
+        item = ITEMSIZE[op.dtype]
+        st = tuple(x // item for x in base.strides)
+        if base.shape == op.shape and st == op.strides:
+            return base
+        if op.ndim >= 2 and base.shape[-2:] == op.shape[::-1][:2] and st[-2:] == op.strides[::-1][:2] \
+                and base.shape[:-2] == op.shape[:-2]:
+            return base.swapaxes(-1, -2)
     if op.size == 0:
         return np.empty(op.shape, dt)
     lo, hi = op.span()

@@ -56,6 +56,15 @@ def _torch_dtype_name(dt) -> str | None:
     return _TORCH_NAMES.get(dt)
 
 
+_CPU: list = []
+
+
+def _cpu_device():
+    if not _CPU:
+        _CPU.append(wp.get_device("cpu"))
+    return _CPU[0]
+
+
 def _cuda_device(idx: int):
     dev = _CUDA_DEVICES.get(idx)
     if dev is None:
@@ -63,7 +72,7 @@ def _cuda_device(idx: int):
     return dev
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # (not frozen: a frozen dataclass's __init__ cost ~2 us per operand per call)
 class Operand:
     kind: str  # "warp" | "torch" | "numpy"
     obj: Any  # the caller's object (kept alive by the caller for the call)
@@ -151,11 +160,12 @@ def describe(x, name: str) -> Operand:
         dt = _NP_NAMES.get(x.dtype)
         if dt is None:
             raise _dtype_error(name, x.dtype, x)
-        if any(s < 0 or s % x.itemsize for s in x.strides):
+        item = x.itemsize
+        if not x.flags.c_contiguous and any(s < 0 or s % item for s in x.strides):
             # Negative or unaligned strides cannot be expressed as a Warp array: use a copy.
             x = np.ascontiguousarray(x)
-        strides = tuple(s // x.itemsize for s in x.strides)
-        return Operand("numpy", x, dt, tuple(x.shape), strides, int(x.ctypes.data), wp.get_device("cpu"))
+        strides = tuple(s // item for s in x.strides)
+        return Operand("numpy", x, dt, x.shape, strides, x.ctypes.data, _cpu_device())
     raise TypeError(
         f"{name} is a {type(x).__module__}.{type(x).__name__}; warp_gemm takes wp.array, torch.Tensor "
         "or numpy.ndarray"

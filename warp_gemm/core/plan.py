@@ -76,7 +76,7 @@ def make_plan(p: Problem, alpha: float, beta: float, allow_tf32: bool, config: C
     base = Plan("fill", A, B, C, D, M, N, use_c, out_k, tmp_out, as3d(D))
     if p.K == 0 or alpha == 0.0:
         return base
-    if dev.is_cpu and opts.cpu_backend == "host" and opts.family in (None, "host"):
+    if dev.is_cpu and opts.cpu_backend == "host" and opts.family in (None, "host") and config is None:
         return replace(base, family="host", tmp_out=False, out_k=p.out_dtype)
     if config is None and opts.family != "tiled":
         other = _plan_family(base, p, allow_tf32, opts)
