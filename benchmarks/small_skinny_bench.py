@@ -45,7 +45,25 @@ PROBLEMS = {
 REPS = 8
 
 
-def variants():
+def variants(which: str | None = None):
+    """The variant list: ``final`` (default; the choices choose_spec/split_pipe_config make, plus the
+    padded skinny kernels round 2 meant to measure) or ``sweep`` (round 2's sweep)."""
+    which = which or os.environ.get("SMALL_SKINNY_SET", "final")
+    if which == "final":
+        v = [(p, "auto", ()) for p in PROBLEMS]
+        for p in ("m16_8192_f16", "m4_8192_f16"):
+            for tgt in (528, 1056):
+                v.append((p, "skinny", (16, 128, 128, 128, True, tgt, 8)))
+                v.append((p, "skinny", (16, 128, 64, 128, True, tgt, 8)))
+        for sp in (4, 8):
+            v.append(("n16_8192_f16", "pipesplit", (128, 16, 128, 2, 128, sp)))
+            v.append(("m16_8192_f16", "pipesplit", (16, 128, 128, 2, 128, sp)))
+            v.append(("m1_4096_f16", "pipesplit", (16, 128, 128, 2, 128, sp)))
+        return v
+    return _sweep()
+
+
+def _sweep():
     """(problem, family, params) rows. small: (tile, block_dim, mathdx, per_block[, pad]); skinny: (tm,
     tn, tk, block_dim, mathdx, target_blocks[, pad]); tiled: (tm, tn, tk, block_dim, padded); pipe
     (kernels/pipelined.py, batched): (tm, tn, tk, stages, block_dim); pipesplit (the pipelined kernel
@@ -105,11 +123,13 @@ def spec_of(problem, family, params):
     if family == "small":
         t, bd, dx, pb = params[:4]
         pad = params[4] if len(params) > 4 else 0
-        return small.SmallSpec(t, t, t, dtype, dtype, "N", "N", "scale", pb, bd, dx, pad, pad)
+        return small.SmallSpec(t, t, t, dtype, dtype, "N", "N", "scale", per_block=pb, block_dim=bd, mathdx=dx,
+                               pad_ab=pad, pad_c=pad)
     if family == "skinny":
         tm, tn, tk, bd, dx, tgt = params[:6]
         pad = params[6] if len(params) > 6 else 0
-        return skinny.SkinnySpec(tm, tn, tk, dtype, dtype, "N", "N", "scale", bd, dx, tgt, pad, pad)
+        return skinny.SkinnySpec(tm, tn, tk, dtype, dtype, "N", "N", "scale", block_dim=bd, mathdx=dx,
+                                 target_blocks=tgt, pad_ab=pad, pad_c=pad)
     if family in ("pipe", "pipesplit"):
         from warp_gemm.kernels import pipelined
 
@@ -124,12 +144,37 @@ def spec_of(problem, family, params):
     return tiled.KernelSpec(tm, tn, tk, dtype, dtype, "N", "N", "scale", False, *pads), bd
 
 
+def auto_choice(problem):
+    """(family, params) the family entry points choose for ``problem`` on cuda:0."""
+    import warp as wp
+
+    from warp_gemm.kernels import skinny, small
+
+    dtype, M, N, K, batch = PROBLEMS[problem]
+    dev = wp.get_device("cuda:0")
+    sp = small.choose_spec(dev, dtype, "N", "N", M, N, K, batch, dtype, "scale")
+    if sp is not None:
+        return "small", (sp.tm, sp.block_dim, sp.mathdx, sp.per_block)
+    sk = skinny.choose_spec(dev, dtype, "N", "N", M, N, K, batch, dtype, "scale")
+    if sk is not None:
+        return "skinny", (sk.tm, sk.tn, sk.tk, sk.block_dim, sk.mathdx, sk.target_blocks)
+    cfg = skinny.split_pipe_config(dev, dtype, "N", "N", M, N, K, batch, dtype, "scale")
+    if cfg is not None:
+        c = cfg["pipe"]
+        return "pipesplit", (c["tm"], c["tn"], c["tk"], c["stages"], c["block_dim"], cfg["splits"])
+    if max(M, N) <= 64:
+        return "pipe", (64, 64, 64, 2, 128)
+    return "pipe", (128, 128, 64, 2, 256)  # the best measured for 64 x 256^3 (33.1 us, run 2)
+
+
 def launches_of(problem, family, params, A, B, D, ws_cache):
     """[(kernel, dim, inputs, block_dim)] for one operand set."""
     import warp as wp
 
     from warp_gemm.kernels import skinny, small
 
+    if family == "auto":
+        family, params = auto_choice(problem)
     dtype, M, N, K, batch = PROBLEMS[problem]
     spec = spec_of(problem, family, params)
     if family == "small":
@@ -209,6 +254,8 @@ def compile_worker(indices):
     V = variants()
     for i in indices:
         problem, family, params = V[i]
+        if family == "auto":
+            family, params = auto_choice(problem)
         t0 = time.time()
         try:
             a, b, d = _operands(problem, 1, torch, 1)[0]
@@ -246,6 +293,9 @@ def main():
         seen, uniq = set(), []
         for i in todo:
             p, fam, prm = V[i]
+            if fam == "auto":
+                uniq.append(i)
+                continue
             kkey = (PROBLEMS[p][0], fam, prm[:3] + prm[4:] if fam == "small" else
                     prm[:5] + prm[6:] if fam == "skinny" else prm[:5])
             if kkey not in seen:
@@ -253,7 +303,7 @@ def main():
                 uniq.append(i)
         # MathDx variants first so that the long compiles start together.
         uniq.sort(key=lambda i: not (V[i][2][2] if V[i][1] == "small" else V[i][2][4] if V[i][1] == "skinny"
-                                     else True))
+                                     else True) if V[i][1] != "auto" else 0)
         groups = [uniq[k::args.procs] for k in range(args.procs)]
         procs = [subprocess.Popen([sys.executable, __file__, "compile", ",".join(map(str, g))], stdout=log,
                                   stderr=subprocess.STDOUT) for g in groups if g]
@@ -336,6 +386,8 @@ def run_timing(V, todo, save=lambda rows: None):
             for i in idx:
                 _, family, params = V[i]
                 row = {"problem": problem, "family": family, "params": list(params)}
+                if family == "auto":
+                    row["choice"] = list(map(str, auto_choice(problem)))
                 try:
                     cache = {}
                     ls = [launches_of(problem, family, params, *wops[r], cache) for r in range(sets)]
@@ -383,15 +435,17 @@ def print_table(rows, meta):
     fam_best = {}
     for r in rows:
         if r["family"] != "torch" and r.get("ok") and "us" in r:
-            k = (r["problem"], r["family"], r["params"][2] if r["family"] == "small" else
-                 (r["params"][4] if r["family"] == "skinny" else True),
-                 len(r["params"]) > 4 if r["family"] == "small" else len(r["params"]) > 6)
+            prm = r["params"] or [0] * 8
+            k = (r["problem"], r["family"], prm[2] if r["family"] == "small" else
+                 (prm[4] if r["family"] == "skinny" else True),
+                 len(prm) > 4 if r["family"] == "small" else len(prm) > 6)
             if k not in fam_best or r["us"] < fam_best[k]["us"]:
                 fam_best[k] = r
     print("problem            family  dx    params                         us      TFLOP/s  torch_us  ratio")
     for (p, fam, dx, _), r in sorted(fam_best.items()):
         tu = torch_us.get(p, float("nan"))
-        print(f"{p:18s} {fam:7s} {str(dx):5s} {str(r['params']):30s} {r['us']:7.1f} {r['tflops']:8.2f} "
+        shown = r.get("choice", r["params"])
+        print(f"{p:18s} {fam:9s} {str(dx):5s} {str(shown):30s} {r['us']:7.1f} {r['tflops']:8.2f} "
               f"{tu:8.1f} {tu / r['us']:6.2f}")
     print(f"failures: {len(fails)}")
     for r in fails[:10]:

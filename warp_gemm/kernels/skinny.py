@@ -31,7 +31,7 @@ import warp as wp
 from .. import _compat
 from .common import WP_DTYPES, acc_dtype_name
 
-# The family applies where the smaller output side is at most this.
+# The smaller output side this kernel handles (any side up to 16 works; choose_spec picks it for <= 4).
 MAX_SMALL = 16
 
 
@@ -105,39 +105,49 @@ def workspace_shape(spec: SkinnySpec, M: int, N: int, K: int, batch: int):
     return (s * batch, M, N), spec.acc_dtype
 
 
-# (small-side bucket, dtype group) -> (tm or tn for the small side, big side tile, tk, block_dim, mathdx,
-# target_blocks). Provisional until the H100 sweep lands.
+# Measured on an H100 (warp 1.19.0; CUDA-graph timings with cuBLAS through torch in the same run;
+# benchmarks/results/small_skinny/h100_run1.json, h100_run2.json):
+# - small side <= 4: Warp's scalar tile GEMM with the small side padded to a power of two (1, 2, 4)
+#   beats MathDx's 16-wide tiles: fp16 1x4096x4096 23.3 us (1x128x64 tiles, block 128, ~528 blocks)
+#   against 43.5 (MathDx 16x128x128); fp16 4x8192x8192 64.9 us (4x128x128, ~528 blocks) against
+#   141.3 (cuBLAS: 15.1 and 47.3 us). ~528 blocks (4 per SM) beat 264, 1056 and 2112 for both.
+# - small side 5..16: this kernel's MathDx path is slow (fp16 16x8192x8192 139.6 us unpadded, 15.4
+#   TFLOP/s; the tiled family did 115 us in issue 18). The pipelined family over K slices viewed as a
+#   batch (``split_k_views`` + ``finish_launch`` below) did 74.5 us (28.8 TFLOP/s; cuBLAS 47.3):
+#   choose_spec therefore declines small sides 5..16 and ``split_pipe_config`` describes that plan.
+_SCALAR_MAX = 4
 _RULES: dict = {
-    "vec": (1, 128, 64, 128, False, 1056),  # small side 1..4: scalar GEMM, small side padded to 1/2/4
-    "mat": (16, 128, 64, 128, True, 1056),  # small side 5..16: MathDx, 16-wide
+    # small side bucket -> (big-side tile, tk, block_dim, target_blocks)
+    1: (128, 64, 128, 528),
+    2: (128, 64, 128, 528),
+    4: (128, 128, 128, 528),
 }
 
 
 def choose_spec(device, dtype: str, layout_a: str, layout_b: str, M: int, N: int, K: int, batch: int,
                 out_dtype: str, epilogue: str):
-    """The spec for this problem, or None where the family does not apply (both sides over 16, an
-    epilogue it does not have, or a Warp without ``tile_astype``). Where M <= 16 the kernel streams B,
-    else (N <= 16) it streams A. For batched products with both sides <= 64 prefer kernels/small.py."""
+    """The spec for this problem, or None where the family does not apply: the smaller output side
+    over 4 (see ``split_pipe_config`` for 5..16), an epilogue other than scale/axpby, or a Warp without
+    ``tile_astype``. Where M <= N the kernel streams B (tiles ``side x 128``), else A (``128 x side``).
+    For batched products with both sides <= 32 prefer kernels/small.py. float32/float64/bfloat16 take
+    the fp16 rules (not measured separately)."""
     if epilogue not in ("scale", "axpby") or layout_a not in ("N", "T") or layout_b not in ("N", "T"):
         return None
     if dtype not in WP_DTYPES or out_dtype not in WP_DTYPES or not _compat.HAS_TILE_ASTYPE:
         return None
-    if min(M, N) > MAX_SMALL or min(M, N, batch) < 1:
+    if min(M, N) > _SCALAR_MAX or min(M, N, batch) < 1:
         return None
-    small = min(M, N)
+    side = _pow2_at_least(min(M, N))
+    big, tk, block_dim, target = _RULES[side]
     is_cpu = getattr(device, "is_cpu", False) or str(device) == "cpu"
-    side, big, tk, block_dim, mathdx, target = _RULES["vec" if small <= 4 else "mat"]
-    if not mathdx or is_cpu:
-        side = _pow2_at_least(small)
-        mathdx = False
     if is_cpu:
         block_dim = 1
         target = 4 * max(1, (getattr(device, "cpu_count", 0) or 2))
     else:
-        target = max(target, 8 * _compat.sm_count(device))
-    if M <= N:
-        return SkinnySpec(side, big, tk, dtype, out_dtype, layout_a, layout_b, epilogue, block_dim, mathdx, target)
-    return SkinnySpec(big, side, tk, dtype, out_dtype, layout_a, layout_b, epilogue, block_dim, mathdx, target)
+        target = max(target, 4 * _compat.sm_count(device))
+    tm, tn = (side, big) if M <= N else (big, side)
+    return SkinnySpec(tm, tn, tk, dtype, out_dtype, layout_a, layout_b, epilogue, block_dim=block_dim,
+                      mathdx=False, target_blocks=target)
 
 
 def launch_args(spec: SkinnySpec, A, B, C, D, alpha, beta, M, N, K, batch, a_nb, b_nb, c_nb, workspace=None):
@@ -297,3 +307,81 @@ def _finish_kernel_built(acc_dtype: str, out_dtype: str):
 def _finish_kernel(acc_dtype: str, out_dtype: str):
     with _factory_lock:
         return _finish_kernel_built(acc_dtype, out_dtype)
+
+
+# --- small side 5..16: the pipelined family over K slices ------------------------------------------------
+# Kernel modules import only _compat and common, so the planner composes this plan:
+#   cfg = split_pipe_config(...)                       # or None: use the tiled family
+#   A3, B3 = split_k_views(A, B, layout_a, layout_b, K, cfg["splits"])
+#   W = workspace of split_pipe_workspace_shape(...)   # float32/float64 (splits, M, N), cached per device
+#   pipelined.launch_args(PipeSpec(**cfg["pipe"], in_dtype=dtype, out_dtype=<acc>, layout_a=.., layout_b=..,
+#                         epilogue="scale"), A3, B3, None, W, 1.0, 0.0, M, N, K // splits, splits, splits,
+#                         splits, 1)
+#   finish_launch(D, W, C, alpha, beta, splits, acc, out)
+# Measured (fp16 16x8192x8192, H100): 8 splits 74.5 us, 16 88.5, 32 117.6 (2 stages); 3 stages 111.7,
+# 4 stages 113.6; 16x256x64 tiles, 4 stages 86.4; M=4: 70.8 (the scalar kernel above: 64.9).
+SPLIT_PIPE = dict(tm=16, tn=128, tk=128, stages=2, block_dim=128, pad_ab=8, pad_c=8, chunk=16)
+_SPLIT_BLOCKS = 512  # ~4 blocks per SM: 8 splits x 64 column tiles measured best
+
+
+def split_pipe_config(device, dtype: str, layout_a: str, layout_b: str, M: int, N: int, K: int, batch: int,
+                      out_dtype: str, epilogue: str):
+    """``{"splits": s, "pipe": PipeSpec fields}`` for a small side of 5..16 on CUDA (batch 1), or None
+    where the plan does not apply (batched, CPU, K not a multiple of ``splits * tk``, or 16-byte
+    alignment of the slices impossible: the planner still checks ``pipelined.max_chunk`` on the views).
+    The pipelined tiles are ``16 x 128`` (small M) or ``128 x 16`` (small N); N-small is unmeasured."""
+    if epilogue not in ("scale", "axpby") or batch != 1 or dtype not in WP_DTYPES or out_dtype not in WP_DTYPES:
+        return None
+    if getattr(device, "is_cpu", False) or str(device) == "cpu" or not (4 < min(M, N) <= MAX_SMALL):
+        return None
+    pipe = dict(SPLIT_PIPE)
+    if M > N:
+        pipe["tm"], pipe["tn"] = pipe["tn"], pipe["tm"]
+    # Pads as the pipelined family's defaults: exact float32 dense, float64 32 bytes per row.
+    pipe["pad_ab"], pipe["pad_c"] = {"float16": (8, 8), "bfloat16": (8, 8), "float32": (0, 0),
+                                     "float64": (4, 4)}[dtype]
+    tiles = _ceil(M, pipe["tm"]) * _ceil(N, pipe["tn"])
+    item = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}[dtype]
+    s = 1
+    while (tiles * s * 2 <= _SPLIT_BLOCKS and K % (s * 2 * pipe["tk"]) == 0
+           and (K // (s * 2)) * item % 16 == 0):
+        s *= 2
+    if s == 1:
+        return None
+    return {"splits": s, "pipe": pipe}
+
+
+def split_pipe_workspace_shape(M: int, N: int, splits: int, dtype: str):
+    """``((splits, M, N), acc_dtype)``: the partial products of the K slices."""
+    return (splits, M, N), acc_dtype_name(dtype)
+
+
+def split_k_views(A, B, layout_a: str, layout_b: str, K: int, splits: int):
+    """Views of batch-1 operands ``A`` and ``B`` whose batch entry ``s`` is K slice ``s`` (``K //
+    splits`` long): ``A (1, M, K)`` -> ``(splits, M, K/s)`` (layout T: ``(1, K, M)`` -> ``(splits, K/s,
+    M)``), ``B (1, K, N)`` -> ``(splits, K/s, N)`` (T: ``(1, N, K)`` -> ``(splits, N, K/s)``). No copies:
+    strided Warp arrays over the same memory (the caller keeps the operands alive)."""
+    if K % splits:
+        raise ValueError(f"K={K} is not a multiple of splits={splits}")
+    ks = K // splits
+
+    def view(X, k_is_rows: bool):
+        r, c = X.shape[1], X.shape[2]
+        sr, sc = X.strides[1], X.strides[2]
+        if k_is_rows:
+            shape, strides = (splits, ks, c), (ks * sr, sr, sc)
+        else:
+            shape, strides = (splits, r, ks), (ks * sc, sr, sc)
+        return wp.array(ptr=X.ptr, dtype=X.dtype, shape=shape, strides=strides, device=X.device)
+
+    if A.shape[0] != 1 or B.shape[0] != 1:
+        raise ValueError("K-slice views need batch-1 operands")
+    return view(A, layout_a == "T"), view(B, layout_b == "N")
+
+
+def finish_launch(D, W, C, alpha, beta, splits: int, batch: int, c_nb: int, acc_dtype: str, out_dtype: str):
+    """``(kernel, dim, inputs, None)``: ``D[b] = alpha * sum_s W[s * batch + b] (+ beta * C[b])``, the
+    slabs summed in order (deterministic)."""
+    cc = C if C is not None else D
+    inputs = [D, W, cc, float(alpha), float(beta), splits, batch, c_nb if C is not None else 1, int(C is not None)]
+    return _finish_kernel(acc_dtype, out_dtype), (batch, D.shape[1], D.shape[2]), inputs, None

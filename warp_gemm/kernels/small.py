@@ -5,7 +5,7 @@ One block computes one output tile ``(TM, TN)`` of ``per_block`` consecutive bat
     D[b] = alpha * op(A[b]) @ op(B[b])                 (epilogue "scale")
     D[b] = alpha * op(A[b]) @ op(B[b]) + beta * C[b]    (epilogue "axpby")
 
-Tiles are sized to the problem (16, 32 or 64 per side: the whole matrix in one tile up to 64x64), so
+Tiles are sized to the problem (16 or 32 per side: the whole matrix in one tile up to 32x32), so
 a 32x32 product does not pay for a 128x128 tile (issue 18: 4096 x 32^3 fp16 ran at 355.6 us with the
 large-problem tiles, against 20.6 us for cuBLAS). ``tile_matmul`` is either the MathDx (cuBLASDx)
 GEMM or Warp's scalar GEMM (module option ``enable_mathdx_gemm=False``, Warp 1.12+; it compiles in
@@ -27,11 +27,18 @@ import warp as wp
 from .. import _compat
 from .common import WP_DTYPES, acc_dtype_name
 
-# Tile side choices; a side larger than the biggest tile loops (K) or takes several tiles (M, N).
-_SIDES = (16, 32, 64)
-# The family applies where the larger output side fits one 64-wide tile (bigger products go to the
-# tiled family, see choose_spec).
-MAX_SIDE = 64
+# Tile side choices; K larger than the tile loops.
+_SIDES = (16, 32)
+# Where the family applies (H100, warp 1.19.0, benchmarks/results/small_skinny/h100_run1.json and
+# h100_run2.json; CUDA-graph timings, cuBLAS through torch in the same run):
+# - output sides <= 32: fp16 4096 x 32^3 23.4 us against 355.6 us for the tiled family's large tiles
+#   (issue 18) and 18.1 us for cuBLAS; fp32 10000 x 16^3 20.5 us against 27.5 for cuBLAS.
+# - not at 64: fp16 512 x 64^3 took 19.8 us with one 64x64 tile per entry, the tiled family 19.9 and
+#   the pipelined family (64x64x64, 2 stages, block 128) 13.0 (cuBLAS 9.3); fp16 64 x 256^3 89.5 us
+#   with 64-wide tiles against 33.1-38.8 for the pipelined/tiled families (cuBLAS 12.0).
+MAX_SIDE = 32
+# K up to this many elements (a few tile steps); longer K is a different problem (unmeasured here).
+MAX_K = 128
 
 
 @dataclass(frozen=True)
@@ -85,35 +92,45 @@ def _ceil(a: int, b: int) -> int:
 
 def choose_spec(device, dtype: str, layout_a: str, layout_b: str, M: int, N: int, K: int, batch: int,
                 out_dtype: str, epilogue: str):
-    """The spec for this problem, or None where the family does not apply (an output side over
-    ``MAX_SIDE``, an epilogue it does not have, or a Warp without ``tile_astype``).
+    """The spec for this problem, or None where the family does not apply: an output side over
+    ``MAX_SIDE`` or K over ``MAX_K``, an epilogue other than scale/axpby, or a Warp without
+    ``tile_astype``. The batch may be 1 (one block per output tile).
 
-    Measured on an H100 (warp 1.19.0, benchmarks/results/small_skinny/): see _RULES below."""
+    Choices (H100, warp 1.19.0, CUDA-graph timings, results/small_skinny/h100_run1.json):
+    - entries per block (at most 4): several only where the grouped launch keeps >= 6 blocks per SM:
+      fp16 4096 x 32^3 28.5 us (1 per block) / 25.4 (2) / 23.4 (4), block 32; fp32 10000 x 16^3
+      23.3 / 21.4 / 20.5 / 28.7 (8). With fewer entries grouping starves the GPU: fp16 256 x 32^3
+      5.3 us (1 per block, block 128) against 10.4 (4); fp32 1000 x 16^3 5.2 (1, block 64) / 9.7 (4).
+    - block size: 32 threads when entries are grouped (4096 x 32^3: 23.4 at 32, 24.8 at 64, 32.0 at 128),
+      128 (32-wide tiles) or 64 (16-wide) otherwise.
+    - MathDx vs Warp's scalar GEMM: MathDx at or ahead everywhere measured (4096 x 32^3 fp16 23.4 vs
+      26.6; 10000 x 16^3 fp32 20.5 vs 20.6; 1000 x 16^3 5.2 vs 5.4), so MathDx on CUDA; the scalar
+      GEMM compiles in < 1 s instead of 20-60 s (``mathdx=False`` where compile time matters).
+    - padded shared tiles (``pad_ab``/``pad_c``) lost everywhere (4096 x 32^3 fp16: 31.7-142.6 us,
+      h100_run2.json): left at 0.
+    float64 and bfloat16 take the same rules (not measured separately)."""
     if epilogue not in ("scale", "axpby") or layout_a not in ("N", "T") or layout_b not in ("N", "T"):
         return None
     if dtype not in WP_DTYPES or out_dtype not in WP_DTYPES or not _compat.HAS_TILE_ASTYPE:
         return None
-    if max(M, N) > MAX_SIDE or min(M, N, batch) < 1:
+    if max(M, N) > MAX_SIDE or K > MAX_K or min(M, N, batch) < 1:
         return None
     tm, tn, tk = _side(M), _side(N), _side(max(K, 1))
     is_cpu = getattr(device, "is_cpu", False) or str(device) == "cpu"
     if is_cpu:
         # The CPU runs one thread per block and Warp's scalar GEMM whatever the option says.
-        return SmallSpec(tm, tn, tk, dtype, out_dtype, layout_a, layout_b, epilogue, 1, 1, False)
-    per_block, block_dim, mathdx = _RULES.get((max(tm, tn), dtype), _RULES.get(max(tm, tn), (1, 64, True)))
-    # A block walks per_block entries in turn; keep at least ~4 blocks per multiprocessor.
-    sms = _compat.sm_count(device)
-    while per_block > 1 and _ceil(batch, per_block) < 4 * sms:
-        per_block //= 2
-    return SmallSpec(tm, tn, tk, dtype, out_dtype, layout_a, layout_b, epilogue, per_block, block_dim, mathdx)
-
-
-# (tile side[, dtype]) -> (per_block, block_dim, mathdx). Provisional until the H100 sweep lands.
-_RULES: dict = {
-    16: (2, 32, False),
-    32: (1, 64, True),
-    64: (1, 128, True),
-}
+        return SmallSpec(tm, tn, tk, dtype, out_dtype, layout_a, layout_b, epilogue, per_block=1, block_dim=1,
+                         mathdx=False)
+    blocks_per_entry = _ceil(M, tm) * _ceil(N, tn)
+    # Group entries while the launch keeps >= 6 blocks per SM (792 on an H100): measured good at 1024
+    # blocks (4096 x 32^3 in fours) and 2500, bad at 500 (1000 x 16^3 in pairs: 6.7 us against 5.2).
+    floor = 6 * _compat.sm_count(device)
+    per_block = 1
+    while per_block < 4 and _ceil(batch, per_block * 2) * blocks_per_entry >= floor:
+        per_block *= 2
+    block_dim = 32 if per_block > 1 else (128 if max(tm, tn) >= 32 else 64)
+    return SmallSpec(tm, tn, tk, dtype, out_dtype, layout_a, layout_b, epilogue, per_block=per_block,
+                     block_dim=block_dim, mathdx=True)
 
 
 def workspace_shape(spec: SmallSpec, M: int, N: int, K: int, batch: int):
