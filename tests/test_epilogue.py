@@ -18,9 +18,9 @@ TM, TN = 4, 8
 _tile_kernels = {}
 
 
-def tile_map_kernel(fn, dtype):
+def tile_map_kernel(fn, dtype, tag=""):
     """A one-tile kernel applying ``fn`` with ``wp.tile_map`` (as a GEMM epilogue does to its accumulator)."""
-    key = (fn.key, dtype)
+    key = (fn.key, dtype, tag)
     if key not in _tile_kernels:
         T = dtype
 
@@ -28,7 +28,8 @@ def tile_map_kernel(fn, dtype):
             t = wp.tile_load(src, shape=(TM, TN), offset=(0, 0))
             wp.tile_store(dst, wp.tile_map(fn, t), offset=(0, 0))
 
-        _tile_kernels[key] = compat.make_kernel(k, f"test_epi_{fn.key}_{dtype.__name__}")
+        name = fn.key.rsplit(".", 1)[-1]
+        _tile_kernels[key] = compat.make_kernel(k, f"test_epi_{name}_{dtype.__name__}{tag}")
     return _tile_kernels[key]
 
 
@@ -45,20 +46,46 @@ def rel_err(got, want):
 TOL = {np.float64: 1e-14, np.float32: 4e-7 * 4, np.float16: 2e-3}
 
 
+def run_tile_map(fn, wdt, z, tag=""):
+    src = wp.array(z, dtype=wdt, device="cpu")
+    dst = wp.full(z.shape, np.nan, dtype=wdt, device="cpu")
+    wp.launch_tiled(tile_map_kernel(fn, wdt, tag), dim=[1], inputs=[src, dst], block_dim=32, device="cpu")
+    return dst.numpy()
+
+
 @pytest.mark.parametrize("which", ["forward", "derivative"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
 @pytest.mark.parametrize("act", ACTS, ids=str)
 def test_tile_map_matches_reference(act, dtype, which, rng):
-    fn = E.activation_func(act) if which == "forward" else E.activation_grad_func(act)
+    wdt = wp.float64 if dtype == np.float64 else wp.float32
+    fn = E.activation_func(act, wdt) if which == "forward" else E.activation_grad_func(act, wdt)
     ref = E.reference if which == "forward" else E.reference_grad
     z = draws(rng, (TM, TN), dtype)
-    wdt = wp.float64 if dtype == np.float64 else wp.float32
-    src = wp.array(z, dtype=wdt, device="cpu")
-    dst = wp.full((TM, TN), np.nan, dtype=wdt, device="cpu")
-    wp.launch_tiled(tile_map_kernel(fn, wdt), dim=[1], inputs=[src, dst], block_dim=32, device="cpu")
-    out = dst.numpy()
+    out = run_tile_map(fn, wdt, z)
     assert out.dtype == dtype
     assert rel_err(out, ref(act, z.astype(np.float64))) <= TOL[dtype]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
+def test_erf_fallback_for_warp_without_erf(dtype, rng, monkeypatch):
+    """The erf written for Warp releases without ``wp.erf`` (1.7), built and checked on any release:
+    gelu and its derivative through it, over the series (|x| < 2.5 sqrt 2) and continued-fraction ranges."""
+    monkeypatch.setattr(E, "HAS_ERF", False)
+    wdt = wp.float64 if dtype == np.float64 else wp.float32
+    fwd, grad = E._build(wdt)
+    z = np.concatenate([draws(rng, (16,), dtype), np.linspace(-9, 9, 16)]).astype(dtype).reshape(TM, TN)
+    z64 = z.astype(np.float64)
+    assert rel_err(run_tile_map(fwd["gelu"], wdt, z, "_fb"), E.reference("gelu", z64)) <= TOL[dtype]
+    assert rel_err(run_tile_map(grad["gelu"], wdt, z, "_fb"), E.reference_grad("gelu", z64)) <= TOL[dtype]
+
+
+def test_activation_func_dtypes():
+    assert E.activation_func("gelu", wp.float64) is E.activation_func("gelu", "float64")
+    assert E.activation_func("gelu", wp.float32) is not E.activation_func("gelu", wp.float64)
+    with pytest.raises(TypeError, match="float16"):
+        E.activation_func("relu", wp.float16)
+    with pytest.raises(ValueError, match="unknown activation 'swish'"):
+        E.activation_grad_func("swish", wp.float32)
 
 
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64], ids=["float16", "float32", "float64"])

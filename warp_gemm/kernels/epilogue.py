@@ -3,13 +3,14 @@
 Names: ``None`` (identity), ``"relu"``, ``"gelu"`` (erf form, ``torch.nn.functional.gelu``),
 ``"gelu_tanh"`` (``gelu(..., approximate="tanh")``), ``"silu"``, ``"tanh"``.
 
-For each name:
+For each name and accumulator dtype (``wp.float32``, ``wp.float64``):
 
-- ``activation_func(name)``: a generic ``@wp.func`` ``f(x: Any) -> same type``, usable in
-  ``wp.tile_map(f, tile)`` on float32 and float64 tiles (the GEMM accumulator) and on scalars in
-  ordinary kernels. Constants are built with ``type(x)(...)`` so float64 stays float64.
-- ``activation_grad_func(name)``: ``f'(z)`` as a generic ``@wp.func`` of the *pre-activation* ``z``
-  (so a backward pass needs only ``z``): ``dL/dz = dL/dy * f'(z)``.
+- ``activation_func(name, dtype)``: a ``@wp.func`` ``f(x: dtype) -> dtype``, usable in
+  ``wp.tile_map(f, tile)`` on a tile of that dtype (the GEMM accumulator) and on scalars in
+  ordinary kernels. One concrete function per dtype (not ``x: Any``): warp-lang 1.7's ``tile_map``
+  cannot compile a generic user function; 1.12 and 1.19 could take either.
+- ``activation_grad_func(name, dtype)``: ``f'(z)`` of the *pre-activation* ``z`` (so a backward pass
+  needs only ``z``): ``dL/dz = dL/dy * f'(z)``.
 - ``reference(name, z)`` / ``reference_grad(name, z)``: numpy float64 (or torch, for a torch tensor in
   its own dtype -- pass float64) implementations for tests.
 
@@ -20,15 +21,14 @@ backward pass): ``apply_activation(dst, src, name)`` writes ``f(src)`` into ``ds
 ``activation_backward(grad_z, grad_y, z, name)`` writes ``grad_y * f'(z)`` into ``grad_z``. Arrays of
 float16/bfloat16/float32 compute in float32, float64 in float64; ``dst`` may be ``src`` (in place).
 
-Warp notes: ``wp.tile_map`` accepts user ``@wp.func`` functions (1.5+), and generic ``Any`` parameters
-resolve per call site, so one function serves float32 and float64 tiles. ``wp.erf`` is a builtin in
-every release warp_gemm supports (1.7+).
+Warp notes: ``wp.tile_map`` accepts user ``@wp.func`` functions on every release warp_gemm supports
+(checked on 1.7.2, 1.12.1, 1.19.0 on the CPU). ``wp.erf`` arrived after 1.7 (``HAS_ERF``); without it
+gelu uses a series / continued-fraction erf written here (accurate to a few ulps in float64).
 """
 
 # No `from __future__ import annotations`: Warp reads annotations as objects.
 import math
 import threading
-from typing import Any
 
 import warp as wp
 
@@ -51,96 +51,153 @@ def check_activation(name):
     raise ValueError(f"unknown activation {name!r}; valid activations: {valid}")
 
 
-# --- forward ------------------------------------------------------------------------------------------
-@wp.func
-def act_identity(x: Any):
-    return x
+# --- the Warp functions, one concrete set per dtype --------------------------------------------------------
+#: 1.8+ (present in 1.12, absent in 1.7): the ``wp.erf`` builtin; older releases get erf_series below.
+HAS_ERF = hasattr(wp, "erf")
 
 
-@wp.func
-def act_relu(x: Any):
-    return wp.max(x, type(x)(0.0))
+def _build(T):
+    """The forward and derivative functions of every activation for the concrete float type ``T``.
+
+    Concrete rather than generic (``x: Any``): ``wp.tile_map`` on warp-lang 1.7 does not resolve a
+    generic user function (its code refers to ``wp::Any`` and fails to compile); 1.12 and 1.19 accept
+    both. Constants are ``T(...)`` so float64 stays float64."""
+
+    if HAS_ERF:
+        @wp.func
+        def erf_(x: T):
+            return wp.erf(x)
+    else:
+        @wp.func
+        def erf_(x: T):
+            # |x| < 2.5: erf(y) = 2/sqrt(pi) exp(-y^2) sum_n (2y^2)^n y / (1*3*...*(2n+1)) (positive terms);
+            # else 1 - erfc(y), erfc by its continued fraction (40 terms): relative error of erfc
+            # <= 6e-14 (float64), set by exp(-y^2); erf's error a few ulps.
+            y = wp.abs(x)
+            r = T(0.0)
+            if y < T(2.5):
+                t = y
+                acc = y
+                y2 = T(2.0) * y * y
+                for n in range(1, 128):
+                    t = t * y2 / T(2 * n + 1)
+                    acc = acc + t
+                    if t < acc * T(1.0e-17):
+                        break
+                r = T(1.1283791670955126) * wp.exp(-y * y) * acc
+            else:
+                f = y
+                for k in range(40, 0, -1):
+                    f = y + T(0.5) * T(k) / f
+                r = T(1.0) - wp.exp(-y * y) / (T(1.7724538509055159) * f)
+            if x < T(0.0):
+                r = -r
+            return r
+
+    @wp.func
+    def act_identity(x: T):
+        return x
+
+    @wp.func
+    def act_relu(x: T):
+        return wp.max(x, T(0.0))
+
+    @wp.func
+    def act_gelu(x: T):
+        # 0.5 * x * (1 + erf(x / sqrt(2)))
+        return T(0.5) * x * (T(1.0) + erf_(x * T(0.7071067811865476)))
+
+    @wp.func
+    def act_gelu_tanh(x: T):
+        # 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))
+        u = T(0.7978845608028654) * (x + T(0.044715) * x * x * x)
+        return T(0.5) * x * (T(1.0) + wp.tanh(u))
+
+    @wp.func
+    def act_silu(x: T):
+        # x * sigmoid(x); exp(-x) overflows to inf for very negative x, giving -0 (the limit), not NaN
+        return x / (T(1.0) + wp.exp(-x))
+
+    @wp.func
+    def act_tanh(x: T):
+        return wp.tanh(x)
+
+    # derivatives, as functions of the pre-activation z
+    @wp.func
+    def grad_identity(z: T):
+        return T(1.0)
+
+    @wp.func
+    def grad_relu(z: T):
+        if z > T(0.0):
+            return T(1.0)
+        return T(0.0)
+
+    @wp.func
+    def grad_gelu(z: T):
+        # Phi(z) + z * phi(z)
+        cdf = T(0.5) * (T(1.0) + erf_(z * T(0.7071067811865476)))
+        pdf = T(0.3989422804014327) * wp.exp(T(-0.5) * z * z)
+        return cdf + z * pdf
+
+    @wp.func
+    def grad_gelu_tanh(z: T):
+        u = T(0.7978845608028654) * (z + T(0.044715) * z * z * z)
+        t = wp.tanh(u)
+        du = T(0.7978845608028654) * (T(1.0) + T(0.134145) * z * z)  # 3 * 0.044715
+        return T(0.5) * (T(1.0) + t) + T(0.5) * z * (T(1.0) - t * t) * du
+
+    @wp.func
+    def grad_silu(z: T):
+        s = T(1.0) / (T(1.0) + wp.exp(-z))
+        return s * (T(1.0) + z * (T(1.0) - s))
+
+    @wp.func
+    def grad_tanh(z: T):
+        t = wp.tanh(z)
+        return T(1.0) - t * t
+
+    fwd = {None: act_identity, "relu": act_relu, "gelu": act_gelu, "gelu_tanh": act_gelu_tanh,
+           "silu": act_silu, "tanh": act_tanh}
+    grad = {None: grad_identity, "relu": grad_relu, "gelu": grad_gelu, "gelu_tanh": grad_gelu_tanh,
+            "silu": grad_silu, "tanh": grad_tanh}
+    return fwd, grad
 
 
-@wp.func
-def act_gelu(x: Any):
-    # 0.5 * x * (1 + erf(x / sqrt(2)))
-    return type(x)(0.5) * x * (type(x)(1.0) + wp.erf(x * type(x)(0.7071067811865476)))
+_FLOAT_TYPES = {"float32": wp.float32, "float64": wp.float64}
+_funcs = {}
+_funcs_lock = threading.Lock()
 
 
-@wp.func
-def act_gelu_tanh(x: Any):
-    # 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))
-    u = type(x)(0.7978845608028654) * (x + type(x)(0.044715) * x * x * x)
-    return type(x)(0.5) * x * (type(x)(1.0) + wp.tanh(u))
+def _float_type(dtype):
+    if isinstance(dtype, str):
+        if dtype not in _FLOAT_TYPES:
+            raise TypeError(f"activation functions exist for float32 and float64 (the accumulators), not {dtype}")
+        return _FLOAT_TYPES[dtype]
+    for t in _FLOAT_TYPES.values():
+        if dtype is t:
+            return t
+    raise TypeError(f"activation functions exist for wp.float32 and wp.float64 (the accumulators), not {dtype}")
 
 
-@wp.func
-def act_silu(x: Any):
-    # x * sigmoid(x); exp(-x) overflows to inf for very negative x, giving -0 (the limit), not NaN
-    return x / (type(x)(1.0) + wp.exp(-x))
+def _sets(dtype):
+    T = _float_type(dtype)
+    with _funcs_lock:
+        if T not in _funcs:
+            _funcs[T] = _build(T)
+        return _funcs[T]
 
 
-@wp.func
-def act_tanh(x: Any):
-    return wp.tanh(x)
+def activation_func(name, dtype="float32"):
+    """The ``@wp.func`` ``f(x)`` of activation ``name`` (identity for None) for ``dtype`` (wp.float32 /
+    wp.float64 or their names): pass it to ``wp.tile_map`` on a tile of that dtype, or call it."""
+    return _sets(dtype)[0][check_activation(name)]
 
 
-# --- derivatives, as functions of the pre-activation z -------------------------------------------------
-@wp.func
-def grad_identity(z: Any):
-    return type(z)(1.0)
-
-
-@wp.func
-def grad_relu(z: Any):
-    if z > type(z)(0.0):
-        return type(z)(1.0)
-    return type(z)(0.0)
-
-
-@wp.func
-def grad_gelu(z: Any):
-    # Phi(z) + z * phi(z)
-    cdf = type(z)(0.5) * (type(z)(1.0) + wp.erf(z * type(z)(0.7071067811865476)))
-    pdf = type(z)(0.3989422804014327) * wp.exp(type(z)(-0.5) * z * z)
-    return cdf + z * pdf
-
-
-@wp.func
-def grad_gelu_tanh(z: Any):
-    u = type(z)(0.7978845608028654) * (z + type(z)(0.044715) * z * z * z)
-    t = wp.tanh(u)
-    du = type(z)(0.7978845608028654) * (type(z)(1.0) + type(z)(0.134145) * z * z)  # 3 * 0.044715
-    return type(z)(0.5) * (type(z)(1.0) + t) + type(z)(0.5) * z * (type(z)(1.0) - t * t) * du
-
-
-@wp.func
-def grad_silu(z: Any):
-    s = type(z)(1.0) / (type(z)(1.0) + wp.exp(-z))
-    return s * (type(z)(1.0) + z * (type(z)(1.0) - s))
-
-
-@wp.func
-def grad_tanh(z: Any):
-    t = wp.tanh(z)
-    return type(z)(1.0) - t * t
-
-
-_FORWARD = {None: act_identity, "relu": act_relu, "gelu": act_gelu, "gelu_tanh": act_gelu_tanh,
-            "silu": act_silu, "tanh": act_tanh}
-_GRAD = {None: grad_identity, "relu": grad_relu, "gelu": grad_gelu, "gelu_tanh": grad_gelu_tanh,
-         "silu": grad_silu, "tanh": grad_tanh}
-
-
-def activation_func(name):
-    """The generic ``@wp.func`` ``f(x)`` of activation ``name`` (identity for None)."""
-    return _FORWARD[check_activation(name)]
-
-
-def activation_grad_func(name):
-    """The generic ``@wp.func`` ``f'(z)`` of activation ``name`` (1 for None)."""
-    return _GRAD[check_activation(name)]
+def activation_grad_func(name, dtype="float32"):
+    """The ``@wp.func`` ``f'(z)`` of activation ``name`` (1 for None) for ``dtype``, as a function of the
+    pre-activation ``z``."""
+    return _sets(dtype)[1][check_activation(name)]
 
 
 # --- float64 references --------------------------------------------------------------------------------
@@ -237,7 +294,7 @@ def _forward_kernel(name, dst_dtype: str, src_dtype: str):
             DST = WP_DTYPES[dst_dtype]
             SRC = WP_DTYPES[src_dtype]
             ACC = WP_DTYPES[acc_dtype_name(src_dtype)]
-            f = _FORWARD[name]
+            f = activation_func(name, ACC)
 
             def act_kernel(dst: wp.array3d(dtype=DST), src: wp.array3d(dtype=SRC)):
                 i, j, k = wp.tid()
@@ -255,7 +312,7 @@ def _backward_kernel(name, dtype: str):
         if k is None:
             T = WP_DTYPES[dtype]
             ACC = WP_DTYPES[acc_dtype_name(dtype)]
-            g = _GRAD[name]
+            g = activation_grad_func(name, ACC)
 
             def act_grad_kernel(grad_z: wp.array3d(dtype=T), grad_y: wp.array3d(dtype=T), z: wp.array3d(dtype=T)):
                 i, j, k = wp.tid()
