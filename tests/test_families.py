@@ -14,9 +14,10 @@ from warp_gemm.core import plan as plan_mod
 from warp_gemm.tools.tolerance import compare, random_operands, round_to
 
 CASES = {  # id -> (family, (M, N, K, batch)): shapes the family takes
-    "small": ("small", (19, 33, 40, 3)),
+    "small": ("small", (19, 31, 40, 3)),
     "skinny-m": ("skinny", (3, 70, 90, 0)),
-    "skinny-n": ("skinny", (70, 5, 33, 2)),
+    "skinny-n": ("skinny", (70, 3, 33, 2)),
+    "splitpipe": ("splitpipe", (6, 40, 512, 0)),
     "pipelined": ("pipelined", (64, 48, 72, 2)),
 }
 
@@ -43,6 +44,10 @@ def planned(monkeypatch):
 @pytest.mark.parametrize("bias", ["row", "full"])
 def test_family_through_the_api(case, dtype, layout, bias, rng, planned):
     family, (M, N, K, batch) = CASES[case]
+    if family == "splitpipe" and dtype == "float64":
+        pytest.skip("the K-slice plan's 16x128x128 float64 stages need 304 KB of shared memory: not planned")
+    if family == "splitpipe" and layout == "tn":
+        pytest.skip("op(A) stored transposed has rows of M = 6 elements: not 16-byte aligned, not planned")
     a, b = random_operands(M, N, K, dtype, rng, batch=batch)
     if batch:
         b = b[:1]  # B broadcasts over the batch

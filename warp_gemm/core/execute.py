@@ -255,6 +255,12 @@ def _family(plan: Plan, p: Problem, Dk, alpha: float, beta: float, allocate) -> 
     args = (plan.family_spec, Av, Bv, Cv, Dk, alpha, beta, plan.M, plan.N, p.K, p.batch, Av.shape[0], Bv.shape[0], c_nb)
     if plan.family == "pipelined":
         todo = [pipelined.launch_args(*args)]
+    elif plan.family == "splitpipe":  # K slices as a batch into the workspace, then the finishing pass
+        spec, s = plan.family_spec
+        W = workspace(dev, *plan.workspace)
+        A3, B3 = skinny.split_k_views(Av, Bv, spec.layout_a, spec.layout_b, p.K, s)
+        todo = [pipelined.launch_args(spec, A3, B3, None, W, 1.0, 0.0, plan.M, plan.N, p.K // s, s, s, s, 1),
+                skinny.finish_launch(Dk, W, Cv, alpha, beta, s, 1, c_nb, spec.out_dtype, p.out_dtype)]
     else:
         ws = workspace(dev, *plan.workspace) if plan.workspace else None
         todo = (small if plan.family == "small" else skinny).launch_args(*args, workspace=ws)

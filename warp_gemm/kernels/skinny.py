@@ -168,8 +168,9 @@ def launch_args(spec: SkinnySpec, A, B, C, D, alpha, beta, M, N, K, batch, a_nb,
     n_clamp = N - spec.tn if clamp and N >= spec.tn else 1 << 30
     cc = C if C is not None else D
     c_n = c_nb if C is not None else 1
-    if s <= 1:
-        inputs = [A, B, cc, D, D, float(alpha), float(beta), k_tiles, max(per, 1), tiles_n, batch,
+    if s <= 1:  # (the unsplit kernel does not touch W: an empty array of its dtype)
+        inputs = [A, B, cc, D, _no_workspace(spec.acc_dtype, D.device), float(alpha), float(beta), k_tiles,
+                  max(per, 1), tiles_n, batch,
                   a_nb, b_nb, c_n, m_clamp, n_clamp]
         return [(get_kernel(spec, False), (batch, tiles_m * tiles_n, 1), inputs, spec.block_dim)]
     want = (s * batch, M, N)
@@ -185,6 +186,16 @@ def launch_args(spec: SkinnySpec, A, B, C, D, alpha, beta, M, N, K, batch, a_nb,
 
 
 _factory_lock = threading.Lock()
+_empty: dict = {}
+
+
+def _no_workspace(dtype: str, device):
+    """An empty 3-D array of ``dtype`` on ``device`` (one per process), for the unsplit kernel's W."""
+    key = (dtype, str(device))
+    with _factory_lock:
+        if key not in _empty:
+            _empty[key] = wp.empty((0, 0, 0), dtype=WP_DTYPES[dtype], device=device)
+        return _empty[key]
 
 
 def get_kernel(spec: SkinnySpec, partial: bool = False):
