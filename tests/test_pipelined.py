@@ -244,6 +244,7 @@ def test_spec_key_and_checks():
     s = P.default_spec("float16", layout="NT", epilogue="axpby")
     assert s.key.startswith("wg_pipe_float16_float16_NT_128x128x128_s2_b256")
     assert hash(s) == hash(P.default_spec("float16", layout="NT", epilogue="axpby"))
+    assert P.default_spec("float16", M=1000, N=1000).tn == 64 and P.default_spec("float16", M=4096, N=4096).tn == 128
     assert P.smem_bytes(s) == 2 * 2 * 128 * 136 * 2 + 128 * 136 * 4 <= P.SMEM_LIMIT
     assert P.smem_bytes(P.PipeSpec(**{**s.__dict__, "pad_c": 0})) == 2 * 2 * 128 * 136 * 2
     assert P.PipeSpec(**{**s.__dict__, "bias": True, "activation": "gelu"}).key.endswith("_axpby_bias_gelu")
@@ -272,7 +273,12 @@ def test_applies():
     class Old:
         is_cuda, is_cpu, arch = True, False, 75
 
+    class H100:
+        is_cuda, is_cpu, arch = True, False, 90
+
     assert not P.applies(Old(), "float16")
+    assert P.applies(H100(), "float16", layout="TN") and P.applies(H100(), "float32", tf32=True, layout="NT")
+    assert not P.applies(H100(), "float32", layout="NT") and P.applies(CPU, "float32", layout="NT")
 
 
 AOT_CASES = [("float16", False), ("float32", False), ("float64", False)] + \

@@ -48,6 +48,12 @@ from .. import _compat
 from .common import ITEM_BYTES, WP_DTYPES, acc_dtype_name
 
 # --- configuration -------------------------------------------------------------------------------------
+# Where it stands (H100, warp-lang 1.19.0, TFLOP/s, benchmarks/results/pipelined/): fp16 4096^3 NN 150,
+# NT 166 (cuBLAS 758); the same kernels with the copies removed (a diagnostic ceiling, DIAG=mmaonly)
+# run NN 234 / NT 261 at 4096^3 and 241 / 283 at 8192^3: the K loop reaches ~64% of tile_matmul's own rate
+# per tile, so the copies are not fully hidden. The accumulator must be a shared tile (a register one
+# measured 111 against 150), which caps the tile at 128x128 with two 128-deep stages (204 KB of 227): every
+# SM then pulls 64 KB per 4.2 MFLOP K step. tf32 87 (ceiling 141-149), fp64 25 (36-37), exact fp32 28 (33-34).
 # Padding of the shared tiles, in elements: 16 bytes per A/B row for 16-bit data and tf32, 32 bytes for
 # float64, 32 bytes per accumulator row (bank conflicts in MathDx's fragment loads; H100 measurements in
 # _kernels.py: fp16 4096^3 50 -> 99 TFLOP/s in the tiled family). The async probe confirmed the
@@ -108,22 +114,37 @@ class PipeSpec:
 
 
 def default_spec(in_dtype: str, out_dtype: str | None = None, *, tf32: bool = False, layout: str = "NN",
-                 epilogue: str = "scale", chunk: int = 16, device_is_cpu: bool = False, **over) -> PipeSpec:
-    """The recommended configuration per dtype on a CUDA device (see benchmarks/pipelined_bench.py and
-    benchmarks/results/pipelined/ for the measurements behind it); ``over`` replaces fields. On the
-    CPU: 32x32x32 tiles, block 1, no padding (nothing to tune, and compiles stay short)."""
+                 epilogue: str = "scale", chunk: int = 16, device_is_cpu: bool = False, M: int | None = None,
+                 N: int | None = None, batch: int = 1, sm_count: int = 132, **over) -> PipeSpec:
+    """The measured best configuration per dtype on an H100 (warp-lang 1.19.0; benchmarks/results/
+    pipelined/pipelined_h100_r*.json, TFLOP/s at 4096^3 / 8192^3 / 1000^3, NN unless said); ``over``
+    replaces fields. With ``M``/``N`` given, problems with fewer 128x128 output tiles than SMs (1000^3:
+    64 tiles on 132 SMs) get the small-problem configuration. On the CPU: 32x32x32 tiles, block 1, no
+    padding (nothing to tune, and compiles stay short)."""
     out_dtype = out_dtype or in_dtype
+    small = M is not None and N is not None and -(-M // 128) * -(-N // 128) * max(1, batch) < sm_count
     if device_is_cpu:
         base = dict(tm=32, tn=32, tk=32, stages=2, block_dim=1, pad_ab=0, pad_c=0)
     elif in_dtype in ("float16", "bfloat16"):
-        # probe: 128x128x128, 2 stages, 1 block/SM: 165.9 / 179.8 TFLOP/s at 4096^3 / 8192^3 (fp32 out)
-        base = dict(tm=128, tn=128, tk=128, stages=2, block_dim=256, min_blocks=1, pad_ab=8, pad_c=8)
+        # 128x128x128, 2 stages, one block/SM: NN 150/161, NT 166/167 (bf16 165/174), TT 154; 128x128x64
+        # with 3-4 stages 118-132, 128x128x96 s3 138/148, block 128 143/154, register acc 111/115.
+        # Small: 128x64x128 (128 blocks): 70 NN, 73 NT against 50-53 for 128x128x128.
+        base = dict(tm=128, tn=64 if small else 128, tk=128, stages=2, block_dim=256, min_blocks=1, pad_ab=8,
+                    pad_c=8)
     elif in_dtype == "float32" and tf32:
-        base = dict(tm=128, tn=128, tk=32, stages=3, block_dim=256, min_blocks=1, pad_ab=4, pad_c=8)
+        # 128x128x64 s2: NN 82/85, NT 87/86-89; 128x128x32 s3/s4 66-68; block 512 76/79; 64x128x64 s3 52/54.
+        # Small: 128x64x64 s3: 44 NN, 45 NT (128x128x64: 32-33).
+        base = dict(tm=128, tn=64 if small else 128, tk=64, stages=3 if small else 2, block_dim=256, min_blocks=1,
+                    pad_ab=4, pad_c=8)
     elif in_dtype == "float32":
-        base = dict(tm=64, tn=64, tk=32, stages=2, block_dim=256, min_blocks=0, pad_ab=0, pad_c=0)
+        # Exact fp32 (MathDx SIMT): 128x64x32 s2 dense, register accumulator: 27.9/28.7, 1000^3 20.3;
+        # 128x128x32 26/27, padded 64x64x32 s3 25/26 (20.8 at 1000^3). NN only: NT measured 4.8 and TN
+        # 10.9 (transposed views in the SIMT path): the planner must not pick this family for them.
+        base = dict(tm=128, tn=64, tk=32, stages=2, block_dim=256, min_blocks=0, pad_ab=0, pad_c=0)
     else:
-        base = dict(tm=64, tn=64, tk=32, stages=3, block_dim=256, min_blocks=0, pad_ab=4, pad_c=4)
+        # float64: 64x64x32, 2 stages, block 128, two blocks/SM: 24.5/25.1 (NT 25.3/25.7), 1000^3 20.5;
+        # one block/SM 23.2-23.9, 3 stages 17-18, 128x64x32 23.3-24.1.
+        base = dict(tm=64, tn=64, tk=32, stages=2, block_dim=128, min_blocks=2, pad_ab=4, pad_c=4)
     base.update(over)
     return PipeSpec(in_dtype=in_dtype, out_dtype=out_dtype, layout_a=layout[0], layout_b=layout[1],
                     epilogue=epilogue, tf32=tf32, chunk=chunk, **base)
@@ -490,11 +511,14 @@ def has_native_tile_args() -> bool:
         return _native_tile_args()
 
 
-def applies(device, in_dtype: str, tf32: bool = False, chunk: int = 16) -> bool:
+def applies(device, in_dtype: str, tf32: bool = False, chunk: int = 16, layout: str = "NN") -> bool:
     """Whether the pipelined family can run ``in_dtype`` on ``device`` (a Warp device): CUDA sm_80+
     (cp.async) or the CPU twin, a Warp that passes tiles to native snippets, tile_view/tile_astype, and
-    tf32 only where ``precision="tf32"`` exists."""
+    tf32 only where ``precision="tf32"`` exists. Exact float32 with a transposed operand is refused on
+    CUDA: correct, but 4.8 (NT) and 10.9 (TN) TFLOP/s against 27.7 NN (H100, 4096^3)."""
     if in_dtype not in WP_DTYPES or (tf32 and not (_compat.HAS_TF32 and in_dtype == "float32")):
+        return False
+    if device.is_cuda and in_dtype == "float32" and not tf32 and layout != "NN":
         return False
     if chunk not in CHUNKS or chunk < ITEM_BYTES[in_dtype]:
         return False
