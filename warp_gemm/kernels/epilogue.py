@@ -52,6 +52,15 @@ def check_activation(name):
 
 
 # --- the Warp functions, one concrete set per dtype --------------------------------------------------------
+# Constants of the functions below, as float64 module globals (see _build).
+_K_INV_SQRT2 = wp.float64(1.0 / math.sqrt(2.0))
+_K_SQRT_2_OVER_PI = wp.float64(_SQRT_2_OVER_PI)
+_K_GELU_C = wp.float64(_GELU_C)
+_K_GELU_3C = wp.float64(3.0 * _GELU_C)
+_K_INV_SQRT_2PI = wp.float64(_INV_SQRT_2PI)
+_K_TWO_OVER_SQRT_PI = wp.float64(2.0 / math.sqrt(math.pi))
+_K_SQRT_PI = wp.float64(math.sqrt(math.pi))
+
 #: 1.8+ (present in 1.12, absent in 1.7): the ``wp.erf`` builtin; older releases get erf_series below.
 HAS_ERF = hasattr(wp, "erf")
 
@@ -61,7 +70,10 @@ def _build(T):
 
     Concrete rather than generic (``x: Any``): ``wp.tile_map`` on warp-lang 1.7 does not resolve a
     generic user function (its code refers to ``wp::Any`` and fails to compile); 1.12 and 1.19 accept
-    both. Constants are ``T(...)`` so float64 stays float64."""
+    both. Constants that are not exact in float32 are module-level ``wp.float64`` values converted
+    with ``T(...)``: on warp-lang 1.7 a float literal inside a function (``T(0.7071067811865476)``) and
+    a value captured from this closure are both rounded to float32 first (float64 gelu then lost
+    8e-8); a module global keeps every bit on 1.7 and 1.19."""
 
     if HAS_ERF:
         @wp.func
@@ -84,12 +96,12 @@ def _build(T):
                     acc = acc + t
                     if t < acc * T(1.0e-17):
                         break
-                r = T(1.1283791670955126) * wp.exp(-y * y) * acc
+                r = T(_K_TWO_OVER_SQRT_PI) * wp.exp(-y * y) * acc
             else:
                 f = y
                 for k in range(40, 0, -1):
                     f = y + T(0.5) * T(k) / f
-                r = T(1.0) - wp.exp(-y * y) / (T(1.7724538509055159) * f)
+                r = T(1.0) - wp.exp(-y * y) / (T(_K_SQRT_PI) * f)
             if x < T(0.0):
                 r = -r
             return r
@@ -105,12 +117,12 @@ def _build(T):
     @wp.func
     def act_gelu(x: T):
         # 0.5 * x * (1 + erf(x / sqrt(2)))
-        return T(0.5) * x * (T(1.0) + erf_(x * T(0.7071067811865476)))
+        return T(0.5) * x * (T(1.0) + erf_(x * T(_K_INV_SQRT2)))
 
     @wp.func
     def act_gelu_tanh(x: T):
         # 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))
-        u = T(0.7978845608028654) * (x + T(0.044715) * x * x * x)
+        u = T(_K_SQRT_2_OVER_PI) * (x + T(_K_GELU_C) * x * x * x)
         return T(0.5) * x * (T(1.0) + wp.tanh(u))
 
     @wp.func
@@ -136,15 +148,15 @@ def _build(T):
     @wp.func
     def grad_gelu(z: T):
         # Phi(z) + z * phi(z)
-        cdf = T(0.5) * (T(1.0) + erf_(z * T(0.7071067811865476)))
-        pdf = T(0.3989422804014327) * wp.exp(T(-0.5) * z * z)
+        cdf = T(0.5) * (T(1.0) + erf_(z * T(_K_INV_SQRT2)))
+        pdf = T(_K_INV_SQRT_2PI) * wp.exp(T(-0.5) * z * z)
         return cdf + z * pdf
 
     @wp.func
     def grad_gelu_tanh(z: T):
-        u = T(0.7978845608028654) * (z + T(0.044715) * z * z * z)
+        u = T(_K_SQRT_2_OVER_PI) * (z + T(_K_GELU_C) * z * z * z)
         t = wp.tanh(u)
-        du = T(0.7978845608028654) * (T(1.0) + T(0.134145) * z * z)  # 3 * 0.044715
+        du = T(_K_SQRT_2_OVER_PI) * (T(1.0) + T(_K_GELU_3C) * z * z)  # 3 * 0.044715
         return T(0.5) * (T(1.0) + t) + T(0.5) * z * (T(1.0) - t * t) * du
 
     @wp.func
