@@ -473,8 +473,6 @@ def launch_args(spec: PipeSpec, A, B, C, D, alpha: float, beta: float, M: int, N
 
 
 # --- where the family applies ---------------------------------------------------------------------------
-_probe_lock = threading.Lock()
-
 
 @functools.cache
 def _native_tile_args() -> bool:
@@ -507,7 +505,8 @@ def _native_tile_args() -> bool:
 
 
 def has_native_tile_args() -> bool:
-    with _probe_lock:
+    # The factory's lock: the probe registers a native function in this module, like _build does.
+    with _factory_lock:
         return _native_tile_args()
 
 
