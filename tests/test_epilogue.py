@@ -79,6 +79,20 @@ def test_erf_fallback_for_warp_without_erf(dtype, rng, monkeypatch):
     assert rel_err(run_tile_map(grad["gelu"], wdt, z, "_fb"), E.reference_grad("gelu", z64)) <= TOL[dtype]
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
+@pytest.mark.parametrize("act", ["gelu", "silu"])
+def test_generic_functions_in_tile_map(act, dtype, rng):
+    """dtype=None: one generic (x: Any) function for both tile dtypes (warp-lang 1.12+; 1.7's tile_map
+    cannot compile a generic user function)."""
+    if not compat.HAS_TILE_ASTYPE:  # 1.7 (tile_astype arrived in 1.8; 1.12 compiles generic functions)
+        pytest.skip("warp-lang 1.7's tile_map cannot compile a generic user function")
+    wdt = wp.float64 if dtype == np.float64 else wp.float32
+    z = draws(rng, (TM, TN), dtype)
+    z64 = z.astype(np.float64)
+    assert rel_err(run_tile_map(E.activation_func(act), wdt, z, "_g"), E.reference(act, z64)) <= TOL[dtype]
+    assert rel_err(run_tile_map(E.activation_grad_func(act), wdt, z, "_g"), E.reference_grad(act, z64)) <= TOL[dtype]
+
+
 def test_activation_func_dtypes():
     assert E.activation_func("gelu", wp.float64) is E.activation_func("gelu", "float64")
     assert E.activation_func("gelu", wp.float32) is not E.activation_func("gelu", wp.float64)

@@ -34,6 +34,19 @@ def gen(rng):
     return torch.Generator().manual_seed(int(rng.integers(2**62)))
 
 
+@pytest.fixture(params=["host", "tiles"])
+def cpu_backend(request):
+    """Both CPU product paths under the operators: the BLAS host family (the default) and Warp's tile
+    kernels (what CUDA runs)."""
+    import warp_gemm
+
+    opts = getattr(warp_gemm, "options", None)
+    if opts is None:
+        pytest.skip("this warp_gemm has no options()")
+    with opts(cpu_backend=request.param):
+        yield request.param
+
+
 def randn(gen, *shape, dtype=F64, grad=False):
     return torch.randn(*shape, generator=gen, dtype=dtype).requires_grad_(grad)
 
@@ -66,6 +79,7 @@ def _t(x, flag):
 
 @pytest.mark.parametrize("trans", ["NN", "TN", "NT", "TT"])
 @pytest.mark.parametrize("case", GEMM_CASES, ids=[f"{a}x{b}+{c}" for a, b, c in GEMM_CASES])
+@pytest.mark.usefixtures("cpu_backend")
 def test_gemm_forward_matches_float64_torch(case, trans, gen):
     sa, sb, sc = case
     ta, tb = trans[0] == "T", trans[1] == "T"
@@ -90,6 +104,7 @@ def test_matmul_float32_within_dot_product_bound(gen):
     assert bool(((d.double() - want).abs() <= bound).all())
 
 
+@pytest.mark.usefixtures("cpu_backend")
 def test_matmul_is_zero_copy_on_strided_inputs(gen):
     base = randn(gen, 9, 14)
     a = base[:, ::2]  # a strided (9, 7) view
@@ -108,6 +123,7 @@ GRAD_CASES = [
 
 
 @pytest.mark.parametrize("case", GRAD_CASES, ids=[f"{a}x{b}+{c}-{t}" for a, b, c, t in GRAD_CASES])
+@pytest.mark.usefixtures("cpu_backend")
 def test_gemm_gradcheck(case, gen):
     sa, sb, sc, trans = case
     ta, tb = trans[0] == "T", trans[1] == "T"
@@ -145,6 +161,7 @@ def test_gemm_gradients_equal_torch_expression(case, gen):
 @pytest.mark.parametrize("act", ACTS, ids=str)
 @pytest.mark.parametrize("xshape", [(7,), (5, 7), (2, 3, 7), (2, 1, 3, 7)], ids=str)
 @pytest.mark.parametrize("has_bias", [True, False], ids=["bias", "nobias"])
+@pytest.mark.usefixtures("cpu_backend")
 def test_linear_forward_matches_float64_torch(act, xshape, has_bias, gen):
     x, w = randn(gen, *xshape), randn(gen, 6, 7)
     b = randn(gen, 6) if has_bias else None
@@ -155,6 +172,7 @@ def test_linear_forward_matches_float64_torch(act, xshape, has_bias, gen):
 
 
 @pytest.mark.parametrize("act", ACTS, ids=str)
+@pytest.mark.usefixtures("cpu_backend")
 def test_linear_gradcheck(act, gen):
     while True:  # for relu, keep pre-activations away from the kink (finite differences step 1e-6)
         x = randn(gen, 2, 3, 5, grad=True)
@@ -451,6 +469,7 @@ def test_double_backward(gen):
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32], ids=str)
 @pytest.mark.parametrize("act", ["gelu", "silu", "tanh"])
+@pytest.mark.usefixtures("cpu_backend")
 def test_linear_low_precision_within_rounding_bound(dtype, act, gen):
     """16-bit and float32 inputs: within the GEMM's dot-product bound plus the roundings of z and y,
     propagated through the activation (|f'| <= 1.13 for these)."""

@@ -3,12 +3,14 @@
 Names: ``None`` (identity), ``"relu"``, ``"gelu"`` (erf form, ``torch.nn.functional.gelu``),
 ``"gelu_tanh"`` (``gelu(..., approximate="tanh")``), ``"silu"``, ``"tanh"``.
 
-For each name and accumulator dtype (``wp.float32``, ``wp.float64``):
+For each name:
 
-- ``activation_func(name, dtype)``: a ``@wp.func`` ``f(x: dtype) -> dtype``, usable in
-  ``wp.tile_map(f, tile)`` on a tile of that dtype (the GEMM accumulator) and on scalars in
-  ordinary kernels. One concrete function per dtype (not ``x: Any``): warp-lang 1.7's ``tile_map``
-  cannot compile a generic user function; 1.12 and 1.19 could take either.
+- ``activation_func(name, dtype)``: a ``@wp.func`` ``f(x) -> same type``, usable in
+  ``wp.tile_map(f, tile)`` on float32 and float64 tiles (the GEMM accumulator) and on scalars in
+  ordinary kernels. With ``dtype`` (``wp.float32``/``wp.float64``) it is a function of that concrete
+  type, which compiles in ``tile_map`` on every supported Warp; with ``dtype=None`` it is one generic
+  ``x: Any`` function, which warp-lang 1.12 and 1.19 compile in ``tile_map`` and 1.7 does not.
+  Kernels should pass their accumulator dtype.
 - ``activation_grad_func(name, dtype)``: ``f'(z)`` of the *pre-activation* ``z`` (so a backward pass
   needs only ``z``): ``dL/dz = dL/dy * f'(z)``.
 - ``reference(name, z)`` / ``reference_grad(name, z)``: numpy float64 (or torch, for a torch tensor in
@@ -29,6 +31,7 @@ gelu uses a series / continued-fraction erf written here (accurate to a few ulps
 # No `from __future__ import annotations`: Warp reads annotations as objects.
 import math
 import threading
+from typing import Any
 
 import warp as wp
 
@@ -66,12 +69,12 @@ HAS_ERF = hasattr(wp, "erf")
 
 
 def _build(T):
-    """The forward and derivative functions of every activation for the concrete float type ``T``.
+    """The forward and derivative functions of every activation with parameters annotated ``T``: a
+    concrete float type, or ``typing.Any`` for generic functions (the bodies use only ``type(x)``).
 
-    Concrete rather than generic (``x: Any``): ``wp.tile_map`` on warp-lang 1.7 does not resolve a
-    generic user function (its code refers to ``wp::Any`` and fails to compile); 1.12 and 1.19 accept
-    both. Constants that are not exact in float32 are module-level ``wp.float64`` values converted
-    with ``T(...)``: on warp-lang 1.7 a float literal inside a function (``T(0.7071067811865476)``) and
+    ``wp.tile_map`` on warp-lang 1.7 does not resolve a generic user function (its code refers to
+    ``wp::Any`` and fails to compile); 1.12 and 1.19 accept both. Constants that are not exact in
+    float32 are module-level ``wp.float64`` values converted with ``type(x)(...)``: on warp-lang 1.7 a float literal inside a function (``T(0.7071067811865476)``) and
     a value captured from this closure are both rounded to float32 first (float64 gelu then lost
     8e-8); a module global keeps every bit on 1.7 and 1.19."""
 
@@ -86,23 +89,23 @@ def _build(T):
             # else 1 - erfc(y), erfc by its continued fraction (40 terms): relative error of erfc
             # <= 6e-14 (float64), set by exp(-y^2); erf's error a few ulps.
             y = wp.abs(x)
-            r = T(0.0)
-            if y < T(2.5):
+            r = type(x)(0.0)
+            if y < type(x)(2.5):
                 t = y
                 acc = y
-                y2 = T(2.0) * y * y
+                y2 = type(x)(2.0) * y * y
                 for n in range(1, 128):
-                    t = t * y2 / T(2 * n + 1)
+                    t = t * y2 / type(x)(2 * n + 1)
                     acc = acc + t
-                    if t < acc * T(1.0e-17):
+                    if t < acc * type(x)(1.0e-17):
                         break
-                r = T(_K_TWO_OVER_SQRT_PI) * wp.exp(-y * y) * acc
+                r = type(x)(_K_TWO_OVER_SQRT_PI) * wp.exp(-y * y) * acc
             else:
                 f = y
                 for k in range(40, 0, -1):
-                    f = y + T(0.5) * T(k) / f
-                r = T(1.0) - wp.exp(-y * y) / (T(_K_SQRT_PI) * f)
-            if x < T(0.0):
+                    f = y + type(x)(0.5) * type(x)(k) / f
+                r = type(x)(1.0) - wp.exp(-y * y) / (type(x)(_K_SQRT_PI) * f)
+            if x < type(x)(0.0):
                 r = -r
             return r
 
@@ -112,23 +115,23 @@ def _build(T):
 
     @wp.func
     def act_relu(x: T):
-        return wp.max(x, T(0.0))
+        return wp.max(x, type(x)(0.0))
 
     @wp.func
     def act_gelu(x: T):
         # 0.5 * x * (1 + erf(x / sqrt(2)))
-        return T(0.5) * x * (T(1.0) + erf_(x * T(_K_INV_SQRT2)))
+        return type(x)(0.5) * x * (type(x)(1.0) + erf_(x * type(x)(_K_INV_SQRT2)))
 
     @wp.func
     def act_gelu_tanh(x: T):
         # 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))
-        u = T(_K_SQRT_2_OVER_PI) * (x + T(_K_GELU_C) * x * x * x)
-        return T(0.5) * x * (T(1.0) + wp.tanh(u))
+        u = type(x)(_K_SQRT_2_OVER_PI) * (x + type(x)(_K_GELU_C) * x * x * x)
+        return type(x)(0.5) * x * (type(x)(1.0) + wp.tanh(u))
 
     @wp.func
     def act_silu(x: T):
         # x * sigmoid(x); exp(-x) overflows to inf for very negative x, giving -0 (the limit), not NaN
-        return x / (T(1.0) + wp.exp(-x))
+        return x / (type(x)(1.0) + wp.exp(-x))
 
     @wp.func
     def act_tanh(x: T):
@@ -137,37 +140,37 @@ def _build(T):
     # derivatives, as functions of the pre-activation z
     @wp.func
     def grad_identity(z: T):
-        return T(1.0)
+        return type(z)(1.0)
 
     @wp.func
     def grad_relu(z: T):
-        if z > T(0.0):
-            return T(1.0)
-        return T(0.0)
+        if z > type(z)(0.0):
+            return type(z)(1.0)
+        return type(z)(0.0)
 
     @wp.func
     def grad_gelu(z: T):
         # Phi(z) + z * phi(z)
-        cdf = T(0.5) * (T(1.0) + erf_(z * T(_K_INV_SQRT2)))
-        pdf = T(_K_INV_SQRT_2PI) * wp.exp(T(-0.5) * z * z)
+        cdf = type(z)(0.5) * (type(z)(1.0) + erf_(z * type(z)(_K_INV_SQRT2)))
+        pdf = type(z)(_K_INV_SQRT_2PI) * wp.exp(type(z)(-0.5) * z * z)
         return cdf + z * pdf
 
     @wp.func
     def grad_gelu_tanh(z: T):
-        u = T(_K_SQRT_2_OVER_PI) * (z + T(_K_GELU_C) * z * z * z)
+        u = type(z)(_K_SQRT_2_OVER_PI) * (z + type(z)(_K_GELU_C) * z * z * z)
         t = wp.tanh(u)
-        du = T(_K_SQRT_2_OVER_PI) * (T(1.0) + T(_K_GELU_3C) * z * z)  # 3 * 0.044715
-        return T(0.5) * (T(1.0) + t) + T(0.5) * z * (T(1.0) - t * t) * du
+        du = type(z)(_K_SQRT_2_OVER_PI) * (type(z)(1.0) + type(z)(_K_GELU_3C) * z * z)  # 3 * 0.044715
+        return type(z)(0.5) * (type(z)(1.0) + t) + type(z)(0.5) * z * (type(z)(1.0) - t * t) * du
 
     @wp.func
     def grad_silu(z: T):
-        s = T(1.0) / (T(1.0) + wp.exp(-z))
-        return s * (T(1.0) + z * (T(1.0) - s))
+        s = type(z)(1.0) / (type(z)(1.0) + wp.exp(-z))
+        return s * (type(z)(1.0) + z * (type(z)(1.0) - s))
 
     @wp.func
     def grad_tanh(z: T):
         t = wp.tanh(z)
-        return T(1.0) - t * t
+        return type(z)(1.0) - t * t
 
     fwd = {None: act_identity, "relu": act_relu, "gelu": act_gelu, "gelu_tanh": act_gelu_tanh,
            "silu": act_silu, "tanh": act_tanh}
@@ -193,22 +196,24 @@ def _float_type(dtype):
 
 
 def _sets(dtype):
-    T = _float_type(dtype)
+    T = Any if dtype is None else _float_type(dtype)
     with _funcs_lock:
         if T not in _funcs:
             _funcs[T] = _build(T)
         return _funcs[T]
 
 
-def activation_func(name, dtype="float32"):
-    """The ``@wp.func`` ``f(x)`` of activation ``name`` (identity for None) for ``dtype`` (wp.float32 /
-    wp.float64 or their names): pass it to ``wp.tile_map`` on a tile of that dtype, or call it."""
+def activation_func(name, dtype=None):
+    """The ``@wp.func`` ``f(x)`` of activation ``name`` (identity for None). ``dtype`` (wp.float32 /
+    wp.float64 or their names): a function of that concrete type, for ``wp.tile_map`` on a tile of that
+    dtype on every supported Warp; None: one generic function (``x: Any``), which ``wp.tile_map``
+    compiles on warp-lang 1.12 and 1.19 but not on 1.7."""
     return _sets(dtype)[0][check_activation(name)]
 
 
-def activation_grad_func(name, dtype="float32"):
-    """The ``@wp.func`` ``f'(z)`` of activation ``name`` (1 for None) for ``dtype``, as a function of the
-    pre-activation ``z``."""
+def activation_grad_func(name, dtype=None):
+    """The ``@wp.func`` ``f'(z)`` of activation ``name`` (1 for None), as a function of the
+    pre-activation ``z``; ``dtype`` as for :func:`activation_func`."""
     return _sets(dtype)[1][check_activation(name)]
 
 
