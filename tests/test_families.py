@@ -19,6 +19,7 @@ CASES = {  # id -> (family, (M, N, K, batch)): shapes the family takes
     "skinny-n": ("skinny", (70, 3, 33, 2)),
     "splitpipe": ("splitpipe", (6, 40, 512, 0)),
     "pipelined": ("pipelined", (64, 48, 72, 2)),
+    "pipelined-staged": ("pipelined", (45, 37, 61, 2)),  # odd rows: A and B staged to 16-byte rows
 }
 
 

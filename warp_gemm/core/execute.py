@@ -251,6 +251,10 @@ def _family(plan: Plan, p: Problem, Dk, alpha: float, beta: float, allocate) -> 
     dev = p.A.device
     Av = _kernel_operand(plan.A, False, allocate)
     Bv = _kernel_operand(plan.B, False, allocate)
+    if plan.stage[0]:
+        Av = _staged(Av, p.in_dtype, dev, "stage_a")
+    if plan.stage[1]:
+        Bv = _staged(Bv, p.in_dtype, dev, "stage_b")
     Cv, c_nb = _c_kernel_view(plan, Dk)
     args = (plan.family_spec, Av, Bv, Cv, Dk, alpha, beta, plan.M, plan.N, p.K, p.batch, Av.shape[0], Bv.shape[0], c_nb)
     if plan.family == "pipelined":
@@ -278,11 +282,23 @@ _retired: list = []
 _ws_lock = __import__("threading").Lock()
 
 
-def workspace(dev, shape: tuple, dtype: str):
-    """A Warp array of ``shape``/``dtype`` over this device and current stream's cached workspace."""
+def _staged(view, dtype: str, dev, slot: str):
+    """``view`` copied into a cached buffer whose rows start on 16-byte boundaries (same shape)."""
+    nb, r, c = view.shape
+    item = ITEMSIZE[dtype]
+    cp = -(-c * item // 16) * 16 // item
+    buf = workspace(dev, (nb, r, cp), dtype, slot)
+    dst = raw_view(buf.ptr, buf.dtype, (nb, r, c), (r * cp * item, cp * item, item), dev)
+    convert(dst, view, dtype, dtype)
+    return dst
+
+
+def workspace(dev, shape: tuple, dtype: str, slot: str = "ws"):
+    """A Warp array of ``shape``/``dtype`` over this device and current stream's cached workspace
+    ``slot`` (one call's temporaries take different slots)."""
     stream = 0 if dev.is_cpu else wp.get_stream(dev).cuda_stream
     nbytes = max(1, -(-__import__("math").prod(shape) * ITEMSIZE[dtype] // 256) * 256)
-    key = (dev.alias, stream)
+    key = (dev.alias, stream, slot)
     with _ws_lock:
         buf = _workspaces.get(key)
         if buf is None or buf.capacity < nbytes:

@@ -55,6 +55,7 @@ class Plan:
     clamps: tuple = (NO_CLAMP, NO_CLAMP, NO_CLAMP)  # m_clamp, n_clamp, k_clamp
     # --- the other device families (pipelined, small, skinny): their spec; workspace is (shape, dtype)
     family_spec: object = None
+    stage: tuple = (False, False)  # A / B copied into a cached buffer with 16-byte aligned rows first
 
     @property
     def grid(self) -> tuple[int, int, int]:
@@ -122,17 +123,26 @@ def _plan_family(base: Plan, p: Problem, allow_tf32: bool, opts: Options) -> Pla
         return replace(base, family=fam, family_spec=spec, c_into_d=c_into_d)
     if want not in (None, "pipelined"):
         return None
-    chunk = min(_max_chunk(base.A), _max_chunk(base.B))
+    if p.in_dtype == "float32" and not tf32 and want is None:
+        # exact float32: the pipelined kernel's copy-free ceiling is 34 TFLOP/s at 4096^3 (27.9 achieved),
+        # the tiled family's two-blocks-per-SM kernel measured 32 (H100): tiled.
+        return None
+    ca, cb = _max_chunk(base.A), _max_chunk(base.B)
+    # Operands whose rows are not 16-byte aligned are first copied (staged) into a cached buffer whose
+    # rows are: fp16 4095^3 ran at 138 TFLOP/s staged against 18 with 2-byte synchronous copies, tf32
+    # 77 against 46 with 4-byte cp.async (H100; benchmarks/results/pipelined/).
+    stage = (ca < 16, cb < 16)
     tiles = p.batch * -(-M // 128) * -(-N // 128)
-    if chunk < 4 or not pipelined.applies(dev, p.in_dtype, tf32, chunk):
+    if not pipelined.applies(dev, p.in_dtype, tf32, 16, la + lb):
         return None
     if want is None and tiles < PIPELINED_MIN_TILES:
         return None
-    spec = pipelined.default_spec(p.in_dtype, p.out_dtype, tf32=tf32, layout=la + lb, epilogue=epi, chunk=chunk,
-                                  device_is_cpu=dev.is_cpu)
+    spec = pipelined.default_spec(p.in_dtype, p.out_dtype, tf32=tf32, layout=la + lb, epilogue=epi, chunk=16,
+                                  device_is_cpu=dev.is_cpu, M=M, N=N, batch=p.batch,
+                                  sm_count=_compat.sm_count(dev) if not dev.is_cpu else 132)
     if pipelined.smem_bytes(spec) > pipelined.SMEM_LIMIT:
         return None
-    return replace(base, family="pipelined", family_spec=spec, c_into_d=c_into_d)
+    return replace(base, family="pipelined", family_spec=spec, c_into_d=c_into_d, stage=stage)
 
 
 def _plan_split_pipe(base: Plan, p: Problem, la: str, lb: str, epi: str, c_into_d: bool, want) -> Plan | None:
