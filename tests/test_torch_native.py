@@ -473,6 +473,8 @@ def test_double_backward(gen):
 def test_linear_low_precision_within_rounding_bound(dtype, act, gen):
     """16-bit and float32 inputs: within the GEMM's dot-product bound plus the roundings of z and y,
     propagated through the activation (|f'| <= 1.13 for these)."""
+    if dtype == torch.bfloat16 and not compat.HAS_BF16:
+        pytest.skip("bfloat16 needs warp-lang >= 1.13")
     K = 33
     x, w, b = (randn(gen, *s).to(dtype) for s in ((9, K), (7, K), (7,)))
     y = wgt.linear(x, w, b, activation=act)
