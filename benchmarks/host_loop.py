@@ -47,6 +47,7 @@ def main(argv=None) -> int:
 
     import warp_gemm
 
+    warp_gemm.init("cuda:0")  # (wp.from_torch below needs Warp initialised)
     try:
         import warp_gemm.torch as wgt
     except Exception:  # noqa: BLE001

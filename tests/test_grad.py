@@ -196,16 +196,21 @@ def test_torch_no_grad_records_nothing(rng):
     assert warp_gemm.matmul(a, b.detach()).grad_fn is not None
 
 
-def test_torch_out_and_double_backward_refused(rng):
+def test_torch_out_refused_and_double_backward(rng):
     _torch_device("cpu")
     a, b = _t(rng.standard_normal((M, K)), "cpu"), _t(rng.standard_normal((K, N)), "cpu")
     out = torch.full((M, N), float("nan"), dtype=torch.float64)
     with pytest.raises(RuntimeError, match="out="):
         warp_gemm.matmul(a, b, out=out)
     assert torch.isnan(out).all()
+    # Double backward: torch operands go through the warp_gemm::gemm custom op, whose backward is made
+    # of the op itself, so it is differentiable (it was refused before the custom op).
+    a.requires_grad_(True)
+    b.requires_grad_(True)
     d = warp_gemm.matmul(a, b)
-    with pytest.raises(RuntimeError, match="double backward"):
-        torch.autograd.grad(d.sum(), a, create_graph=True)
+    (ga,) = torch.autograd.grad(d.sum(), a, create_graph=True)  # ones(M, N) @ b^T
+    ga.sum().backward()  # d/db of sum(ones @ b^T) = M everywhere
+    assert torch.allclose(b.grad, torch.full_like(b, float(M)), rtol=0, atol=1e-12)
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -12,7 +12,7 @@ __version__ = "0.1.0"
 from warp_gemm import _compat
 from warp_gemm._compat import WARP_VERSION, UnsupportedWarpError
 from warp_gemm.config.configs import Config, candidate_configs
-from warp_gemm.api import gemm, matmul
+from warp_gemm.api import gemm, linear, matmul
 from warp_gemm.core.options import override as options
 from warp_gemm.tools.precompile import precompile_config
 from warp_gemm.tile import tile_gemm_func
@@ -37,9 +37,20 @@ __all__ = [
     "candidate_configs",
     "gemm",
     "init",
+    "linear",
     "options",
     "matmul",
     "precompile_config",
     "tile_gemm_func",
     "tune",
 ]
+
+
+def __getattr__(name):
+    # ``warp_gemm.torch`` (custom ops, Linear) is imported on first use: importing warp_gemm must not
+    # import torch.
+    if name == "torch":
+        import importlib
+
+        return importlib.import_module("warp_gemm.torch")
+    raise AttributeError(f"module 'warp_gemm' has no attribute {name!r}")

@@ -6,6 +6,8 @@ straight to the core (``core.execute.run``: validate -> plan -> execute; docs/de
 
 from __future__ import annotations
 
+import sys
+
 from warp_gemm import autograd as _autograd
 from warp_gemm.config.configs import Config
 from warp_gemm.core.execute import run as _run
@@ -23,6 +25,12 @@ def matmul(a, b, *, out=None, allow_tf32: bool = False, config: Config | None = 
     ``precision="tf32"`` (1.19+) and on CUDA; exact float32 otherwise.
     Raises ``TypeError``/``ValueError`` before any launch for bad input; ``out`` is then untouched.
     """
+    if out is None and config is None and _torch_pair(a, b):
+        # torch tensors go through the warp_gemm::gemm custom op (torch.compile traces it, torch.export
+        # captures it, autograd included; eager calls take a direct path of the same cost)
+        from warp_gemm.torch import ops
+
+        return ops.matmul(a, b, allow_tf32=allow_tf32)
     if _autograd.needs_grad(a, b, None):
         return _autograd.gemm_with_grad(a, b, None, 1.0, 0.0, False, False, out, allow_tf32, config, "matmul")
     return _run(a, b, None, 1.0, 0.0, False, False, out, allow_tf32, config, "matmul")
@@ -38,7 +46,39 @@ def gemm(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, trans_a: bool =
     ``op(A) @ op(B)`` is not computed when ``alpha == 0`` or K is 0. ``out`` may not share memory with
     ``a``, ``b`` or ``c``. Everything else as :func:`matmul`.
     """
+    if out is None and config is None and _torch_pair(a, b) and (c is None or _torch_pair(c, c)):
+        from warp_gemm.torch import ops
+
+        return ops.gemm(a, b, c, alpha=alpha, beta=beta, trans_a=trans_a, trans_b=trans_b, allow_tf32=allow_tf32)
     if _autograd.needs_grad(a, b, c):
         return _autograd.gemm_with_grad(a, b, c, alpha, beta, trans_a, trans_b, out, allow_tf32, config,
                                         "gemm")
     return _run(a, b, c, alpha, beta, trans_a, trans_b, out, allow_tf32, config, "gemm")
+
+
+def linear(x, weight, bias=None, *, activation: str | None = None):
+    """``activation(x @ weight.T + bias)``, like ``torch.nn.functional.linear`` plus an activation.
+
+    ``x``: ``(..., in)``; ``weight``: ``(out, in)``; ``bias``: ``(out,)`` or None; ``activation``: None,
+    ``"relu"``, ``"gelu"`` (erf), ``"gelu_tanh"``, ``"silu"`` or ``"tanh"`` (an unknown name is a
+    ValueError naming it). The bias and the activation are applied in the GEMM's epilogue where the
+    family has one (the pipelined family on CUDA), else in one elementwise pass. torch tensors go
+    through the ``warp_gemm::linear`` custom op (any leading dimensions, torch.compile, autograd);
+    ``wp.array``/NumPy ``x`` may be 2-D or 3-D, with gradients through ``wp.Tape``.
+    """
+    from warp_gemm.kernels.epilogue import check_activation
+
+    activation = check_activation(activation)
+    if _torch_pair(x, weight):
+        from warp_gemm.torch import ops
+
+        return ops.linear(x, weight, bias, activation=activation)
+    beta = 1.0 if bias is not None else 0.0
+    if _autograd.needs_grad(x, weight, bias):
+        return _autograd.linear_with_grad(x, weight, bias, activation)
+    return _run(x, weight, bias, 1.0, beta, False, True, None, False, None, "linear", activation)
+
+
+def _torch_pair(a, b) -> bool:
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)

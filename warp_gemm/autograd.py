@@ -400,3 +400,37 @@ def _torch_function():
             return (*grads, None, None, None, None, None, None, None)
 
     return WarpGemmFunction
+
+
+# --- linear: GEMM + bias, then the activation (its derivative recorded on the tape) ----------------------
+def linear_with_grad(x, weight, bias, activation):
+    """``activation(x @ weight.T + bias)`` with gradients (wp.Tape; torch tensors go through the
+    custom op in warp_gemm.torch). The GEMM and bias record as a gemm; the activation records its own
+    backward: ``dz += dy * act'(z)``."""
+    beta = 1.0 if bias is not None else 0.0
+    z = gemm_with_grad(x, weight, bias, 1.0, beta, False, True, None, False, None, "linear")
+    if activation is None:
+        return z
+    tape = active_tape()
+    from warp_gemm.kernels import epilogue
+
+    if tape is None or not isinstance(z, wp.array) or not z.requires_grad:
+        with _tape_paused():
+            return _core.run(x, weight, bias, 1.0, beta, False, True, None, False, None, "linear", activation)
+    Z = describe(z, "z")
+    shape, strides = _pad3(Z)
+    y = wp.empty(z.shape, dtype=z.dtype, device=z.device, requires_grad=True)
+    Y = describe(y, "y")
+    z3, y3 = wp_view(Z, shape, strides), wp_view(Y, *_pad3(Y))
+    with _tape_paused():
+        _launch.launch(epilogue.forward_kernel(activation, Z.dtype, Z.dtype), shape, [y3, z3], z.device)
+
+    def backward():
+        with _tape_paused(), wp.ScopedDevice(z.device):
+            gz = wp.empty(shape, dtype=WP_DTYPES[Z.dtype], device=z.device)
+            gy = wp_view(describe(y.grad, "grad"), *_pad3(describe(y.grad, "grad")))
+            epilogue.activation_backward(gz, gy, z3, activation)
+            accumulate(z.grad, gz.reshape(z.shape) if len(z.shape) != 3 else gz)
+
+    tape.record_func(backward, arrays=[z, y])
+    return y

@@ -22,12 +22,16 @@ from warp_gemm.core.operands import ITEMSIZE, Operand, _torch, layout_view, raw_
 from warp_gemm.core.options import options
 from warp_gemm.core.plan import Plan, make_plan
 from warp_gemm.core.problem import Problem, validate
-from warp_gemm.kernels import tiled
+from warp_gemm.kernels import epilogue, tiled
 from warp_gemm.kernels.common import WP_DTYPES, acc_dtype_name
 
 
-def run(a, b, c, alpha, beta, trans_a, trans_b, out, allow_tf32, config, fname):
-    """``alpha * op(a) @ op(b) + beta * c`` into ``out`` (or a new result): the whole call, no autograd."""
+def run(a, b, c, alpha, beta, trans_a, trans_b, out, allow_tf32, config, fname, activation=None):
+    """``act(alpha * op(a) @ op(b) + beta * c)`` into ``out`` (or a new result): the whole call, no
+    autograd. ``activation``: None or a name of ``kernels.epilogue.ACTIVATIONS`` (applied in the
+    pipelined family's epilogue, else in one elementwise pass over the output)."""
+    if activation is not None:
+        activation = epilogue.check_activation(activation)
     p = validate(a, b, c, alpha, beta, trans_a, trans_b, out, fname)
     if p.M == 0 or p.N == 0:
         return p.result
@@ -35,9 +39,10 @@ def run(a, b, c, alpha, beta, trans_a, trans_b, out, allow_tf32, config, fname):
     opts = options()
     if p.A.device.is_cpu and opts.cpu_backend == "host" and opts.family in (None, "host") and config is None \
             and p.K and alpha != 0.0:
-        _host(p, alpha, beta)  # the CPU's BLAS: no plan to make or keep (make_plan would say the same)
+        _host(p, alpha, beta, activation)  # the CPU's BLAS: no plan to make or keep
         return p.result
-    key = _plan_key(p, alpha, beta, allow_tf32, config, opts) if opts.record_launches and _compat.HAS_RECORD_CMD else None
+    key = _plan_key(p, alpha, beta, allow_tf32, config, opts, activation) \
+        if opts.record_launches and _compat.HAS_RECORD_CMD else None
     cmds = _plans.get(key) if key is not None else None
     if cmds is not None:
         # A replay names its stream directly (a recorded launch carries its device's context), so it
@@ -47,7 +52,7 @@ def run(a, b, c, alpha, beta, trans_a, trans_b, out, allow_tf32, config, fname):
             cmd.launch(stream)
         return p.result
     with _stream_scope(p):
-        plan = make_plan(p, alpha, beta, allow_tf32, config, opts)
+        plan = make_plan(p, alpha, beta, allow_tf32, config, opts, activation)
         with launches.Recorder() as rec:
             temporaries = execute(plan, p, alpha, beta)
         if key is not None and not temporaries and rec.complete and plan.family != "host":
@@ -77,12 +82,12 @@ _plans = LRU(256)
 tables.on_save.append(_plans.clear)
 
 
-def _plan_key(p: Problem, alpha: float, beta: float, allow_tf32: bool, config, opts) -> tuple:
+def _plan_key(p: Problem, alpha: float, beta: float, allow_tf32: bool, config, opts, activation=None) -> tuple:
     def d(op):
         return None if op is None else (op.kind, op.ptr, op.shape, op.strides, op.dtype)
 
     return (d(p.A), d(p.B), d(p.C), d(p.D), str(p.A.device), alpha, beta, bool(allow_tf32), config, opts,
-            os.environ.get("WARP_GEMM_CACHE_DIR"))
+            activation, os.environ.get("WARP_GEMM_CACHE_DIR"))
 
 
 # --- device and stream scope, temporaries ---------------------------------------------------------------
@@ -144,7 +149,7 @@ def execute(plan: Plan, p: Problem, alpha: float, beta: float) -> bool:
     temporaries: list = []
     allocate = _allocator(p.A.device, "torch" in (p.A.kind, p.B.kind, p.D.kind), temporaries)
     if plan.family == "host":
-        _host(p, alpha, beta)
+        _host(p, alpha, beta, plan.activation)
         return False
     (dnb, dr, dc), (dsb, dsr, dsc) = plan.d3
     D = plan.D
@@ -161,6 +166,9 @@ def execute(plan: Plan, p: Problem, alpha: float, beta: float) -> bool:
         _tiled(plan, p, Dk, alpha, beta, allocate)
     else:
         _family(plan, p, Dk, alpha, beta, allocate)
+    if plan.activation is not None and not plan.fused_activation:  # one elementwise pass, in place
+        launches.launch(epilogue.forward_kernel(plan.activation, plan.out_k, plan.out_k), Dk.shape, [Dk, Dk],
+                        p.A.device)
     if plan.tmp_out:
         convert(wp_view(D, (dnb, dr, dc), (dsb, dsr, dsc)), Dk, D.dtype, plan.out_k)
     return bool(temporaries)
@@ -312,7 +320,7 @@ def workspace(dev, shape: tuple, dtype: str, slot: str = "ws"):
     return raw_view(buf.ptr, WP_DTYPES[dtype], tuple(shape), strides, dev)
 
 
-def _host(p: Problem, alpha: float, beta: float) -> None:
+def _host(p: Problem, alpha: float, beta: float, activation=None) -> None:
     """The CPU's BLAS on zero-copy views of the operands' memory: torch's for all-torch calls, NumPy's
     otherwise (bfloat16 as its raw bits). The problem's own orientation (no layout swap): BLAS takes
     any strides."""
@@ -325,6 +333,14 @@ def _host(p: Problem, alpha: float, beta: float) -> None:
     else:
         A, B, C, D = (None if op is None else _np_view(op) for op in ops)
         host.run_numpy(A, B, C, D, alpha, beta, p.in_dtype, p.out_dtype)
+    if activation is not None:  # float64 formulas on the CPU, rounded once
+        if p.D.kind == "torch":
+            D = p.D.obj.as_strided(p.D.shape, p.D.strides)
+            D.copy_(epilogue.reference(activation, D.double()))
+        elif p.out_dtype == "bfloat16":
+            D[...] = host.f32_to_bf16_bits(epilogue.reference(activation, host.bf16_bits_to_f32(D).astype("float64")))
+        else:
+            D[...] = epilogue.reference(activation, D.astype("float64"))
 
 
 def _np_view(op: Operand):

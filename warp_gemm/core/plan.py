@@ -56,6 +56,8 @@ class Plan:
     # --- the other device families (pipelined, small, skinny): their spec; workspace is (shape, dtype)
     family_spec: object = None
     stage: tuple = (False, False)  # A / B copied into a cached buffer with 16-byte aligned rows first
+    activation: str | None = None  # applied to the result (kernels/epilogue.py)
+    fused_activation: bool = False  # in the kernel's epilogue; else one elementwise pass after it
 
     @property
     def grid(self) -> tuple[int, int, int]:
@@ -63,7 +65,7 @@ class Plan:
 
 
 def make_plan(p: Problem, alpha: float, beta: float, allow_tf32: bool, config: Config | None,
-              opts: Options) -> Plan:
+              opts: Options, activation: str | None = None) -> Plan:
     """The plan for ``p``: the family first, then that family's decisions."""
     A, B, C, D, M, N = _swap_for_column_major_out(p)
     dev = p.A.device
@@ -74,7 +76,7 @@ def make_plan(p: Problem, alpha: float, beta: float, allow_tf32: bool, config: C
     acc = acc_dtype_name(p.in_dtype)
     tmp_out = (not _compat.HAS_TILE_ASTYPE and p.out_dtype != acc) or (dc > 1 and sdc != 1)
     out_k = acc if tmp_out and not _compat.HAS_TILE_ASTYPE else p.out_dtype
-    base = Plan("fill", A, B, C, D, M, N, use_c, out_k, tmp_out, as3d(D))
+    base = Plan("fill", A, B, C, D, M, N, use_c, out_k, tmp_out, as3d(D), activation=activation)
     if p.K == 0 or alpha == 0.0:
         return base
     if dev.is_cpu and opts.cpu_backend == "host" and opts.family in (None, "host") and config is None:
@@ -139,10 +141,12 @@ def _plan_family(base: Plan, p: Problem, allow_tf32: bool, opts: Options) -> Pla
         return None
     spec = pipelined.default_spec(p.in_dtype, p.out_dtype, tf32=tf32, layout=la + lb, epilogue=epi, chunk=16,
                                   device_is_cpu=dev.is_cpu, M=M, N=N, batch=p.batch,
-                                  sm_count=_compat.sm_count(dev) if not dev.is_cpu else 132)
+                                  sm_count=_compat.sm_count(dev) if not dev.is_cpu else 132,
+                                  activation=base.activation)
     if pipelined.smem_bytes(spec) > pipelined.SMEM_LIMIT:
         return None
-    return replace(base, family="pipelined", family_spec=spec, c_into_d=c_into_d, stage=stage)
+    return replace(base, family="pipelined", family_spec=spec, c_into_d=c_into_d, stage=stage,
+                   fused_activation=base.activation is not None)
 
 
 def _plan_split_pipe(base: Plan, p: Problem, la: str, lb: str, epi: str, c_into_d: bool, want) -> Plan | None:
@@ -179,9 +183,11 @@ def _plan_split_pipe(base: Plan, p: Problem, la: str, lb: str, epi: str, c_into_
                    workspace=skinny.split_pipe_workspace_shape(base.M, base.N, s, p.in_dtype))
 
 
-#: Output tiles of 128x128 from which the pipelined family (one block per SM, 128x128 tiles) is chosen
-#: over the tiled family's smaller tiles and split-K.
-PIPELINED_MIN_TILES = 64
+#: Output tiles of 128x128 from which the pipelined family (its small-problem configuration below 132)
+#: is chosen over the tiled family's smaller tiles and split-K. fp16 1000^3 (64 tiles): 68.6 TFLOP/s
+#: pipelined against 47 tiled; 127x4099x1031 (33 tiles, odd K) ran 4.2 TFLOP/s on the tiled family's
+#: element-wise loads (H100, benchmarks/results/round2/).
+PIPELINED_MIN_TILES = 24
 
 
 def _needs_copy(op: Operand) -> bool:

@@ -303,6 +303,12 @@ _lock = threading.Lock()
 _kernels = {}
 
 
+def forward_kernel(name, dst_dtype: str, src_dtype: str):
+    """The elementwise kernel ``dst[i, j, k] = act(src[i, j, k])`` over 3-D arrays (for launchers that
+    record their launches, e.g. core.launches)."""
+    return _forward_kernel(name, dst_dtype, src_dtype)
+
+
 def _forward_kernel(name, dst_dtype: str, src_dtype: str):
     key = ("fwd", name, dst_dtype, src_dtype)
     with _lock:

@@ -306,7 +306,7 @@ def _build(spec: PipeSpec):
     if ACT:
         from .epilogue import activation_func
 
-        act = activation_func(spec.activation)
+        act = activation_func(spec.activation, WP_DTYPES[spec.acc_dtype])
     else:
         act = None
     key = spec.key

@@ -35,22 +35,13 @@ _NS = "warp_gemm"
 
 
 # --- the indirections into the core -----------------------------------------------------------------
-_run = None
-
-
-def _resolve_run():
-    global _run
-    if _run is None:
-        from warp_gemm import api
-
-        _run = api._run
-    return _run
+from ..core.execute import run as _run  # noqa: E402 -- the core: validate -> plan -> execute, no autograd
 
 
 def _core_gemm(a, b, c, alpha, beta, trans_a, trans_b, out, allow_tf32):
     """``alpha * op(a) @ op(b) + beta * c`` into ``out`` (or a new tensor) on torch's current stream,
     without autograd; returns the result tensor."""
-    return (_run or _resolve_run())(a, b, c, alpha, beta, trans_a, trans_b, out, allow_tf32, None, "gemm")
+    return _run(a, b, c, alpha, beta, trans_a, trans_b, out, allow_tf32, None, "gemm")
 
 
 def _core_linear(x2d, weight, bias, activation, out=None, z_out=None):
@@ -58,15 +49,12 @@ def _core_linear(x2d, weight, bias, activation, out=None, z_out=None):
     None or a name of ACTIVATIONS) into ``out`` (or a new tensor); when ``z_out`` is given, the
     pre-activation ``x2d @ weight.T + bias`` is written there too. Returns the result.
 
-    For now: one GEMM (bias in its ``beta * c`` epilogue) and, with an activation, a second
-    elementwise pass (epilogue.apply_activation, in place when z is not wanted). The fused kernel
-    replaces this function."""
+    Without ``z_out``: one core call with the activation (fused into the pipelined family's epilogue
+    on CUDA; bias read in place as a broadcast row). With ``z_out`` (training with gelu/gelu_tanh/silu):
+    the GEMM into z, then one elementwise pass."""
     beta = 1.0 if bias is not None else 0.0
-    if activation is None:
-        return _core_gemm(x2d, weight, bias, 1.0, beta, False, True, out, False)
     if z_out is None:
-        y = _core_gemm(x2d, weight, bias, 1.0, beta, False, True, out, False)
-        return _elementwise(y, y, activation)
+        return _run(x2d, weight, bias, 1.0, beta, False, True, out, False, None, "linear", activation)
     z = _core_gemm(x2d, weight, bias, 1.0, beta, False, True, z_out, False)
     return _elementwise(out if out is not None else torch.empty_like(z), z, activation)
 
