@@ -27,4 +27,14 @@ bench)
   python3 benchmarks/host_loop.py --out "$out/host_loop.json" > "$out/host_loop.txt" 2>&1
   for f in r2_fp16 r2_bf16 r2_32 r2_64; do tail -n 30 "$out/$f.txt" | grep -v "^$"; done; tail -n 5 "$out/host_loop.txt"
   ;;
+final)  # the GPU suite (summary only) + host loop + linear + a few re-planned rows, one command
+  OUT=/tmp timeout "${SUITE_S:-450}" bash scripts/gpu_tests.sh 16 > /tmp/gpu_suite.txt 2>&1; echo "suite exit $?"
+  { grep -h "^shard\|^GPU total\|^FAILED\|^ERROR" /tmp/gpu_suite.txt; for f in /tmp/gpu_shard_*.log; do
+      echo "== $f: $(tail -n 1 "$f")"; grep -h "^E  " "$f" | head -5; done; } > "$out/gpu_suite_summary.txt"
+  tail -n 25 "$out/gpu_suite_summary.txt"
+  python3 benchmarks/host_loop.py --out "$out/host_loop.json" > "$out/host_loop.txt" 2>&1; tail -n 5 "$out/host_loop.txt"
+  python3 benchmarks/linear_bench.py --out "$out/linear.json" 2>&1 | tail -n 6
+  python3 benchmarks/run.py --shapes "127x4099x1031,1023x1025x1027,512x512x512" --dtype fp16 --providers warp_gemm,torch \
+    --json "$out/r2_replanned.json" 2>&1 | tail -n 8
+  ;;
 esac
