@@ -88,8 +88,10 @@ def job(i):
         if kind == "numpy":  # the first Warp call of this thread is warp_gemm's own
             A, B = sa.astype(dtype), sb.astype(dtype)
             C = c.astype(dtype) if with_c else None
-        else:  # wp.array() would initialise Warp itself: go through warp_gemm's init like a caller would
-            _compat.init()
+        else:  # wp.array() would initialise Warp (and acquire the CUDA context) itself, which Warp 1.19
+            # does not do safely from several threads (docs/reliability.md#threads): go through
+            # warp_gemm's init for the device, as the docs tell a threaded caller to
+            _compat.init(DEV)
             (A, k1), (B, k2) = to_wp(sa, dtype), to_wp(sb, dtype)
             C, k3 = to_wp(c, dtype) if with_c else (None, None)
             keep += [k1, k2, k3]

@@ -166,8 +166,12 @@ def test_store_in_input_dtype(dtype, device, rng):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("block_dim", [1, 32, 128])
+@pytest.mark.parametrize("block_dim", [1, 16, 32, 128])
 def test_any_block_dim(block_dim, device, rng):
+    # On CUDA cuBLASDx builds the GEMM for whole warps only: a one-thread block failed on the H100
+    # ("Failed to compile LTO 'dot_32_32_16_90_1_...'"); tile_gemm_func's docs ask for multiples of 32.
+    if device == "cuda" and block_dim % 32:
+        pytest.skip("CUDA: block_dim must be a multiple of 32 (documented)")
     M, N, K = 50, 35, 40
     a, b = random_operands(M, N, K, "float32", rng)
     out = wp.array(np.full((M, N), np.nan), dtype=wp.float32, device=device)
@@ -185,7 +189,7 @@ def test_tile_inside_a_larger_output(device, rng):
     a, b = random_operands(M, N, K, "float32", rng)
     out = wp.array(np.full((M, N), np.nan), dtype=wp.float32, device=device)
     wp.launch_tiled(layer_kernel(32, 32, 16, "float32"), dim=(2, 1),
-                    inputs=[to_wp(a, "float32", device), to_wp(b, "float32", device), out], block_dim=16,
+                    inputs=[to_wp(a, "float32", device), to_wp(b, "float32", device), out], block_dim=32,
                     device=device)
     got = out.numpy()
     res = compare(got[:64], leaky_ref(a @ b)[:64], "float32")

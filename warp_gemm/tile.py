@@ -81,8 +81,10 @@ def tile_gemm_func(tm: int, tn: int, tk: int, dtype, acc_dtype=None):
     of shape (K, N) and two ``int`` offsets, and returns a ``(tm, tn)`` tile. Shapes need not be tile
     multiples: rows/columns of A and B beyond M, N or K read as zeros (Warp's bounds-checked
     ``tile_load``), so an edge tile holds zeros past the matrix, and ``wp.tile_store`` of it drops the
-    out-of-range part. Call it from a kernel launched with ``wp.launch_tiled`` (any ``block_dim``) on
-    the CPU or CUDA; every thread of the block must call it (it is a block-wide collective).
+    out-of-range part. Call it from a kernel launched with ``wp.launch_tiled`` on the CPU (any ``block_dim``) or
+    CUDA (``block_dim`` a multiple of 32: on the H100 cuBLASDx refused a one-thread block, "Failed to
+    compile LTO 'dot_32_32_16_90_1_...'"); every thread of the block must call it (a block-wide
+    collective).
 
     bfloat16: Warp (1.14+) multiplies bfloat16 tiles only in modules without backward code, and a Warp
     function cannot set its caller's module options. Define the calling kernel with

@@ -6,7 +6,7 @@ thread has its own dtype (float16, float32, float64 in turn, so two or three thr
 kernel), its own odd shapes (10+7i x 33+i x 17+5r), builds its ``wp.array`` operands inside the
 thread and calls ``warp_gemm.matmul`` three times, every result checked against float64. One more
 thread passes mismatched shapes at the same time and must get its ValueError. Before the fix in
-``warp_gemm/_launch.py`` (first loads one thread at a time) this failed with "invalid resource
+``warp_gemm/core/launches.py`` (``first_load``: first loads one thread at a time) this failed with "invalid resource
 handle" on an H100 in 12 of 12 runs.
 """
 
