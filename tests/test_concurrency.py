@@ -268,3 +268,65 @@ def test_first_load_one_thread_per_kernel():
     assert state["loads"] == 8
     assert state["max"] == {0: 1, 1: 1}, state  # never two threads in one kernel's load
     assert state["both"], "the two kernels' loads should overlap"
+
+
+def test_workspaces_and_plans_belong_to_one_thread():
+    """Cached workspaces (split-K partial sums, staged operands) are per (device, stream, slot, thread):
+    two threads on one stream would otherwise interleave one call's fill with another's GEMM into one
+    buffer. A thread gets its own buffer, and the same one again on its next call."""
+    import threading
+
+    import warp as wp
+
+    from warp_gemm.core import execute
+
+    dev = wp.get_device("cpu")
+    mine = execute.workspace(dev, (4, 8), "float32", "ws").ptr
+    assert execute.workspace(dev, (4, 8), "float32", "ws").ptr == mine
+    theirs = []
+    t = threading.Thread(target=lambda: theirs.append(execute.workspace(dev, (4, 8), "float32", "ws").ptr))
+    t.start()
+    t.join()
+    assert theirs and theirs[0] != mine
+
+
+@pytest.mark.parametrize("family", ["splitk", "skinny"])
+def test_threads_sharing_operands_get_right_results(family):
+    """Eight threads, one set of operands and one kernel plan each, calls with workspaces (a split-K
+    tiled product, the skinny family's K slices) at once, on the CPU tile kernels: every result right."""
+    import threading
+
+    import numpy as np
+    import warp as wp
+
+    import warp_gemm
+    from warp_gemm.tools.tolerance import compare
+
+    M, N, K = (40, 36, 700) if family == "splitk" else (3, 40, 512)
+    cfg = warp_gemm.Config(16, 16, 32, 64, split_k=4) if family == "splitk" else None
+    opts = dict(cpu_backend="tiles", family="skinny") if family == "skinny" else dict(cpu_backend="tiles")
+    errors, barrier = [], threading.Barrier(8)
+
+    def worker(i):
+        try:
+            a = np.random.default_rng(i).standard_normal((M, K)).astype(np.float32)
+            b = np.random.default_rng(100 + i).standard_normal((K, N)).astype(np.float32)
+            A, B = wp.array(a, device="cpu"), wp.array(b, device="cpu")
+            out = wp.array(np.full((M, N), np.nan, np.float32), device="cpu")
+            barrier.wait()
+            with warp_gemm.options(**opts):
+                for _ in range(3):
+                    warp_gemm.matmul(A, B, out=out, config=cfg)
+                    res = compare(out.numpy().astype(np.float64), a.astype(np.float64) @ b, "float32")
+                    if not res.ok:
+                        errors.append(f"thread {i}: {res}")
+                        return
+        except BaseException as e:  # noqa: BLE001
+            errors.append(f"thread {i}: {type(e).__name__}: {e}")
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=300)
+    assert not errors, "\n".join(errors)

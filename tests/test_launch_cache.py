@@ -113,11 +113,36 @@ def _spy_allocator(monkeypatch, reuse: bool):
     return made, pool
 
 
+def _strided_out(M, N):
+    """A NumPy ``out`` with column stride 2: the kernels write a temporary, converted into it."""
+    return np.full((M, 2 * N), np.nan, np.float32)[:, ::2]
+
+
 def test_temporaries_are_replayed(rng, monkeypatch):
-    """Split-K on a workspace that comes back at the same address: the second call replays every
-    launch (no new records) and computes on the new operand values."""
+    """A temporary output that comes back at the same address: the second call replays every launch
+    (no new records) and computes on the new operand values."""
     made, _pool = _spy_allocator(monkeypatch, reuse=True)
     monkeypatch.setattr(_launch, "_cache", type(_launch._cache)(512))
+    A = wp.empty((30, 200), dtype=wp.float32, device="cpu")
+    B = wp.empty((200, 30), dtype=wp.float32, device="cpu")
+    out = _strided_out(30, 30)
+    for n in range(3):
+        a, b = random_operands(30, 30, 200, "float32", rng)
+        A.assign(a.astype(np.float32))
+        B.assign(b.astype(np.float32))
+        out[...] = np.nan
+        warp_gemm.matmul(A, B, out=out)
+        assert compare(out.astype(np.float64), a @ b, "float32").ok, n
+        if n == 0:
+            recorded = len(_launch._cache)
+    assert made, "the strided out should have been computed in a temporary"
+    assert recorded >= 2 and len(_launch._cache) == recorded, "later calls should replay the first call's launches"
+
+
+def test_split_k_workspace_is_cached_and_the_call_kept_as_a_plan(rng, monkeypatch):
+    """Split-K partial sums go to the cached workspace (no allocation per call): the call is kept as a
+    plan, and its replays zero the workspace again and compute on the new operand values."""
+    made, _pool = _spy_allocator(monkeypatch, reuse=False)
     A = wp.empty((30, 200), dtype=wp.float32, device="cpu")
     B = wp.empty((200, 30), dtype=wp.float32, device="cpu")
     out = nan_like("warp", (30, 30), "float32", "cpu")
@@ -128,20 +153,19 @@ def test_temporaries_are_replayed(rng, monkeypatch):
         out.fill_(float("nan"))
         warp_gemm.matmul(A, B, out=out, config=Config(32, 32, 32, 1, 8, 3))
         assert compare(to_f64(out), a @ b, "float32").ok, n
+        assert len(api._plans) == 1, n
         if n == 0:
-            recorded = len(_launch._cache)
-    assert made, "the split-K call should have used a workspace"
-    assert recorded >= 2 and len(_launch._cache) == recorded, "later calls should replay the first call's launches"
+            _no_launch_path(monkeypatch)  # later calls can only succeed as replays
+    assert not made, "split-K should not allocate per call"
 
 
 def test_temporaries_are_not_kept_alive(rng, monkeypatch):
-    """Recorded launches hold borrowed (non-owning) views: the split-K workspace is freed after the call."""
+    """Recorded launches hold borrowed (non-owning) views: a call's temporary is freed after the call."""
     made, _pool = _spy_allocator(monkeypatch, reuse=False)
     a, b = random_operands(30, 30, 200, "float32", rng)
-    r = warp_gemm.matmul(make(a, "float32", "warp", "cpu"), make(b, "float32", "warp", "cpu"),
-                         config=Config(32, 32, 32, 1, 8, 3))
-    assert compare(to_f64(r), a @ b, "float32").ok
-    del r
+    out = _strided_out(30, 30)
+    warp_gemm.matmul(make(a, "float32", "warp", "cpu"), make(b, "float32", "warp", "cpu"), out=out)
+    assert compare(out.astype(np.float64), a @ b, "float32").ok
     gc.collect()
     assert made and all(w() is None for w in made), "a recorded launch kept a temporary alive"
 
@@ -201,8 +225,9 @@ def test_plan_key_covers_the_call(change, rng):
 
 def test_no_plan_for_calls_with_temporaries(rng):
     a, b = random_operands(30, 30, 200, "float32", rng)
-    warp_gemm.matmul(make(a, "float32", "warp", "cpu"), make(b, "float32", "warp", "cpu"),
-                     config=Config(32, 32, 32, 1, 8, 3))  # split-K: a workspace per call
+    out = _strided_out(30, 30)  # computed in a temporary, converted into out
+    warp_gemm.matmul(make(a, "float32", "warp", "cpu"), make(b, "float32", "warp", "cpu"), out=out)
+    assert compare(out.astype(np.float64), a @ b, "float32").ok
     assert len(api._plans) == 0
 
 

@@ -10,6 +10,7 @@ docs/performance.md.
 from __future__ import annotations
 
 import os
+import threading
 
 import warp as wp
 
@@ -41,15 +42,18 @@ def run(a, b, c, alpha, beta, trans_a, trans_b, out, allow_tf32, config, fname, 
             and p.K and alpha != 0.0:
         _host(p, alpha, beta, activation)  # the CPU's BLAS: no plan to make or keep
         return p.result
-    key = _plan_key(p, alpha, beta, allow_tf32, config, opts, activation) \
-        if opts.record_launches and _compat.HAS_RECORD_CMD else None
+    key = stream = None
+    if opts.record_launches and _compat.HAS_RECORD_CMD:
+        # A plan's cached workspaces belong to one (stream, thread) (see ``workspace``): so does the plan.
+        stream = _replay_stream(p)
+        key = _plan_key(p, alpha, beta, allow_tf32, config, opts, activation)
+        if key is not None:
+            key += (None if stream is None else stream.cuda_stream, threading.get_ident())
     cmds = _plans.get(key) if key is not None else None
     if cmds is not None:
         # A replay names its stream directly (a recorded launch carries its device's context), so it
         # skips entering a device/stream scope: ~10 us less host time per small call.
-        stream = _replay_stream(p)
-        for cmd in cmds:
-            cmd.launch(stream)
+        launches.replay(cmds, stream)
         return p.result
     with _stream_scope(p):
         plan = make_plan(p, alpha, beta, allow_tf32, config, opts, activation)
@@ -78,7 +82,9 @@ def _replay_stream(p: Problem):
 # skips planning and argument assembly. The key also holds the options and the tuning-cache directory;
 # saving a table drops every plan (a new table may choose another configuration). Replaying is as safe
 # as replaying one recorded launch (see core/launches.py).
-_plans = LRU(256)
+# Sized for a few hundred operand sets in rotation (the benchmark runner cycles up to 200 to defeat the
+# L2 cache; a pipeline of buffers does the same): a plan is a few hundred bytes.
+_plans = LRU(1024)
 tables.on_save.append(_plans.clear)
 
 
@@ -209,8 +215,12 @@ def _tiled(plan: Plan, p: Problem, Dk, alpha: float, beta: float, allocate) -> N
     acc = acc_dtype_name(p.in_dtype)
     c_nb, Cv, alpha_k, Dlaunch = 1, Dk, alpha, Dk
     if plan.workspace is not None:
+        # the cached workspace (no allocation: the call can be kept as a plan); zeroed by a recorded
+        # launch where the split-K partial sums are added into it
         wshape, zero = plan.workspace
-        W = allocate(wshape, acc, zero=zero)
+        W = workspace(dev, tuple(wshape), acc, "splitk")
+        if zero:
+            fill(W, acc, 0.0)
         Cv, alpha_k, Dlaunch = W, 1.0, W
     elif plan.use_c:
         if plan.c_into_d:
@@ -281,13 +291,16 @@ def _family(plan: Plan, p: Problem, Dk, alpha: float, beta: float, allocate) -> 
 
 
 # --- cached workspaces -------------------------------------------------------------------------------------
-# One growing buffer per (device, stream): a call whose family needs a workspace gets a plan like any
-# other (no allocation per call, the same address each time). Kernels on one stream run in order, so
-# calls on that stream can share it; a buffer outgrown is kept (never freed: a captured CUDA graph may
-# still name it), so the memory held is under twice the largest workspace used.
+# One growing buffer per (device, stream, slot, thread): a call whose family needs a workspace gets a
+# plan like any other (no allocation per call, the same address each time). Kernels on one stream run
+# in order, so one thread's calls on that stream can share it; two threads on one stream cannot (their
+# launches interleave: one call's fill, another's GEMM, ...), nor can two threads on the CPU, whose
+# kernels run in the calling thread -- hence the thread in the key (and in the call plans' keys). A
+# buffer outgrown is kept (never freed: a captured CUDA graph may still name it), so the memory held
+# is under twice the largest workspace used, per thread.
 _workspaces: dict = {}
 _retired: list = []
-_ws_lock = __import__("threading").Lock()
+_ws_lock = threading.Lock()
 
 
 def _staged(view, dtype: str, dev, slot: str):
@@ -306,7 +319,7 @@ def workspace(dev, shape: tuple, dtype: str, slot: str = "ws"):
     ``slot`` (one call's temporaries take different slots)."""
     stream = 0 if dev.is_cpu else wp.get_stream(dev).cuda_stream
     nbytes = max(1, -(-__import__("math").prod(shape) * ITEMSIZE[dtype] // 256) * 256)
-    key = (dev.alias, stream, slot)
+    key = (dev.alias, stream, slot, threading.get_ident())
     with _ws_lock:
         buf = _workspaces.get(key)
         if buf is None or buf.capacity < nbytes:

@@ -29,7 +29,10 @@ from warp_gemm.core.operands import raw_view
 from warp_gemm.core.options import options
 from warp_gemm.kernels import elementwise
 
-_cache = LRU(512)
+# Up to four launches per call (fill, GEMM, finishing pass, conversion) for a few hundred operand sets in
+# rotation: with 512 entries 200 rotating split-K calls evicted each other and every call re-recorded
+# (~40 us of host time per launch on a miss). A recorded launch is a few KB.
+_cache = LRU(4096)
 _active = threading.local()  # the Recorder of this thread's current call, if any
 
 
@@ -100,6 +103,37 @@ def first_load(kernel, dev, block_dim, load) -> None:
         _ready.add(key)
 
 
+# --- CPU launches, one thread per module at a time ----------------------------------------------------
+# Warp's CPU tile kernels keep their "shared memory" behind a static pointer per compiled module
+# (warp/native/tile.h: ``static tile_shared_storage_t* shared_tile_storage`` -- "Ideally this would be
+# thread_local, but LLVM's JIT doesn't support TLS yet"): two threads running kernels of one module at
+# once share it, which crashed (SIGSEGV / SIGILL) or could mix their tiles -- 8 threads calling one
+# CPU tile GEMM, Warp 1.19.0, tests/test_concurrency.py. CPU launches run in the calling thread, so a
+# per-module lock around them makes them safe; different modules still run in parallel.
+_module_locks: dict = {}
+
+
+def cpu_lock(kernel) -> threading.Lock:
+    """The lock CPU launches of ``kernel``'s module hold while they run."""
+    key = id(getattr(kernel, "module", kernel))
+    lk = _module_locks.get(key)
+    if lk is None:
+        with _first_locks_guard:
+            lk = _module_locks.setdefault(key, threading.Lock())
+    return lk
+
+
+def replay(cmds, stream) -> None:
+    """Launch recorded commands in order (``stream`` None: the CPU, each under its module's lock)."""
+    if stream is not None:
+        for cmd in cmds:
+            cmd.launch(stream)
+        return
+    for cmd in cmds:
+        with cpu_lock(cmd.kernel):
+            cmd.launch()
+
+
 def launch(kernel, dim: tuple, inputs: list, dev, block_dim: int | None = None) -> None:
     """``wp.launch_tiled(kernel, dim, inputs, block_dim, device=dev)`` (``block_dim`` given) or
     ``wp.launch(kernel, dim, inputs, device=dev)``, replaying a recorded launch with the same
@@ -111,6 +145,14 @@ def launch(kernel, dim: tuple, inputs: list, dev, block_dim: int | None = None) 
 
 
 def _launch(kernel, dim: tuple, inputs: list, dev, block_dim: int | None) -> None:
+    if getattr(dev, "is_cpu", dev == "cpu"):
+        with cpu_lock(kernel):
+            _launch_now(kernel, dim, inputs, dev, block_dim)
+    else:
+        _launch_now(kernel, dim, inputs, dev, block_dim)
+
+
+def _launch_now(kernel, dim: tuple, inputs: list, dev, block_dim: int | None) -> None:
     tiled = block_dim is not None
     rec = getattr(_active, "rec", None)
     if not (options().record_launches and _compat.HAS_RECORD_CMD):

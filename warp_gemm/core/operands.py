@@ -175,7 +175,7 @@ def describe(x, name: str) -> Operand:
 # Views are memoized by (pointer, dtype, shape, strides, device): building a wp.array costs ~15 us of
 # host time (three per call: ~20% of a small call after launch replay, cProfile on the CPU backend).
 # A view owns nothing and is never mutated, so an equal one can be handed out again.
-_VIEWS = LRU(512)
+_VIEWS = LRU(4096)  # three or four per call, for a few hundred operand sets in rotation
 
 
 def raw_view(ptr: int, dtype, shape: tuple[int, ...], byte_strides: tuple[int, ...], device):
