@@ -115,10 +115,10 @@ def _():
     return gm(a, b, trans_b=True, out=out), [out, a, b]
 
 
-@case("rank-1", ValueError, ["[5]", "rank 1"], "a is 1-D")
+@case("rank-1", ValueError, ["[5]", "rank 1"], "gemm: a is 1-D (matmul takes it, as torch.matmul)")
 def _():
     a, b, out = rnd((5,)), rnd((5, 6)), nan_np((6,))
-    return mm(a, b, out=out), [out, a, b]
+    return gm(a, b, out=out), [out, a, b]
 
 
 @case("rank-0", ValueError, ["[]", "rank 0"], "a is a 0-d array")
@@ -127,16 +127,34 @@ def _():
     return mm(a, b, out=out), [out, b]
 
 
-@case("rank-4", ValueError, ["[2, 2, 4, 5]", "rank 4"], "a is 4-D")
+@case("rank-4", ValueError, ["[2, 2, 4, 5]", "rank 4"], "gemm: a is 4-D (matmul takes it, as torch.matmul)")
 def _():
     a, b, out = rnd((2, 2, 4, 5)), rnd((5, 6)), nan_np((2, 2, 4, 6))
+    return gm(a, b, out=out), [out, a, b]
+
+
+@case("nd-out-shape", ValueError, ["out has shape [2, 3, 4, 5]", "[2, 3, 4, 6]"], "matmul 4-D: out of the wrong shape")
+def _():
+    a, b, out = rnd((2, 3, 4, 5)), rnd((5, 6)), nan_np((2, 3, 4, 5))
     return mm(a, b, out=out), [out, a, b]
 
 
-@case("rank-1-b-torch", ValueError, ["b has shape [5]", "rank 1"], "b is a 1-D torch tensor", marks=needs_torch)
+@case("nd-batch-mismatch", ValueError, ["[2, 3, 4, 5]", "[4, 5, 6]", "do not broadcast"], "matmul 4-D: batch 3 vs 4")
+def _():
+    a, b, out = rnd((2, 3, 4, 5)), rnd((4, 5, 6)), nan_np((2, 3, 4, 6))
+    return mm(a, b, out=out), [out, a, b]
+
+
+@case("nd-inner-dims", ValueError, ["[5]", "[4, 6]", "5 != 4"], "matmul 1-D a: inner dimensions differ")
+def _():
+    a, b, out = rnd((5,)), rnd((4, 6)), nan_np((6,))
+    return mm(a, b, out=out), [out, a, b]
+
+
+@case("rank-1-b-torch", ValueError, ["b has shape [5]", "rank 1"], "gemm: b is a 1-D torch tensor", marks=needs_torch)
 def _():
     a, b, out = torch.randn(4, 5), torch.randn(5), torch.full((4,), float("nan"))
-    return mm(a, b, out=out), [out, a, b]
+    return gm(a, b, out=out), [out, a, b]
 
 
 @case("batch-mismatch", ValueError, ["3 (a: 3x4x5)", "4 (b: 4x5x6)", "do not broadcast"], "batch 3 vs 4")

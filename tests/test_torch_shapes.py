@@ -1,4 +1,4 @@
-"""warp_gemm/torch/shapes.py: torch.matmul's shape semantics as 2-D/3-D GEMM views, checked against
+"""warp_gemm/core/broadcast.py: torch.matmul's shape semantics as 2-D/3-D GEMM views, checked against
 torch.matmul itself for every rank combination (1-D to 4-D), broadcast patterns and strided inputs;
 and warp_gemm.torch.matmul, which uses it, against float64 torch.matmul, gradients included."""
 
@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch")
 
 import warp_gemm._compat as compat  # noqa: E402
 import warp_gemm.torch as wgt  # noqa: E402
-from warp_gemm.torch.shapes import matmul_shapes  # noqa: E402
+from warp_gemm.core.broadcast import matmul_shapes  # noqa: E402
 
 F64 = torch.float64
 M, K, N = 3, 4, 5

@@ -14,10 +14,16 @@ from warp_gemm.core.execute import run as _run
 
 
 def matmul(a, b, *, out=None, allow_tf32: bool = False, config: Config | None = None):
-    """``a @ b`` with ``torch.matmul`` semantics for 2-D and 3-D operands.
+    """``a @ b`` with ``torch.matmul`` semantics, for every container.
 
     Shapes: ``(M, K) @ (K, N) -> (M, N)``; with a batch dimension on either side,
     ``(B, M, K) @ (B, K, N) -> (B, M, N)``, where a missing or size-1 batch dimension broadcasts.
+    Other ranks as ``torch.matmul``: 1-D operands (vector·vector -> shape ``()``, vector·matrix,
+    matrix·vector) and any number of broadcast leading dimensions, e.g. ``(B, H, S, D) @ (B, H, D, S)``,
+    presented to the 2-D/3-D GEMM as views without copies where the strides allow
+    (``core/broadcast.py``); ``out`` then has the result's shape. For ``wp.array`` operands Warp has no
+    0-d arrays (a vector·vector product is refused), an operand that needs a broadcast copy is copied
+    through torch (or refused without it), and gradients (``wp.Tape``) cover 2-D and 3-D operands only.
     dtypes: float16, bfloat16, float32, float64 (both operands the same); 16-bit inputs accumulate in
     float32, float64 in float64. The result has the input dtype (or ``out``'s), the caller's container
     type (``wp.array``, ``torch.Tensor``, ``numpy.ndarray``; that of ``a``) and device.
@@ -31,6 +37,8 @@ def matmul(a, b, *, out=None, allow_tf32: bool = False, config: Config | None = 
         from warp_gemm.torch import ops
 
         return ops.matmul(a, b, allow_tf32=allow_tf32)
+    if _rank(a) not in (2, 3) or _rank(b) not in (2, 3):
+        return _matmul_nd(a, b, out, allow_tf32, config)
     if _autograd.needs_grad(a, b, None):
         return _autograd.gemm_with_grad(a, b, None, 1.0, 0.0, False, False, out, allow_tf32, config, "matmul")
     return _run(a, b, None, 1.0, 0.0, False, False, out, allow_tf32, config, "matmul")
@@ -77,6 +85,133 @@ def linear(x, weight, bias=None, *, activation: str | None = None):
     if _autograd.needs_grad(x, weight, bias):
         return _autograd.linear_with_grad(x, weight, bias, activation)
     return _run(x, weight, bias, 1.0, beta, False, True, None, False, None, "linear", activation)
+
+
+def _rank(x) -> int:
+    shape = getattr(x, "shape", None)
+    return len(shape) if shape is not None else 2  # not an array: validation names it
+
+
+def _matmul_nd(a, b, out, allow_tf32, config):
+    """``matmul`` for ranks other than 2/3 (``torch.matmul``'s rules): both operands presented as the
+    2-D/3-D views ``core.broadcast.matmul_shapes`` asks for, the product written through a 2-D/3-D view
+    of the result (``out``, or a new array of the result's shape in ``a``'s container)."""
+    import numpy as np
+
+    from warp_gemm.core.broadcast import matmul_shapes
+
+    if _rank(a) == 0 or _rank(b) == 0 or not all(hasattr(x, "strides") or hasattr(x, "stride") for x in (a, b)):
+        return _run(a, b, None, 1.0, 0.0, False, False, out, allow_tf32, config, "matmul")  # its errors
+    if _autograd.needs_grad(a, b, None):
+        raise ValueError(f"matmul: gradients are computed for 2-D and 3-D operands only (a has shape "
+                         f"{list(a.shape)}, b {list(b.shape)}); for other ranks pass torch tensors "
+                         "without out (the custom op) or reshape to 2-D/3-D")
+    plan = matmul_shapes(a.shape, _elem_strides(a), b.shape, _elem_strides(b))
+    a2, b2 = _present(a, plan.a, row=True), _present(b, plan.b, row=False)
+    if out is None:
+        out = _new_like(a, plan.result_shape, b)
+    elif tuple(out.shape) != tuple(plan.result_shape):
+        raise ValueError(f"matmul: out has shape {list(out.shape)}; the result of a {list(a.shape)} @ b "
+                         f"{list(b.shape)} has shape {list(plan.result_shape)}")
+    view = _reshaped_view(out, plan.out_shape)
+    if view is not None:
+        _run(a2, b2, None, 1.0, 0.0, False, False, view, allow_tf32, config, "matmul")
+        return out
+    res = _run(a2, b2, None, 1.0, 0.0, False, False, None, allow_tf32, config, "matmul")
+    if isinstance(out, np.ndarray):  # out is not viewable as the GEMM's shape: copy the result in
+        out[...] = np.asarray(res).reshape(plan.result_shape)
+    else:
+        out.copy_(res.reshape(plan.result_shape))
+    return out
+
+
+def _elem_strides(x) -> tuple:
+    if hasattr(x, "stride") and callable(x.stride):  # torch
+        return tuple(x.stride())
+    import numpy as np
+
+    if isinstance(x, np.ndarray):
+        item = x.itemsize
+    else:
+        import warp as wp
+
+        item = wp.types.type_size_in_bytes(x.dtype)
+    return tuple(s // item for s in x.strides)  # unaligned strides: the 2-D/3-D validation refuses them
+
+
+def _present(x, view, row: bool):
+    """``x`` (1-D promoted to a row or a column) broadcast to ``view.expand_shape`` and seen as
+    ``view.shape``: a view where the strides allow, else a copy."""
+    import numpy as np
+
+    torch = sys.modules.get("torch")
+    if isinstance(x, np.ndarray):
+        x1 = x[None] if x.ndim == 1 and row else (x[:, None] if x.ndim == 1 else x)
+        return np.broadcast_to(x1, view.expand_shape).reshape(view.shape)
+    if torch is not None and isinstance(x, torch.Tensor):
+        x1 = x.unsqueeze(0) if x.dim() == 1 and row else (x.unsqueeze(-1) if x.dim() == 1 else x)
+        return x1.expand(view.expand_shape).reshape(view.shape)
+    import warp as wp
+
+    if isinstance(x, wp.array):
+        if not view.copy:
+            from warp_gemm.core.operands import raw_view
+
+            item = wp.types.type_size_in_bytes(x.dtype)
+            v = raw_view(x.ptr, x.dtype, tuple(view.shape), tuple(s * item for s in view.strides), x.device)
+            v._wg_base = x  # the view owns nothing: keep x alive with it
+            return v
+        if torch is None:
+            raise ValueError(f"matmul: a wp.array of shape {list(x.shape)} broadcast to "
+                             f"{list(view.expand_shape)} needs a copy, which warp_gemm makes through torch "
+                             "(not installed): pass it with the full batch shape")
+        t = _present(wp.to_torch(x), view, row)
+        return wp.from_torch(t.contiguous(), dtype=x.dtype)
+    return x  # not an array: validation names it
+
+
+def _new_like(a, shape, b):
+    """A new array of ``shape`` in ``a``'s container, dtype and device."""
+    import numpy as np
+
+    torch = sys.modules.get("torch")
+    if isinstance(a, np.ndarray):
+        return np.empty(shape, dtype=a.dtype)
+    if torch is not None and isinstance(a, torch.Tensor):
+        return torch.empty(shape, dtype=a.dtype, device=a.device)
+    import warp as wp
+
+    if not shape:
+        raise ValueError(f"matmul: a {list(a.shape)} @ b {list(b.shape)} is a scalar, and Warp has no 0-d "
+                         "arrays: multiply a (1, K) by a (K, 1) array instead")
+    return wp.empty(shape, dtype=a.dtype, device=a.device)
+
+
+def _reshaped_view(out, shape):
+    """``out`` seen as ``shape`` without a copy, or None where its strides do not allow it."""
+    import numpy as np
+
+    torch = sys.modules.get("torch")
+    if isinstance(out, np.ndarray):
+        v = out.view()
+        try:
+            v.shape = shape
+        except AttributeError:
+            return None
+        return v
+    if torch is not None and isinstance(out, torch.Tensor):
+        try:
+            return out.view(shape)
+        except RuntimeError:
+            return None
+    import warp as wp
+
+    if isinstance(out, wp.array):
+        if not out.is_contiguous:
+            raise ValueError(f"matmul: out (wp.array {list(out.shape)}) must be contiguous for operands of "
+                             "rank other than 2 or 3")
+        return out.reshape(shape)
+    return out  # not an array: validation names it
 
 
 def _torch_pair(a, b) -> bool:

@@ -347,7 +347,7 @@ def matmul(a, b, *, allow_tf32: bool = False) -> torch.Tensor:
         if _direct(a, b):
             return _gemm_impl(a, b, None, 1.0, 0.0, False, False, tf32)
         return torch.ops.warp_gemm.gemm(a, b, None, 1.0, 0.0, False, False, tf32)
-    from .shapes import matmul_shapes
+    from warp_gemm.core.broadcast import matmul_shapes
 
     plan = matmul_shapes(a.shape, a.stride(), b.shape, b.stride())
     a2 = (a.unsqueeze(0) if a.dim() == 1 else a).expand(plan.a.expand_shape).reshape(plan.a.shape)

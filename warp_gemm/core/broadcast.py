@@ -96,6 +96,7 @@ def matmul_shapes(a_shape, a_strides, b_shape, b_strides) -> MatmulShapes:
         raise ValueError(f"matmul: both operands need at least one dimension, got a {list(a_shape)} and "
                          f"b {list(b_shape)}")
 
+    a0, b0 = a_shape, b_shape  # as given, for the messages
     # 1-D operands become a row (a) or a column (b); remember which result dimension to drop.
     drop_m = len(a_shape) == 1
     drop_n = len(b_shape) == 1
@@ -106,10 +107,10 @@ def matmul_shapes(a_shape, a_strides, b_shape, b_strides) -> MatmulShapes:
     M, K = a_shape[-2:]
     K2, N = b_shape[-2:]
     if K != K2:
-        raise ValueError(f"matmul: inner dimensions differ: a is {list(a_shape)} and b is {list(b_shape)} "
+        raise ValueError(f"matmul: inner dimensions differ: a is {list(a0)} and b is {list(b0)} "
                          f"({K} != {K2})")
     ba, bb = a_shape[:-2], b_shape[:-2]
-    batch = _broadcast(ba, bb, a_shape, b_shape)
+    batch = _broadcast(ba, bb, a0, b0)
     B = prod(batch)
     a_is_matrix = prod(ba) == 1  # no batch dimensions, or all of them 1: broadcasts as a 2-D operand
     b_is_matrix = prod(bb) == 1
