@@ -99,6 +99,7 @@ def _matmul_nd(a, b, out, allow_tf32, config):
     import numpy as np
 
     from warp_gemm.core.broadcast import matmul_shapes
+    from warp_gemm.core.operands import describe
 
     if _rank(a) == 0 or _rank(b) == 0 or not all(hasattr(x, "strides") or hasattr(x, "stride") for x in (a, b)):
         return _run(a, b, None, 1.0, 0.0, False, False, out, allow_tf32, config, "matmul")  # its errors
@@ -106,7 +107,7 @@ def _matmul_nd(a, b, out, allow_tf32, config):
         raise ValueError(f"matmul: gradients are computed for 2-D and 3-D operands only (a has shape "
                          f"{list(a.shape)}, b {list(b.shape)}); for other ranks pass torch tensors "
                          "without out (the custom op) or reshape to 2-D/3-D")
-    plan = matmul_shapes(a.shape, _elem_strides(a), b.shape, _elem_strides(b))
+    plan = matmul_shapes(a.shape, describe(a, "a").strides, b.shape, describe(b, "b").strides)
     a2, b2 = _present(a, plan.a, row=True), _present(b, plan.b, row=False)
     if out is None:
         out = _new_like(a, plan.result_shape, b)
@@ -123,20 +124,6 @@ def _matmul_nd(a, b, out, allow_tf32, config):
     else:
         out.copy_(res.reshape(plan.result_shape))
     return out
-
-
-def _elem_strides(x) -> tuple:
-    if hasattr(x, "stride") and callable(x.stride):  # torch
-        return tuple(x.stride())
-    import numpy as np
-
-    if isinstance(x, np.ndarray):
-        item = x.itemsize
-    else:
-        import warp as wp
-
-        item = wp.types.type_size_in_bytes(x.dtype)
-    return tuple(s // item for s in x.strides)  # unaligned strides: the 2-D/3-D validation refuses them
 
 
 def _present(x, view, row: bool):

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import warp as wp
 
 from .. import _compat
-from .common import WP_DTYPES, acc_dtype_name
+from .common import WP_DTYPES, acc_dtype_name, gemm_tag
 
 # The smaller output side this kernel handles (any side up to 16 works; choose_spec picks it for <= 4).
 MAX_SMALL = 16
@@ -63,9 +63,7 @@ class SkinnySpec:
     @property
     def kernel_key(self) -> str:
         """Names the compiled kernel: everything but ``target_blocks`` (a launch-time choice)."""
-        g = "dx" if self.mathdx else "sc"
-        if self.pad_ab or self.pad_c:
-            g += f"_p{self.pad_ab}-{self.pad_c}"
+        g = gemm_tag(self.mathdx, self.pad_ab, self.pad_c)
         return (f"wg_skinny_{self.in_dtype}_{self.out_dtype}_{self.layout_a}{self.layout_b}_"
                 f"{self.tm}x{self.tn}x{self.tk}_{self.epilogue}_b{self.block_dim}_{g}")
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import warp as wp
 
 from .. import _compat
-from .common import WP_DTYPES, acc_dtype_name
+from .common import WP_DTYPES, acc_dtype_name, gemm_tag
 
 # Tile side choices; K larger than the tile loops.
 _SIDES = (16, 32)
@@ -68,9 +68,7 @@ class SmallSpec:
     @property
     def kernel_key(self) -> str:
         """Names the compiled kernel: everything but ``per_block`` (a launch argument)."""
-        g = "dx" if self.mathdx else "sc"
-        if self.pad_ab or self.pad_c:
-            g += f"_p{self.pad_ab}-{self.pad_c}"
+        g = gemm_tag(self.mathdx, self.pad_ab, self.pad_c)
         return (f"wg_small_{self.in_dtype}_{self.out_dtype}_{self.layout_a}{self.layout_b}_"
                 f"{self.tm}x{self.tn}x{self.tk}_{self.epilogue}_b{self.block_dim}_{g}")
 
