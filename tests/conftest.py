@@ -95,7 +95,7 @@ def _fresh_call_plans():
     arrays at a reused address would let a test's first call skip the launch path it means to test."""
     from warp_gemm.core import execute as api
 
-    api._plans.clear()
+    api.clear_plans()
     yield
 
 

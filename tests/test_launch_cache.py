@@ -239,3 +239,88 @@ def test_saving_a_tuning_table_drops_the_plans(rng, tmp_path, monkeypatch):
     assert len(api._plans) == 1
     tuning.save(tmp_path / "t.json", {"sm90|float32|NN": {"10,10,10": "64x64x64/b128/g8"}})
     assert len(api._plans) == 0
+
+
+# --- the fast path (core.execute._fast): a repeated call skips validation too ------------------------------
+def _no_validation(monkeypatch):
+    def boom(*a, **k):
+        raise AssertionError("core.execute.validate ran: the call did not take the fast path")
+
+    monkeypatch.setattr(api, "validate", boom)
+
+
+@pytest.mark.parametrize("kind", ["warp", "torch"])
+def test_fast_path_replays_with_new_contents(kind, rng, monkeypatch):
+    """The second call on the same containers skips validation and planning, and computes on new values."""
+    if kind == "torch":
+        pytest.importorskip("torch")
+    a1, b1 = random_operands(37, 45, 61, "float32", rng)
+    a2, b2 = random_operands(37, 45, 61, "float32", rng)
+    A, B = make(a1, "float32", kind, "cpu"), make(b1, "float32", kind, "cpu")
+    out = nan_like(kind, (37, 45), "float32", "cpu")
+    warp_gemm.matmul(A, B, out=out)
+    assert compare(to_f64(out), a1 @ b1, "float32").ok
+    _no_validation(monkeypatch)
+    for x, v in ((A, a2), (B, b2)):
+        if kind == "torch":
+            x.copy_(__import__("torch").from_numpy(v.astype(np.float32)))
+        else:
+            x.assign(v.astype(np.float32))
+    out.fill_(float("nan"))
+    warp_gemm.matmul(A, B, out=out)
+    assert compare(to_f64(out), a2 @ b2, "float32").ok
+
+
+@pytest.mark.parametrize("kind", ["warp", "torch"])
+def test_fast_path_new_results_are_new_arrays(kind, rng, monkeypatch):
+    """Without out, every call returns an array of its own: a kept earlier result is not overwritten."""
+    if kind == "torch":
+        pytest.importorskip("torch")
+    a, b = random_operands(24, 40, 56, "float64", rng)
+    A, B = make(a, "float64", kind, "cpu"), make(b, "float64", kind, "cpu")
+    results = [warp_gemm.matmul(A, B) for _ in range(4)]
+    assert len({id(r) for r in results}) == 4
+    ptrs = {r.data_ptr() if kind == "torch" else r.ptr for r in results}
+    assert len(ptrs) == 4
+    for r in results:
+        assert compare(to_f64(r), a @ b, "float64").ok
+    # and a replayed call into a recycled result address, validation off
+    del results
+    gc.collect()
+    warp_gemm.matmul(A, B)
+    _no_validation(monkeypatch)
+    r = warp_gemm.matmul(A, B)
+    assert compare(to_f64(r), a @ b, "float64").ok
+
+
+def test_fast_key_covers_torch_views(rng):
+    """Views that share the pointer and shape but read other elements (a transpose of a square tensor,
+    a negative view) are other calls."""
+    torch = pytest.importorskip("torch")
+    a, b = random_operands(32, 32, 32, "float64", rng)
+    A, B = make(a, "float64", "torch", "cpu"), make(b, "float64", "torch", "cpu")
+    out = torch.full((32, 32), float("nan"), dtype=torch.float64)
+    warp_gemm.matmul(A, B, out=out)
+    warp_gemm.matmul(A, B, out=out)  # now kept under the fast key
+    for view, ref in ((A.T, a.T @ b), (torch._neg_view(A), -a @ b)):
+        out.fill_(float("nan"))
+        warp_gemm.matmul(view, B, out=out)
+        assert compare(to_f64(out), ref, "float64").ok
+
+
+def test_fast_key_covers_options_and_errors(rng):
+    """An invalid call whose operands match a kept call's in pointer only still fails validation, and a
+    change of options is another call."""
+    a, b = random_operands(16, 16, 16, "float32", rng)
+    A, B = make(a, "float32", "warp", "cpu"), make(b, "float32", "warp", "cpu")
+    out = nan_like("warp", (16, 16), "float32", "cpu")
+    for _ in range(2):
+        warp_gemm.matmul(A, B, out=out)
+    with pytest.raises(ValueError, match="shares memory"):
+        warp_gemm.matmul(A, B, out=A)
+    with pytest.raises(TypeError, match="alpha"):
+        warp_gemm.gemm(A, B, out=out, alpha="2")
+    out.fill_(float("nan"))
+    with warp_gemm.options(family="tiled", record_launches=True):
+        warp_gemm.gemm(A, B, out=out, alpha=3)
+    assert compare(to_f64(out), 3 * a @ b, "float32").ok

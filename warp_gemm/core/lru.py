@@ -22,6 +22,10 @@ class LRU:
                 self._d.move_to_end(key)
             return v
 
+    def peek(self, key: tuple) -> Any:
+        """``get`` without marking the entry recently used (no lock: one dict read is atomic)."""
+        return self._d.get(key)
+
     def put(self, key: tuple, value: Any) -> None:
         with self._lock:
             self._d[key] = value

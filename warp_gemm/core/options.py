@@ -34,6 +34,14 @@ class Options:
     #: Force one kernel family where it applies ("tiled", "pipelined", ...); None: the planner chooses.
     family: str | None = None
 
+    def __hash__(self) -> int:
+        # Part of every call plan's key: hashed once per object, not per call (frozen, so it cannot change).
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = hash(tuple(getattr(self, f) for f in self.__dataclass_fields__))
+            object.__setattr__(self, "_hash", h)
+        return h
+
 
 _current: contextvars.ContextVar[Options] = contextvars.ContextVar("warp_gemm_options", default=Options())
 
