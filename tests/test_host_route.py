@@ -71,3 +71,48 @@ def test_tiles_selectable(rng):
         d = warp_gemm.matmul(a.astype(np.float32), b.astype(np.float32))
     assert host.calls == before
     assert compare(d.astype(np.float64), a @ b, "float32").ok
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("with_out", [True, False])
+def test_repeated_host_call_skips_validation(dtype, kind, with_out, rng, monkeypatch):
+    """A repeated host call with the same containers and ``out`` takes the fast path (no validation) and
+    computes on the containers' new contents, through a transposed operand, C and alpha/beta; without
+    ``out`` each call returns a new array and leaves the earlier result alone."""
+    from warp_gemm.core import execute
+
+    if kind_ok(kind, dtype, "cpu"):
+        pytest.skip(kind_ok(kind, dtype, "cpu"))
+    M, N, K = 19, 23, 31
+    first, second = (random_operands(M, N, K, dtype, rng) for _ in range(2))
+    c = round_to(rng.standard_normal((M, N)), dtype)
+    A = make(np.ascontiguousarray(first[0].T), dtype, kind, "cpu")
+    B, C = make(first[1], dtype, kind, "cpu"), make(c, dtype, kind, "cpu")
+    out = nan_like(kind, (M, N), dtype, "cpu") if with_out else None
+    r1 = warp_gemm.gemm(A, B, C, alpha=0.5, beta=2.0, trans_a=True, out=out)
+    assert compare(to_f64(r1), 0.5 * first[0] @ first[1] + 2.0 * c, dtype).ok
+    kept = to_f64(r1).copy()
+
+    def boom(*a, **k):
+        raise AssertionError("validate ran: no fast path")
+
+    if with_out:  # (without out the second result is at a new address: the full path, validation included)
+        monkeypatch.setattr(execute, "validate", boom)
+    for x, v in ((A, np.ascontiguousarray(second[0].T)), (B, second[1])):
+        fresh = make(v, dtype, kind, "cpu")
+        if kind == "numpy":
+            x[...] = fresh
+        elif kind == "torch":
+            x.copy_(fresh)
+        else:
+            x.assign(fresh)
+    if with_out:
+        out.fill_(float("nan")) if kind != "numpy" else out.fill(np.nan)
+    calls = sum(host.calls.values())
+    r2 = warp_gemm.gemm(A, B, C, alpha=0.5, beta=2.0, trans_a=True, out=out)
+    assert sum(host.calls.values()) == calls + 1
+    assert compare(to_f64(r2), 0.5 * second[0] @ second[1] + 2.0 * c, dtype).ok
+    if not with_out:
+        assert r2 is not r1
+        np.testing.assert_array_equal(to_f64(r1), kept)  # the first result is untouched

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import threading
 
+import numpy as np
 import warp as wp
 
 from warp_gemm import _compat
@@ -39,12 +40,12 @@ def run(a, b, c, alpha, beta, trans_a, trans_b, out, allow_tf32, config, fname, 
         hit = _fast.peek(fk)  # fast entries age in insertion order (a miss re-inserts them)
         if hit is not None:
             if out is not None:
-                launches.replay(hit, stream)
+                _replay(hit, stream, a, b, c, out)
                 return out
             out, new_result = hit.allocate(), True  # a new result, as validate would make it
             cmds = _fast.peek((fk, _ptr(out)))
             if cmds is not None:
-                launches.replay(cmds, stream)
+                _replay(cmds, stream, a, b, c, out)
                 return out
     if activation is not None:
         activation = epilogue.check_activation(activation)
@@ -54,7 +55,10 @@ def run(a, b, c, alpha, beta, trans_a, trans_b, out, allow_tf32, config, fname, 
     alpha, beta = float(alpha), float(beta)
     if p.A.device.is_cpu and opts.cpu_backend == "host" and opts.family in (None, "host") and config is None \
             and p.K and alpha != 0.0:
-        _host(p, alpha, beta, activation)  # the CPU's BLAS: no plan to make or keep
+        call = _HostCall(p, alpha, beta, activation)  # the CPU's BLAS: no launches to record
+        call.run(p.A.obj, p.B.obj, None if p.C is None else p.C.obj, p.D.obj)
+        if fast is not None and _described_in_place(p, a, b, c, out):
+            _keep_fast(fast[0], p, None if new_result else out, call)
         return p.result
     key = stream = None
     if opts.record_launches and _compat.HAS_RECORD_CMD:
@@ -144,6 +148,8 @@ class _NewResult:
     def allocate(self):
         if self.kind == "torch":
             return _torch().empty(self.shape, dtype=torch_dtype(self.dtype), device=self.device)
+        if self.kind == "numpy":
+            return np.empty(self.shape, dtype=self.dtype)
         return wp.empty(self.shape, dtype=WP_DTYPES[self.dtype], device=self.device)
 
 
@@ -151,6 +157,8 @@ def _sig(x):
     """What validation and planning read from one operand, cheaply; None: not a fast-path operand."""
     if type(x) is wp.array:
         return (x.ptr, x.shape, x.strides, x.dtype, x.device.alias)
+    if type(x) is np.ndarray:
+        return (x.__array_interface__["data"][0], x.shape, x.strides, x.dtype, x.flags.writeable)
     torch = _torch()
     if torch is not None and type(x) in (torch.Tensor, torch.nn.Parameter):
         return (x.data_ptr(), x.shape, x.stride(), x.dtype, x.device, x.is_neg())
@@ -158,7 +166,9 @@ def _sig(x):
 
 
 def _ptr(x) -> int:
-    return x.ptr if type(x) is wp.array else x.data_ptr()
+    if type(x) is wp.array:
+        return x.ptr
+    return x.__array_interface__["data"][0] if type(x) is np.ndarray else x.data_ptr()
 
 
 _SCALARS = (float, int)
@@ -177,10 +187,10 @@ def _fast_key(a, b, c, out, alpha, beta, trans_a, trans_b, allow_tf32, config, o
         return None
     if out is not None and (so := _sig(out)) is None:
         return None
+    if type(a) is np.ndarray:
+        return _key_tuple(sa, sb, sc, so, alpha, beta, trans_a, trans_b, allow_tf32, config, opts, activation,
+                          None), None
     dev = a.device
-    if (dev.is_cpu if type(a) is wp.array else dev.type == "cpu") and opts.cpu_backend == "host" \
-            and opts.family in (None, "host") and config is None:
-        return None  # the CPU's BLAS: no plan is kept
     if type(a) is wp.array:
         if dev.is_cpu:
             stream = None
@@ -194,8 +204,13 @@ def _fast_key(a, b, c, out, alpha, beta, trans_a, trans_b, allow_tf32, config, o
         handle = stream.cuda_stream
     else:
         stream = handle = None
-    return (("fast", sa, sb, sc, so, alpha, beta, trans_a, trans_b, bool(allow_tf32), config, opts, activation,
-             os.environ.get("WARP_GEMM_CACHE_DIR"), handle, threading.get_ident()), stream)
+    return _key_tuple(sa, sb, sc, so, alpha, beta, trans_a, trans_b, allow_tf32, config, opts, activation,
+                      handle), stream
+
+
+def _key_tuple(sa, sb, sc, so, alpha, beta, trans_a, trans_b, allow_tf32, config, opts, activation, handle):
+    return ("fast", sa, sb, sc, so, alpha, beta, trans_a, trans_b, bool(allow_tf32), config, opts, activation,
+            os.environ.get("WARP_GEMM_CACHE_DIR"), handle, threading.get_ident())
 
 
 def _torch_stream(index: int):
@@ -214,12 +229,19 @@ def _described_in_place(p: Problem, a, b, c, out) -> bool:
         (out is None or p.D.obj is out)
 
 
+def _replay(entry, stream, a, b, c, out) -> None:
+    if type(entry) is _HostCall:
+        entry.run(a, b, c, out)
+    else:
+        launches.replay(entry, stream)
+
+
 def _keep_fast(fk: tuple, p: Problem, out, cmds: tuple) -> None:
     """Keep ``cmds`` under the fast key: for a call with ``out`` directly; for one without, the recipe of
     its result and, per result address, the launches."""
     if out is not None:
         _fast.put(fk, cmds)
-    elif p.D.kind in ("torch", "warp") and (_sig(p.result) is not None):
+    elif _sig(p.result) is not None:
         _fast.put(fk, _NewResult(p))
         _fast.put((fk, p.D.ptr), cmds)
 
@@ -283,7 +305,7 @@ def execute(plan: Plan, p: Problem, alpha: float, beta: float) -> bool:
     temporaries: list = []
     allocate = _allocator(p.A.device, "torch" in (p.A.kind, p.B.kind, p.D.kind), temporaries)
     if plan.family == "host":
-        _host(p, alpha, beta, plan.activation)
+        _HostCall(p, alpha, beta, plan.activation).run(p.A.obj, p.B.obj, None if p.C is None else p.C.obj, p.D.obj)
         return False
     (dnb, dr, dc), (dsb, dsr, dsc) = plan.d3
     D = plan.D
@@ -461,45 +483,73 @@ def workspace(dev, shape: tuple, dtype: str, slot: str = "ws"):
     return raw_view(buf.ptr, WP_DTYPES[dtype], tuple(shape), strides, dev)
 
 
-def _host(p: Problem, alpha: float, beta: float, activation=None) -> None:
-    """The CPU's BLAS on zero-copy views of the operands' memory: torch's for all-torch calls, NumPy's
-    otherwise (bfloat16 as its raw bits). The problem's own orientation (no layout swap): BLAS takes
-    any strides."""
+class _HostCall:
+    """One product on the CPU's BLAS (kernels/host.py) on zero-copy views of the operands' memory: torch's
+    for all-torch calls, NumPy's otherwise (bfloat16 as its raw bits); the problem's own orientation (no
+    layout swap: BLAS takes any strides). Kept by the fast path like a call's launches: the views of A,
+    B and C are non-owning (``_np_raw``), valid for any later call whose operands have the same
+    signature (same memory, shapes, strides, dtypes); the output is viewed per call."""
+
+    __slots__ = ("torch", "A", "B", "C", "D", "alpha", "beta", "in_dtype", "out_dtype", "activation")
+
+    def __init__(self, p: Problem, alpha: float, beta: float, activation):
+        ops = (p.A, p.B, p.C)
+        self.torch = all(op is None or op.kind == "torch" for op in (*ops, p.D))
+        self.A, self.B, self.C = ((None if op is None else (op.shape, op.strides) if self.torch else _np_raw(op))
+                                  for op in ops)
+        self.D = (p.D.shape, p.D.strides)
+        self.alpha, self.beta, self.activation = alpha, beta, activation
+        self.in_dtype, self.out_dtype = p.in_dtype, p.out_dtype
+
+    def run(self, a, b, c, out) -> None:
+        """The product of this call's operand objects into ``out`` (their memory is what the views
+        describe: the fast path's key guarantees it)."""
+        from warp_gemm.kernels import host
+
+        if self.torch:
+            A, B, C, D = (None if x is None else x.as_strided(*v) for x, v in ((a, self.A), (b, self.B), (c, self.C),
+                                                                               (out, self.D)))
+            host.run_torch(A, B, C, D, self.alpha, self.beta)
+            if self.activation is not None:
+                D.copy_(epilogue.reference(self.activation, D.double()))
+            return
+        D = _np_out(out, self.D, self.out_dtype)
+        host.run_numpy(self.A, self.B, self.C, D, self.alpha, self.beta, self.in_dtype, self.out_dtype)
+        _host_activation(D, self.activation, self.out_dtype)
+
+
+def _np_out(obj, d, dtype: str):
+    """A NumPy view of the output object ``obj`` with D's shape and element strides ``d``."""
+    shape, strides = d
+    if type(obj) is np.ndarray:
+        base = obj
+    elif dtype != "bfloat16" and type(obj) is wp.array:
+        base = obj.numpy()
+    else:
+        base = None
+    item = ITEMSIZE[dtype]
+    if base is not None and base.shape == shape and tuple(x // item for x in base.strides) == strides:
+        return base
+    return _np_raw(Operand("numpy", None, dtype, shape, strides, _ptr(obj), None))
+
+
+def _host_activation(D, activation, out_dtype: str) -> None:
+    """The activation over the NumPy result ``D``: float64 formulas on the CPU, rounded once."""
     from warp_gemm.kernels import host
 
-    ops = (p.A, p.B, p.C, p.D)
-    if all(op is None or op.kind == "torch" for op in ops):
-        A, B, C, D = (None if op is None else op.obj.as_strided(op.shape, op.strides) for op in ops)
-        host.run_torch(A, B, C, D, alpha, beta)
+    if activation is None:
+        return
+    if out_dtype == "bfloat16":
+        D[...] = host.f32_to_bf16_bits(epilogue.reference(activation, host.bf16_bits_to_f32(D).astype("float64")))
     else:
-        A, B, C, D = (None if op is None else _np_view(op) for op in ops)
-        host.run_numpy(A, B, C, D, alpha, beta, p.in_dtype, p.out_dtype)
-    if activation is not None:  # float64 formulas on the CPU, rounded once
-        if p.D.kind == "torch":
-            D = p.D.obj.as_strided(p.D.shape, p.D.strides)
-            D.copy_(epilogue.reference(activation, D.double()))
-        elif p.out_dtype == "bfloat16":
-            D[...] = host.f32_to_bf16_bits(epilogue.reference(activation, host.bf16_bits_to_f32(D).astype("float64")))
-        else:
-            D[...] = epilogue.reference(activation, D.astype("float64"))
+        D[...] = epilogue.reference(activation, D.astype("float64"))
 
 
-def _np_view(op: Operand):
-    """A NumPy array over ``op``'s CPU memory (shape and strides as described; no copy)."""
+def _np_raw(op: Operand):
+    """A non-owning NumPy array over ``op``'s CPU memory (shape and strides as described)."""
     import ctypes
 
-    import numpy as np
-
     dt = np.uint16 if op.dtype == "bfloat16" else np.dtype(op.dtype)
-    base = op.obj if op.kind == "numpy" else (op.obj.numpy() if op.kind == "warp" and op.dtype != "bfloat16" else None)
-    if base is not None and base.ndim == op.ndim:  # the caller's own array (or its transpose): no new view
-        item = ITEMSIZE[op.dtype]
-        st = tuple(x // item for x in base.strides)
-        if base.shape == op.shape and st == op.strides:
-            return base
-        if op.ndim >= 2 and base.shape[-2:] == op.shape[::-1][:2] and st[-2:] == op.strides[::-1][:2] \
-                and base.shape[:-2] == op.shape[:-2]:
-            return base.swapaxes(-1, -2)
     if op.size == 0:
         return np.empty(op.shape, dt)
     lo, hi = op.span()

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Round-4 device work (run from the repo root, Warp staged), each mode one command of < 10 minutes:
+#   bash scripts/gpu_round4.sh bench   # kernel cache filled in parallel, then the runner's small/odd/large
+#                                      # fp16 table, fp32/fp64 batched small, the host loop
+#   bash scripts/gpu_round4.sh suite A|B   # the GPU suite in 32 shards: A = shards 0-15, B = 16-31
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${OUT:-/tmp}
+export PYTHONUNBUFFERED=1
+case "${1:-bench}" in
+bench)
+  S16="512x512x512,1000x1000x1000,1023x1025x1027,127x4099x1031,4095x4095x4095,4096x4096x4096,16x8192x8192,1x4096x4096,64x256x256x256,4096x32x32x32"
+  python3 benchmarks/warm_cache.py --shapes "$S16" --dtype fp16 -j 12 > "$out/warm.txt" 2>&1 &
+  python3 benchmarks/warm_cache.py --shapes "10000x16x16x16,1000x16x16x16,64x64x64" --dtype fp32,fp64 -j 4 >> "$out/warm.txt" 2>&1 &
+  python3 benchmarks/warm_cache.py --shapes "256x256x256" --dtype fp16 -j 1 >> "$out/warm.txt" 2>&1 &
+  wait; grep -c ok "$out/warm.txt"; grep FAILED "$out/warm.txt" | head -5
+  python3 benchmarks/run.py --shapes "$S16" --dtype fp16 --providers warp_gemm,torch --json "$out/r4_fp16.json" > "$out/r4_fp16.txt" 2>&1
+  python3 benchmarks/run.py --shapes "10000x16x16x16" --dtype fp32,fp64 --providers warp_gemm,torch --json "$out/r4_small.json" > "$out/r4_small.txt" 2>&1
+  python3 benchmarks/host_loop.py --out "$out/host_loop.json" > "$out/host_loop.txt" 2>&1
+  for f in r4_fp16 r4_small; do sed -n '/# summary/,$p' "$out/$f.txt" | grep -v "^$"; done; tail -n 5 "$out/host_loop.txt"
+  ;;
+suite)
+  case "${2:-A}" in A) sh=$(seq 0 15);; B) sh=$(seq 16 31);; *) sh=$2;; esac
+  GPU_TEST_LOGS=/tmp/suite GPU_SHARDS="$sh" GPU_TEST_JOBS=16 timeout "${SUITE_S:-540}" bash scripts/gpu_tests.sh 32 \
+    > "$out/suite_$2.txt" 2>&1
+  echo "suite exit $?"; grep -h "^shard\|^GPU total\|^FAILED\|^ERROR" "$out/suite_$2.txt" | tail -n 40
+  for i in $sh; do f=/tmp/suite/gpu_shard_$i.log; echo "== $i: $(tail -n 1 "$f")"; grep -h "^E  " "$f" | head -4; done \
+    > "$out/suite_$2_summary.txt"
+  tar czf "$out/suite_$2.tgz" -C /tmp suite
+  ;;
+esac
