@@ -245,3 +245,45 @@ def test_non_default_stream_out_consumer(rng):
     s.synchronize()
     assert nan_count.item() == 0, "a torch op on the same stream saw unwritten (NaN) output"
     assert compare(snapshot.double().cpu().numpy(), a @ b, "float32").ok
+
+
+# --- the first calls of a fresh process ---------------------------------------------------------------
+_FIRST_CALLS = r"""
+import sys, torch, warp_gemm
+torch.manual_seed(0)
+dev = "cuda"
+a = torch.randn(70, 50, device=dev, dtype=torch.float32)
+b = torch.randn(50, 60, device=dev, dtype=torch.float32)
+bias = torch.randn(60, device=dev, dtype=torch.float32)
+ref = (a.double() @ b.double())
+errs = []
+def check(name, r, ref):
+    e = float(((r.double() - ref).abs().max() / ref.abs().max()).item())
+    errs.append((name, e))
+for i in range(2):  # the second call of each kind takes the fast path
+    check(f"matmul{i}", warp_gemm.matmul(a, b), ref)
+    out = torch.full((70, 60), float("nan"), device=dev)
+    check(f"out{i}", warp_gemm.matmul(a, b, out=out), ref)
+    check(f"linear{i}", warp_gemm.linear(a, b.T.contiguous(), bias, activation="relu"),
+          torch.relu(ref + bias.double()))
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        r = warp_gemm.matmul(a, b)
+    s.synchronize()
+    check(f"stream{i}", r, ref)
+torch.cuda.synchronize()
+print(errs)
+sys.exit(0 if all(e < 1e-5 for _, e in errs) else 1)
+"""
+
+
+@pytest.mark.gpu
+@needs_torch_cuda
+def test_first_calls_in_a_fresh_process():
+    """A program's very first warp_gemm call may be on torch CUDA tensors, before Warp is initialised
+    (the fast path once looked up a Warp stream for torch's before any Warp call and failed there)."""
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-c", _FIRST_CALLS], capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-4000:]

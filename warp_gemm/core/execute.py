@@ -196,11 +196,15 @@ def _fast_key(a, b, c, out, alpha, beta, trans_a, trans_b, allow_tf32, config, o
             stream = None
         elif type(b) is wp.array and (out is None or type(out) is wp.array):
             stream = dev.stream
+            if stream is None:  # a context another thread is still initialising: the full path waits
+                return None
         else:
             return None  # mixed containers: the full path decides the stream
         handle = None if stream is None else stream.cuda_stream
     elif dev.type == "cuda":
         stream = _torch_stream(dev.index)
+        if stream is None:
+            return None
         handle = stream.cuda_stream
     else:
         stream = handle = None
@@ -214,13 +218,10 @@ def _key_tuple(sa, sb, sc, so, alpha, beta, trans_a, trans_b, allow_tf32, config
 
 
 def _torch_stream(index: int):
-    """The Warp stream over torch's current stream on CUDA device ``index`` (cached by raw handle)."""
-    torch = _torch()
-    raw = torch._C._cuda_getCurrentRawStream(index)
-    s = _streams.get((index, raw))
-    if s is None:
-        s = _warp_stream(torch.cuda.current_stream(index))
-    return s
+    """The Warp stream over torch's current stream on CUDA device ``index`` where the full path has made
+    one (``_warp_stream``), else None: the first call on a stream takes the full path, which also
+    initialises Warp (a Warp stream cannot be made before Warp is)."""
+    return _streams.peek((index, _torch()._C._cuda_getCurrentRawStream(index)))
 
 
 def _described_in_place(p: Problem, a, b, c, out) -> bool:
