@@ -640,6 +640,14 @@ def bench_one(provider: Provider, shape: Shape, dtype: DType, device: str, input
         if not cmp.ok:
             row.status, row.note = "WRONG", str(cmp)
             return row
+        # Every input set once before timing: a provider's first call on a new set of buffers may plan,
+        # record or cache (warp_gemm's call plans are per operand set), and the timer's own warm-up is
+        # sized from the first few calls. Without this, fp16 512^3 (200 sets, three launches per call)
+        # timed 0.29-0.53 ms per call in rounds 2-4, against 49 us in steady state: about half the
+        # timed calls were first visits (benchmarks/results/round4/README.md).
+        for _ in range(len(inputs.sets)):
+            fn()
+        synchronize(device)
         fill_timing(row, shape, dtype, time_fn(fn, device, args.warmup_ms, args.rep_ms))
     except Exception as exc:  # noqa: BLE001 - one failing provider must not end the whole run
         row.status, row.note = "ERROR", f"{type(exc).__name__}: {exc}".splitlines()[0][:300]

@@ -230,7 +230,50 @@ def measure_rot(case, n_sets):
             "do_bench_us": med * 1e3}
 
 
+def runner_counts(argv):
+    """benchmarks/run.py itself (``argv``), counting what the warp_gemm calls did: full-path calls
+    (core.execute.make_plan), fresh launches (core.launches._launch_now), replayed call plans, and the
+    host time spent in warp_gemm.matmul."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import run as runner
+
+    import warp_gemm
+    from warp_gemm.core import execute, launches
+
+    n = {"make_plan": 0, "launch_now": 0, "replay": 0, "calls": 0, "matmul_s": 0.0}
+
+    def wrap(mod, name, key):
+        orig = getattr(mod, name)
+
+        def f(*a, **k):
+            n[key] += 1
+            return orig(*a, **k)
+
+        setattr(mod, name, f)
+
+    wrap(execute, "make_plan", "make_plan")
+    wrap(launches, "_launch_now", "launch_now")
+    wrap(launches, "replay", "replay")
+    orig_mm = warp_gemm.matmul
+
+    def mm(*a, **k):
+        t = time.perf_counter()
+        try:
+            return orig_mm(*a, **k)
+        finally:
+            n["calls"] += 1
+            n["matmul_s"] += time.perf_counter() - t
+
+    warp_gemm.matmul = mm
+    rc = runner.main(argv)
+    n["host_us_per_call"] = n["matmul_s"] / max(n["calls"], 1) * 1e6
+    print("RUNNER_COUNTS", json.dumps(n), flush=True)
+    return rc
+
+
 def main(argv=None) -> int:
+    if argv is None and len(sys.argv) > 1 and sys.argv[1] == "--runner":
+        return runner_counts(sys.argv[2:])
     ap = argparse.ArgumentParser()
     ap.add_argument("--warm", action="store_true")
     ap.add_argument("--case")
