@@ -299,3 +299,33 @@ def test_cuda_build_offline(dtype, tf32, tmp_path):
     assert any(f"sm{archs[0]}" in n for n in built), built
     src = "".join(p.read_text() for p in tmp_path.rglob("*.cu"))
     assert "cp.async.cg.shared.global" in src and f"cp.async.wait_group {spec.stages - 1}" in src
+
+
+def test_precompile_lists_the_pipelined_family():
+    """`warp-gemm precompile` builds the pipelined family's planner defaults (large and small problems,
+    every layout and epilogue asked for) beside the tiled family's, and never exact float32 (tiled)."""
+    from warp_gemm.tools.precompile import job_label, pipelined_jobs
+
+    if not P.has_native_tile_args():
+        assert pipelined_jobs(["float16"]) == []
+        return
+    jobs = pipelined_jobs(["float16", "float32", "float64"], ("NN", "TT"), ("scale", "axpby"))
+    keys = {j[1].key for j in jobs}
+    for lay in ("NN", "TT"):
+        for epi in ("scale", "axpby"):
+            for side in (4096, 1000):
+                assert P.default_spec("float16", "float16", layout=lay, epilogue=epi, M=side, N=side).key in keys
+    assert not any(j[1].in_dtype == "float32" for j in jobs)  # exact float32 stays on the tiled family
+    assert any(j[1].in_dtype == "float64" for j in jobs)
+    assert all(job_label(j).startswith("wg_pipe_") for j in jobs)
+
+
+@pytest.mark.skipif(not _compat.HAS_COMPILE_AOT, reason="wp.compile_aot_module arrived in warp-lang 1.9")
+def test_precompile_builds_a_pipelined_kernel_offline(tmp_path):
+    from warp_gemm.tools.precompile import build_one, pipelined_jobs
+
+    jobs = [j for j in pipelined_jobs(["float16"]) if j[1].tn == 64]  # the small-problem configuration
+    assert jobs
+    job, sec, err = build_one(jobs[0], [90], str(tmp_path))
+    assert err == "", err
+    assert any("sm90" in p.name for p in tmp_path.rglob("*") if p.suffix in (".cubin", ".ptx"))

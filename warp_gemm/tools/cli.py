@@ -78,7 +78,7 @@ def _tune(args) -> int:
 
 def _precompile(args) -> int:
     from warp_gemm import _compat
-    from warp_gemm.tools.precompile import precompile
+    from warp_gemm.tools.precompile import job_label, precompile
 
     archs = [int(a) for a in args.arch.split(",")] if args.arch else None
     if archs and not _compat.HAS_COMPILE_AOT:
@@ -87,13 +87,12 @@ def _precompile(args) -> int:
         archs = None
     layouts = tuple(x.strip().upper() for x in args.layouts.split(","))
     epilogues = tuple(x.strip() for x in args.epilogues.split(","))
+    families = tuple(x.strip() for x in args.family.split(","))
     res = precompile(args.dtype.split(","), archs, workers=args.workers, layouts=layouts, epilogues=epilogues,
-                     module_dir=args.module_dir, k_tail=args.k_tail)
+                     module_dir=args.module_dir, k_tail=args.k_tail, families=families)
     failed = [r for r in res if r[2]]
-    for job, sec, err in sorted(res):
-        kt = " k-tail" if len(job) > 5 and job[5] else ""
-        print(f"{'FAIL' if err else 'ok':4} {job[1]:9}{' tf32' if job[4] else '':5} {job[2]} {job[3]:7} {job[0]:22} "
-              f"{sec:6.1f}s{kt} {err}")
+    for job, sec, err in sorted(res, key=lambda r: job_label(r[0])):
+        print(f"{'FAIL' if err else 'ok':4} {job_label(job):70} {sec:6.1f}s {err}")
     print(f"{len(res) - len(failed)} built, {len(failed)} failed")
     return 1 if failed else 0
 
@@ -121,6 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--epilogues", default="scale,axpby")
     p.add_argument("--workers", type=int, default=None)
     p.add_argument("--module-dir", default=None, help="output folder (default: Warp's kernel cache)")
+    p.add_argument("--family", default="tiled,pipelined", help="kernel families to build (tiled, pipelined)")
     p.add_argument("--k-tail", action="store_true", help="also build the kernels for K not a multiple of the "
                    "tile depth (padded CUDA kernels; otherwise such a shape compiles its kernel on first use)")
     if argv and argv[0] in ("check", "bench"):

@@ -52,10 +52,64 @@ def jobs_for(dtypes: list[str], layouts: tuple[str, ...] = ("NN",), epilogues: t
     return jobs
 
 
+def pipelined_jobs(dtypes: list[str], layouts: tuple[str, ...] = ("NN",),
+                   epilogues: tuple[str, ...] = ("scale",)) -> list[tuple]:
+    """``("pipelined", PipeSpec)`` for the pipelined family's kernels the planner picks on CUDA: each
+    dtype's large- and small-problem configuration (``kernels.pipelined.default_spec``, the H100 table)
+    per layout and epilogue, output in the input dtype. Exact float32 is left out (the planner keeps it
+    on the tiled family), and everything where this Warp cannot run the family."""
+    from warp_gemm.kernels import pipelined
+
+    if not pipelined.has_native_tile_args():
+        return []
+    jobs = []
+    for dt in dtypes:
+        tf32 = dt == "tf32"
+        base = "float32" if tf32 else dt
+        if base == "float32" and not tf32 or (tf32 and not _compat.HAS_TF32):
+            continue
+        for lay in layouts:
+            for epi in epilogues:
+                for side in (8192, 1024):  # 4096 output tiles of 128x128, then 64: the small configuration
+                    spec = pipelined.default_spec(base, base, tf32=tf32, layout=lay, epilogue=epi, M=side, N=side)
+                    if pipelined.smem_bytes(spec) <= pipelined.SMEM_LIMIT:
+                        jobs.append(("pipelined", spec))
+    return jobs
+
+
+def job_label(job: tuple) -> str:
+    if job[0] == "pipelined":
+        return job[1].key
+    tf = " tf32" if job[4] else ""
+    kt = " k-tail" if len(job) > 5 and job[5] else ""
+    return f"tiled {job[0]} {job[1]}{tf} {job[2]} {job[3]}{kt}"
+
+
+def _build_pipelined(spec, archs, module_dir) -> None:
+    from warp_gemm.kernels import pipelined
+
+    if spec.in_dtype == "bfloat16":
+        _compat.bf16_dtype()
+    kernel = pipelined.get_kernel(spec)
+    kernel.module.options["block_dim"] = spec.block_dim
+    if archs and _compat.HAS_COMPILE_AOT:
+        wp.compile_aot_module(kernel.module, arch=archs, module_dir=module_dir)
+    else:
+        kernel.module.load(wp.get_device("cuda"), spec.block_dim)
+
+
 def build_one(job: tuple, archs: list[int] | None, module_dir: str | None = None) -> tuple[tuple, float, str]:
     """Compile one kernel (in this process). Returns (job, seconds, error or "")."""
     from warp_gemm.kernels.tiled import get_kernel, spec_for
 
+    if job[0] == "pipelined":
+        _compat.init()
+        t = time.perf_counter()
+        try:
+            _build_pipelined(job[1], archs, module_dir)
+            return job, time.perf_counter() - t, ""
+        except Exception as e:  # reported per job
+            return job, time.perf_counter() - t, f"{type(e).__name__}: {e}"
     cfg_s, dtype, layout, epilogue, tf32, *rest = job
     k_tail = bool(rest and rest[0])
     cfg = _config.Config.parse(cfg_s)
@@ -84,10 +138,14 @@ def build_one(job: tuple, archs: list[int] | None, module_dir: str | None = None
 
 def precompile(dtypes: list[str], archs: list[int] | None, workers: int | None = None,
                layouts: tuple[str, ...] = ("NN",), epilogues: tuple[str, ...] = ("scale",),
-               module_dir: str | None = None, configs=None, progress: bool = True, k_tail: bool = False) -> list[tuple]:
-    """Compile every job in parallel processes; returns [(job, seconds, error)]."""
-    return build_jobs(jobs_for([canon_dtype(d) for d in dtypes], layouts, epilogues, configs, k_tail), archs,
-                      workers, module_dir, progress)
+               module_dir: str | None = None, configs=None, progress: bool = True, k_tail: bool = False,
+               families: tuple[str, ...] = ("tiled", "pipelined")) -> list[tuple]:
+    """Compile every job of ``families`` in parallel processes; returns [(job, seconds, error)]."""
+    dts = [canon_dtype(d) for d in dtypes]
+    jobs = jobs_for(dts, layouts, epilogues, configs, k_tail) if "tiled" in families else []
+    if "pipelined" in families and configs is None:
+        jobs += pipelined_jobs(dts, layouts, epilogues)
+    return build_jobs(jobs, archs, workers, module_dir, progress)
 
 
 def build_jobs(jobs: list[tuple], archs: list[int] | None, workers: int | None = None,
@@ -120,7 +178,7 @@ def _progress(total: int, what: str, enabled: bool):
 
         def step(res):
             bar.update(1)
-            bar.set_postfix_str(f"{res[0][0]} {res[0][1]} {res[1]:.0f}s{' ERR' if res[2] else ''}")
+            bar.set_postfix_str(f"{job_label(res[0])} {res[1]:.0f}s{' ERR' if res[2] else ''}")
             if bar.n == total:
                 bar.close()
 
@@ -131,7 +189,7 @@ def _progress(total: int, what: str, enabled: bool):
         def step(res):
             done[0] += 1
             if enabled:
-                print(f"[{done[0]}/{total}] {what} {res[0][0]} {res[0][1]} {res[1]:.1f}s {res[2]}", file=sys.stderr)
+                print(f"[{done[0]}/{total}] {what} {job_label(res[0])} {res[1]:.1f}s {res[2]}", file=sys.stderr)
 
         return step
 
