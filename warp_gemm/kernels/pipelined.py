@@ -118,11 +118,16 @@ def default_spec(in_dtype: str, out_dtype: str | None = None, *, tf32: bool = Fa
                  N: int | None = None, batch: int = 1, sm_count: int = 132, **over) -> PipeSpec:
     """The measured best configuration per dtype on an H100 (warp-lang 1.19.0; benchmarks/results/
     pipelined/pipelined_h100_r*.json, TFLOP/s at 4096^3 / 8192^3 / 1000^3, NN unless said); ``over``
-    replaces fields. With ``M``/``N`` given, problems with fewer 128x128 output tiles than SMs (1000^3:
-    64 tiles on 132 SMs) get the small-problem configuration. On the CPU: 32x32x32 tiles, block 1, no
+    replaces fields. With ``M``/``N`` given, problems whose 128x64 output tiles fit in one wave (1000^3:
+    128 tiles on 132 SMs) get the small-problem configuration. On the CPU: 32x32x32 tiles, block 1, no
     padding (nothing to tune, and compiles stay short)."""
     out_dtype = out_dtype or in_dtype
-    small = M is not None and N is not None and -(-M // 128) * -(-N // 128) * max(1, batch) < sm_count
+    # The small-problem configuration (128x64 tiles, one block per SM) only where its blocks fit in one
+    # wave: 1023x1025x1027 fp16 (136 blocks of 128x64 for 132 SMs) took 72.9 us against 58.7 with
+    # 128x128 tiles (72 blocks), 2048x1024x1024 51.0 against 37.5; 1000^3 (128 blocks) 26.5 against
+    # 37.4, 127x4099x1031 61.4 against 73.5 (H100, graph replay of the whole call,
+    # benchmarks/results/round4/small_waves.txt). Until round 4 the rule was "fewer 128x128 tiles than SMs".
+    small = M is not None and N is not None and -(-M // 128) * -(-N // 64) * max(1, batch) <= sm_count
     if device_is_cpu:
         base = dict(tm=32, tn=32, tk=32, stages=2, block_dim=1, pad_ab=0, pad_c=0)
     elif in_dtype in ("float16", "bfloat16"):
