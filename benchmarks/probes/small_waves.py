@@ -34,9 +34,23 @@ VARIANTS = {
     "128x128": {"tn": 128},
 }
 SHAPES = [(1023, 1025, 1027), (1000, 1000, 1000), (127, 4099, 1031), (1500, 1500, 1500), (2048, 1024, 1024)]
+# Second run (batched / tf32): SW_SET=2 -- variants then replace fields of every pipelined spec they name
+# the dtype of ("fp16" / "tf32" prefix), shapes carry (batch, M, N, K, dtype).
+SET2_VARIANTS = {
+    "default": {},
+    "fp16_k64_o2": {"tk": 64, "min_blocks": 2, "tn": 64},
+    "fp16_64x128_o2": {"tm": 64, "tn": 128, "tk": 64, "block_dim": 128, "min_blocks": 2},
+    "fp16_64x64x128_o2": {"tm": 64, "tn": 64, "tk": 128, "block_dim": 128, "min_blocks": 2},
+    "tf32_small": {"tn": 64, "stages": 3},
+    "tf32_large": {"tn": 128, "stages": 2},
+}
+SET2_SHAPES = [(64, 256, 256, 256, "float16"), (16, 512, 512, 512, "float16"), (1, 1023, 1025, 1027, "float32"),
+               (1, 2048, 1024, 1024, "float32"), (1, 1000, 1000, 1000, "float32")]
+if __import__("os").environ.get("SW_SET") == "2":
+    VARIANTS, SHAPES = SET2_VARIANTS, SET2_SHAPES
 
 
-def patch(over: dict):
+def patch(over: dict, target=None):
     from warp_gemm.kernels import pipelined as P
 
     orig = P.default_spec
@@ -44,7 +58,10 @@ def patch(over: dict):
     def ds(in_dtype, out_dtype=None, **kw):
         spec = orig(in_dtype, out_dtype, **kw)
         M, N, b = kw.get("M"), kw.get("N"), kw.get("batch", 1)
-        if over and M is not None and N is not None and -(-M // 128) * -(-N // 128) * max(1, b) < kw.get("sm_count", 132):
+        if target is not None:  # set 2: every spec of the variant's dtype
+            if (target == "tf32") == bool(kw.get("tf32")) and (target == "tf32" or in_dtype == "float16"):
+                spec = dataclasses.replace(spec, **over)
+        elif over and M is not None and N is not None and -(-M // 128) * -(-N // 128) * max(1, b) < kw.get("sm_count", 132):
             spec = dataclasses.replace(spec, **over)
         return spec
 
@@ -58,29 +75,35 @@ def one(variant: str, shape, timing: bool) -> dict:
     from warp_gemm.core.plan import make_plan
     from warp_gemm.core.problem import validate
 
-    M, N, K = shape
-    a = torch.randn(M, K, device="cuda").half()
-    b = torch.randn(K, N, device="cuda").half()
-    out = torch.full((M, N), float("nan"), device="cuda", dtype=torch.half)
+    if len(shape) == 5:
+        B, M, N, K, dt = shape
+    else:
+        (M, N, K), B, dt = shape, 1, "float16"
+    tdt, tf32 = getattr(torch, dt), dt == "float32"
+    lead = (B,) if B > 1 else ()
+    a = torch.randn(*lead, M, K, device="cuda").to(tdt)
+    b = torch.randn(*lead, K, N, device="cuda").to(tdt)
+    out = torch.full((*lead, M, N), float("nan"), device="cuda", dtype=tdt)
+    torch.backends.cuda.matmul.allow_tf32 = tf32
     with wg.options() as o:
         p = validate(a, b, None, 1.0, 0.0, False, False, out, "matmul")
-        pl = make_plan(p, 1.0, 0.0, False, None, o)
-    wg.matmul(a, b, out=out)
+        pl = make_plan(p, 1.0, 0.0, tf32, None, o)
+    wg.matmul(a, b, out=out, allow_tf32=tf32)
     torch.cuda.synchronize()
     ref = a.double() @ b.double()
     err = float(((out.double() - ref).abs().max() / ref.abs().max()).item())
-    row = {"variant": variant, "shape": "x".join(map(str, shape)), "family": pl.family,
+    row = {"variant": variant, "shape": "x".join(map(str, shape)).replace("float", "f"), "family": pl.family,
            "spec": getattr(pl.family_spec, "key", str(pl.family_spec))[:80], "err": err}
     if not timing:
         return row
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):
-        wg.matmul(a, b, out=out)
+        wg.matmul(a, b, out=out, allow_tf32=tf32)
     torch.cuda.current_stream().wait_stream(s)
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):
-        wg.matmul(a, b, out=out)
+        wg.matmul(a, b, out=out, allow_tf32=tf32)
     e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     for _ in range(10):
         g.replay()
@@ -101,7 +124,7 @@ def one(variant: str, shape, timing: bool) -> dict:
         torch.matmul(a, b, out=out)
     e1.record()
     torch.cuda.synchronize()
-    row.update(us=us, tflops=2 * M * N * K / us / 1e6, cublas_us=e0.elapsed_time(e1) / 100 * 1e3)
+    row.update(us=us, tflops=2 * B * M * N * K / us / 1e6, cublas_us=e0.elapsed_time(e1) / 100 * 1e3)
     return row
 
 
@@ -115,7 +138,8 @@ def main() -> int:
     ap.add_argument("--json")
     args = ap.parse_args()
     if args.mode == "child":
-        patch(VARIANTS[args.variant])
+        tgt = args.variant.split("_")[0] if args.variant != "default" and len(SHAPES[0]) == 5 else None
+        patch(VARIANTS[args.variant], tgt)
         import warp_gemm as wg
 
         wg.init("cuda")
