@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import warp as wp
 
 from .. import _compat
-from .common import WP_DTYPES, acc_dtype_name, gemm_tag
+from .common import WP_DTYPES, acc_dtype_name, epilogue_store, gemm_tag
 
 # The smaller output side this kernel handles (any side up to 16 works; choose_spec picks it for <= 4).
 MAX_SMALL = 16
@@ -214,12 +214,12 @@ def _build(spec: SkinnySpec, partial: bool):
     TRANS_A = spec.layout_a == "T"
     TRANS_B = spec.layout_b == "T"
     AXPBY = spec.epilogue == "axpby"
-    CAST_OUT = spec.out_dtype != spec.acc_dtype
     if (spec.pad_ab or spec.pad_c) and not _compat.HAS_STRIDED_MATMUL_OPERANDS:
         raise ValueError(f"{spec}: padded shared tiles need a Warp whose tile_matmul takes strided operands")
     PAD_AB, PAD_C = spec.pad_ab > 0, spec.pad_c > 0
     TKP, TNP, TNC = TK + spec.pad_ab, TN + spec.pad_ab, TN + spec.pad_c
     PARTIAL = partial
+    epilogue = None if PARTIAL else epilogue_store(TM, TN, spec.acc_dtype, spec.out_dtype, AXPBY)  # (kernels.common)
 
     def gemm(
         A: wp.array3d(dtype=IN),
@@ -273,18 +273,7 @@ def _build(spec: SkinnySpec, partial: bool):
         if wp.static(PARTIAL):
             wp.tile_store(W[s * batch + bi], acc, offset=(m0, n0))
         else:
-            if wp.static(AXPBY):
-                c = wp.tile_load(C[wp.min(bi, c_nb - 1)], shape=(TM, TN), offset=(m0, n0))
-                if wp.static(CAST_OUT):
-                    r = wp.tile_map(wp.add, acc * alpha, wp.tile_astype(c, ACC) * beta)
-                else:
-                    r = wp.tile_map(wp.add, acc * alpha, c * beta)
-            else:
-                r = acc * alpha
-            if wp.static(CAST_OUT):
-                wp.tile_store(D[bi], wp.tile_astype(r, OUT), offset=(m0, n0))
-            else:
-                wp.tile_store(D[bi], r, offset=(m0, n0))
+            epilogue(D, C, bi, c_nb, acc * alpha, beta, m0, n0)
 
     name = spec.kernel_key + ("_part" if partial else "")
     k = _compat.make_kernel(gemm, name)
