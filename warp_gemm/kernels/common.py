@@ -5,7 +5,6 @@ the kernel bodies call (grouped tile order, the alpha/beta epilogue)."""
 import functools
 import re
 import threading
-import typing
 
 import warp as wp
 
@@ -57,22 +56,17 @@ def func_name(*parts: str) -> str:
     return re.sub(r"[^0-9A-Za-z_]", "_", "_".join(parts))
 
 
-def tile_type(dtype, rows: int, cols: int):
-    """The annotation of a ``rows x cols`` register-tile parameter of a ``@wp.func``: ``wp.tile(...)``
-    where Warp has it (1.12 and 1.19 do); ``typing.Any`` on 1.7, which has no tile annotation (its
-    functions then take the caller's tile type, by value)."""
-    if isinstance(getattr(wp, "tile", None), type):
-        return wp.tile(dtype=dtype, shape=(rows, cols))
-    return typing.Any
-
-
 def epilogue_store(rows: int, cols: int, acc_dtype: str, out_dtype: str, axpby: bool):
     """The ``@wp.func`` ``store(D, C, bi, c_nb, r, beta, r0, c0)`` that finishes a ``rows x cols``
     part of an output tile: ``r`` is ``alpha * acc`` (a register tile of ``acc_dtype``); with ``axpby``
     the C tile ``C[min(bi, c_nb - 1)]`` at ``(r0, c0)`` is added times ``beta`` (in the accumulator
     dtype); the result is cast to ``out_dtype`` where it differs and stored into ``D[bi]`` at
     ``(r0, c0)``. Rows and columns past the arrays are read as zeros and dropped (checked tiles).
-    Built once per set of arguments (thread-safe)."""
+    Built once per set of arguments (thread-safe). Needs a Warp whose functions take tile parameters
+    (``_compat.HAS_TILE_FUNC_ARGS``; not 1.7)."""
+    if not _compat.HAS_TILE_FUNC_ARGS:
+        raise _compat.UnsupportedWarpError("epilogue_store needs a Warp whose functions take tile parameters "
+                                           f"(warp-lang {_compat.WARP_VERSION} has none)")
     with _helper_lock:
         return _epilogue_store(int(rows), int(cols), acc_dtype, out_dtype, bool(axpby))
 
@@ -85,8 +79,8 @@ def _epilogue_store(rows: int, cols: int, acc_dtype: str, out_dtype: str, axpby:
     AXPBY = axpby
     CAST_OUT = out_dtype != acc_dtype
 
-    def store(D: wp.array3d(dtype=OUT), C: wp.array3d(dtype=OUT), bi: int, c_nb: int, r: tile_type(ACC, R, N),
-              beta: ACC, r0: int, c0: int):
+    def store(D: wp.array3d(dtype=OUT), C: wp.array3d(dtype=OUT), bi: int, c_nb: int,
+              r: wp.tile(dtype=ACC, shape=(R, N)), beta: ACC, r0: int, c0: int):
         # (no `y = r` rebinding of the parameter: Warp would emit a copy of the tile)
         if wp.static(AXPBY):
             c = wp.tile_load(C[wp.min(bi, c_nb - 1)], shape=(R, N), offset=(r0, c0))

@@ -126,12 +126,15 @@ def choose_spec(device, dtype: str, layout_a: str, layout_b: str, M: int, N: int
                 out_dtype: str, epilogue: str):
     """The spec for this problem, or None where the family does not apply: the smaller output side
     over 4 (see ``split_pipe_config`` for 5..16), an epilogue other than scale/axpby, or a Warp without
-    ``tile_astype``. Where M <= N the kernel streams B (tiles ``side x 128``), else A (``128 x side``).
+    ``tile_astype`` or tile parameters in functions (1.7). Where M <= N the kernel streams B (tiles
+    ``side x 128``), else A (``128 x side``).
     For batched products with both sides <= 32 prefer kernels/small.py. float32/float64/bfloat16 take
     the fp16 rules (not measured separately)."""
     if epilogue not in ("scale", "axpby") or layout_a not in ("N", "T") or layout_b not in ("N", "T"):
         return None
     if dtype not in WP_DTYPES or out_dtype not in WP_DTYPES or not _compat.HAS_TILE_ASTYPE:
+        return None
+    if not _compat.HAS_TILE_FUNC_ARGS:  # the epilogue is kernels.common.epilogue_store
         return None
     if min(M, N) > _SCALAR_MAX or min(M, N, batch) < 1:
         return None
@@ -219,7 +222,7 @@ def _build(spec: SkinnySpec, partial: bool):
     PAD_AB, PAD_C = spec.pad_ab > 0, spec.pad_c > 0
     TKP, TNP, TNC = TK + spec.pad_ab, TN + spec.pad_ab, TN + spec.pad_c
     PARTIAL = partial
-    epilogue = None if PARTIAL else epilogue_store(TM, TN, spec.acc_dtype, spec.out_dtype, AXPBY)  # (kernels.common)
+    epilogue = None if PARTIAL else epilogue_store(TM, TN, spec.acc_dtype, spec.out_dtype, AXPBY)  # (common)
 
     def gemm(
         A: wp.array3d(dtype=IN),

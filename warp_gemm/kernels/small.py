@@ -92,7 +92,8 @@ def choose_spec(device, dtype: str, layout_a: str, layout_b: str, M: int, N: int
                 out_dtype: str, epilogue: str):
     """The spec for this problem, or None where the family does not apply: an output side over
     ``MAX_SIDE`` or K over ``MAX_K``, an epilogue other than scale/axpby, or a Warp without
-    ``tile_astype``. The batch may be 1 (one block per output tile).
+    ``tile_astype`` or tile parameters in functions (1.7). The batch may be 1 (one block per output
+    tile).
 
     Choices (H100, warp 1.19.0, CUDA-graph timings, results/small_skinny/h100_run1.json):
     - entries per block (at most 4): several only where the grouped launch keeps >= 6 blocks per SM:
@@ -110,6 +111,8 @@ def choose_spec(device, dtype: str, layout_a: str, layout_b: str, M: int, N: int
     if epilogue not in ("scale", "axpby") or layout_a not in ("N", "T") or layout_b not in ("N", "T"):
         return None
     if dtype not in WP_DTYPES or out_dtype not in WP_DTYPES or not _compat.HAS_TILE_ASTYPE:
+        return None
+    if not _compat.HAS_TILE_FUNC_ARGS:  # the epilogue is kernels.common.epilogue_store
         return None
     if max(M, N) > MAX_SIDE or K > MAX_K or min(M, N, batch) < 1:
         return None

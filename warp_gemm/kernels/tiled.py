@@ -226,28 +226,18 @@ def _build(spec: KernelSpec):
     # back as a second shared tile and was copied into the kernel's: docs/design.md).
     a_part = _wide_part(spec, "a") if PAD_AB else None
     b_part = _wide_part(spec, "b") if PAD_AB else None
+    # The epilogue is kernels.common.epilogue_store where Warp's functions take tile parameters; on 1.7
+    # (no tile parameters, _compat.HAS_TILE_FUNC_ARGS) the kernel writes the same code out itself.
+    EPI_FUNC = _compat.HAS_TILE_FUNC_ARGS
     epi_rows = ER if EPI_CHUNKS else TM
-    epilogue = None if SPLITK else epilogue_store(epi_rows, TN, spec.acc_dtype, spec.out_dtype, AXPBY)
+    epilogue = None
+    if EPI_FUNC and not SPLITK:
+        epilogue = epilogue_store(epi_rows, TN, spec.acc_dtype, spec.out_dtype, AXPBY)
 
-    def gemm(
-        A: wp.array3d(dtype=IN),
-        B: wp.array3d(dtype=IN),
-        C: wp.array3d(dtype=OUT),
-        D: wp.array3d(dtype=OUT),
-        alpha: ACC,
-        beta: ACC,
-        k_tiles: int,
-        k_per_split: int,
-        tiles_m: int,
-        tiles_n: int,
-        group_m: int,
-        a_nb: int,
-        b_nb: int,
-        c_nb: int,
-        m_clamp: int,
-        n_clamp: int,
-        k_clamp: int,
-    ):
+    def gemm(A: wp.array3d(dtype=IN), B: wp.array3d(dtype=IN), C: wp.array3d(dtype=OUT),
+             D: wp.array3d(dtype=OUT), alpha: ACC, beta: ACC, k_tiles: int, k_per_split: int, tiles_m: int,
+             tiles_n: int, group_m: int, a_nb: int, b_nb: int, c_nb: int, m_clamp: int, n_clamp: int,
+             k_clamp: int):
         bi, t, split = wp.tid()
         i, j = grouped_tile(t, tiles_m, tiles_n, group_m)
         # The tile's first row and column. The launcher clamps the last tile row/column to end at the
@@ -307,8 +297,21 @@ def _build(spec: KernelSpec):
             for e in range(TM // ER):
                 r = wp.tile_view(acc, offset=(e * ER, 0), shape=(ER, TN)) * alpha
                 epilogue(D, C, bi, c_nb, r, beta, m0 + e * ER, n0)
-        else:
+        elif wp.static(EPI_FUNC):
             epilogue(D, C, bi, c_nb, acc * alpha, beta, m0, n0)
+        else:  # Warp 1.7: epilogue_store written out (see EPI_FUNC)
+            if wp.static(AXPBY):
+                c = wp.tile_load(C[wp.min(bi, c_nb - 1)], shape=(TM, TN), offset=(m0, n0))
+                if wp.static(CAST_OUT):
+                    r = wp.tile_map(wp.add, acc * alpha, wp.tile_astype(c, ACC) * beta)
+                else:
+                    r = wp.tile_map(wp.add, acc * alpha, c * beta)
+            else:
+                r = acc * alpha
+            if wp.static(CAST_OUT):
+                wp.tile_store(D[bi], wp.tile_astype(r, OUT), offset=(m0, n0))
+            else:
+                wp.tile_store(D[bi], r, offset=(m0, n0))
 
     bounds = (spec.block_dim, spec.min_blocks) if spec.min_blocks else None
     return _compat.make_kernel(gemm, spec.key, bounds)
