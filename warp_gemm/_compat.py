@@ -86,6 +86,10 @@ HAS_RECORD_CMD: bool = "record_cmd" in inspect.signature(wp.launch).parameters
 HAS_LAUNCH_BOUNDS: bool = "launch_bounds" in _kernel_params
 #: 1.18+: CPU tile kernels may use several threads per block.
 HAS_CPU_BLOCKS: bool = hasattr(wp.config, "enable_cpu_blocks")
+#: 1.12 and 1.19 (not 1.7): a user ``@wp.func`` may take tile parameters, annotated ``wp.tile(...)``
+#: (1.12+ passes them by reference). 1.7 has no tile annotation and no type code for a tile argument,
+#: so a function that takes a tile cannot be declared (or instantiated, with ``Any``) there.
+HAS_TILE_FUNC_ARGS: bool = isinstance(getattr(wp, "tile", None), type)
 
 
 def _lto_dot_params() -> set[str]:

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 import warp as wp
 
 from .. import _compat
-from .common import ITEM_BYTES, WP_DTYPES, acc_dtype_name
+from .common import ITEM_BYTES, WP_DTYPES, acc_dtype_name, func_name, grouped_tile
 
 # --- configuration -------------------------------------------------------------------------------------
 # Where it stands (H100, warp-lang 1.19.0, TFLOP/s, benchmarks/results/pipelined/): fp16 4096^3 NN 150,
@@ -293,9 +293,7 @@ def _build(spec: PipeSpec):
     ACC = WP_DTYPES[spec.acc_dtype]
     TRANS_A = spec.layout_a == "T"
     TRANS_B = spec.layout_b == "T"
-    AXPBY = spec.epilogue == "axpby"
     TF32 = spec.tf32
-    CAST_OUT = spec.out_dtype != spec.acc_dtype
     # One stage of A / B as copied (rows x cols) and the shared buffers' shapes (closure scalars: Warp
     # needs compile-time tile shapes and takes no tuples from the closure).
     AR, AC = spec.a_tile()
@@ -304,16 +302,6 @@ def _build(spec: PipeSpec):
     SAR, SBR = S * AR, S * BR
     TNC = TN + spec.pad_c
     PAD_C = spec.pad_c > 0
-    EPI_CHUNKS = TM > ER and TM % ER == 0
-    ER_ = ER if EPI_CHUNKS else TM  # rows per epilogue chunk
-    BIAS = spec.bias
-    ACT = spec.activation is not None
-    if ACT:
-        from .epilogue import activation_func
-
-        act = activation_func(spec.activation, WP_DTYPES[spec.acc_dtype])
-    else:
-        act = None
     key = spec.key
 
     cp_a = _native(_copy_snippet(spec, AR, AC, ACP), key + "_cp_a", _stub_copy(IN, SAR, ACP))
@@ -321,6 +309,9 @@ def _build(spec: PipeSpec):
     commit = _native(_COMMIT, key + "_commit", _stub_int())
     wait = _native(_WAIT.format(N=S - 1), key + "_wait", _stub_int())
     wait0 = _native(_WAIT.format(N=0), key + "_wait0", _stub_int())
+
+    copy_stage = _stage_copier(spec, cp_a, cp_b)
+    epilogue = _epilogue(spec)
 
     def gemm(
         A: wp.array3d(dtype=IN),
@@ -339,17 +330,13 @@ def _build(spec: PipeSpec):
         bias: wp.array2d(dtype=OUT),
     ):
         bi, t = wp.tid()
-        # Grouped tile order (Triton's GROUP_SIZE_M): consecutive blocks walk group_m tile rows column
-        # by column, so the A rows and B columns they share stay in L2.
-        per_group = group_m * tiles_n
-        first_m = (t // per_group) * group_m
-        rows = wp.min(tiles_m - first_m, group_m)
-        i = first_m + (t % per_group) % rows
-        j = (t % per_group) // rows
+        i, j = grouped_tile(t, tiles_m, tiles_n, group_m)
         m0 = i * TM
         n0 = j * TN
         Ab = A[wp.min(bi, a_nb - 1)]
         Bb = B[wp.min(bi, b_nb - 1)]
+        # The shared tiles are made here, in the kernel body, and only passed to the helpers: Warp then
+        # allocates them once per block (a tile made inside a wp.func lives for one call).
         ba = wp.tile_zeros(shape=(SAR, ACP), dtype=IN, storage="shared")  # fully overwritten: no zeroing
         bb = wp.tile_zeros(shape=(SBR, BCP), dtype=IN, storage="shared")
         if wp.static(PAD_C):
@@ -363,14 +350,7 @@ def _build(spec: PipeSpec):
         # the group count -- and the wait below -- stays the same).
         for p in range(S - 1):
             if p < k_tiles:
-                if wp.static(TRANS_A):
-                    cp_a(ba, p * AR, Ab, p * TK, m0)
-                else:
-                    cp_a(ba, p * AR, Ab, m0, p * TK)
-                if wp.static(TRANS_B):
-                    cp_b(bb, p * BR, Bb, n0, p * TK)
-                else:
-                    cp_b(bb, p * BR, Bb, p * TK, n0)
+                copy_stage(ba, bb, Ab, Bb, p, p, m0, n0)
             commit(0)
         # k_tiles is a runtime value on purpose: Warp unrolls short constant-trip loops and then
         # allocates every iteration's tiles in shared memory.
@@ -379,15 +359,7 @@ def _build(spec: PipeSpec):
             # k + S - 1, then wait for K tile k's group: S - 1 younger groups may stay in flight.
             kn = k + S - 1
             if kn < k_tiles:
-                sn = (kn % S)
-                if wp.static(TRANS_A):
-                    cp_a(ba, sn * AR, Ab, kn * TK, m0)
-                else:
-                    cp_a(ba, sn * AR, Ab, m0, kn * TK)
-                if wp.static(TRANS_B):
-                    cp_b(bb, sn * BR, Bb, n0, kn * TK)
-                else:
-                    cp_b(bb, sn * BR, Bb, kn * TK, n0)
+                copy_stage(ba, bb, Ab, Bb, kn % S, kn, m0, n0)
             commit(0)
             wait(0)
             s = k % S
@@ -404,6 +376,68 @@ def _build(spec: PipeSpec):
             else:
                 wp.tile_matmul(a, b, acc)
         wait0(0)  # no copy outlives the kernel (all groups past k_tiles are empty; cheap)
+        epilogue(D, C, bias, acc, alpha, beta, bi, c_nb, m0, n0)
+
+    bounds = (spec.block_dim, spec.min_blocks) if spec.min_blocks else None
+    return _compat.make_kernel(gemm, key, bounds)
+
+
+def _stage_copier(spec: PipeSpec, cp_a, cp_b):
+    """The kernel's ``@wp.func`` ``copy_stage(ba, bb, Ab, Bb, st, kt, m0, n0)``: starts the copies of K
+    tile ``kt`` of A and B (the block's rows ``m0`` / columns ``n0``) into stage ``st`` of the shared
+    buffers ``ba``/``bb`` (made in the kernel); the caller commits the group."""
+    TK = spec.tk
+    IN = WP_DTYPES[spec.in_dtype]
+    TRANS_A = spec.layout_a == "T"
+    TRANS_B = spec.layout_b == "T"
+    AR, AC = spec.a_tile()
+    BR, BC = spec.b_tile()
+    SAR, SBR = spec.stages * AR, spec.stages * BR
+    ACP, BCP = AC + spec.pad_ab, BC + spec.pad_ab
+
+    def copy_stage(ba: wp.tile(dtype=IN, shape=(SAR, ACP), storage="shared"),
+                   bb: wp.tile(dtype=IN, shape=(SBR, BCP), storage="shared"),
+                   Ab: wp.array2d(dtype=IN), Bb: wp.array2d(dtype=IN), st: int, kt: int, m0: int, n0: int):
+        if wp.static(TRANS_A):
+            cp_a(ba, st * AR, Ab, kt * TK, m0)
+        else:
+            cp_a(ba, st * AR, Ab, m0, kt * TK)
+        if wp.static(TRANS_B):
+            cp_b(bb, st * BR, Bb, n0, kt * TK)
+        else:
+            cp_b(bb, st * BR, Bb, kt * TK, n0)
+
+    name = func_name(spec.key, "copy_stage")
+    copy_stage.__name__ = copy_stage.__qualname__ = name
+    return wp.func(copy_stage, name=name)
+
+
+def _epilogue(spec: PipeSpec):
+    """The kernel's ``@wp.func`` ``epilogue(D, C, bias, acc, alpha, beta, bi, c_nb, m0, n0)``:
+    ``D = act(alpha * acc + beta * C + bias)`` for the block's output tile, in the accumulator dtype,
+    then cast. ``acc`` is the kernel's accumulator, passed by reference (the parameter's annotation
+    spells out its shared layout, so that the views below are typed exactly as in the kernel)."""
+    TM, TN = spec.tm, spec.tn
+    OUT = WP_DTYPES[spec.out_dtype]
+    ACC = WP_DTYPES[spec.acc_dtype]
+    TNC = TN + spec.pad_c
+    ACC_OWNER = spec.pad_c == 0  # pad_c: a view into the wider shared tile; else the (shared) tile itself
+    AXPBY = spec.epilogue == "axpby"
+    CAST_OUT = spec.out_dtype != spec.acc_dtype
+    EPI_CHUNKS = TM > ER and TM % ER == 0
+    ER_ = ER if EPI_CHUNKS else TM  # rows per epilogue chunk
+    BIAS = spec.bias
+    ACT = spec.activation is not None
+    if ACT:
+        from .epilogue import activation_func
+
+        act = activation_func(spec.activation, WP_DTYPES[spec.acc_dtype])
+    else:
+        act = None
+
+    def epilogue(D: wp.array3d(dtype=OUT), C: wp.array3d(dtype=OUT), bias: wp.array2d(dtype=OUT),
+                 acc: wp.tile(dtype=ACC, shape=(TM, TN), storage="shared", strides=(TNC, 1), owner=ACC_OWNER),
+                 alpha: ACC, beta: ACC, bi: int, c_nb: int, m0: int, n0: int):
         # Epilogue in ER-row chunks (register pressure, see ER; tiles of at most ER rows: one chunk):
         # D = act(alpha * acc + beta * C + bias), in the accumulator dtype, then cast. Rows/columns past
         # M/N are dropped by the checked tile_store; C's and bias's are read as zeros by tile_load.
@@ -430,8 +464,9 @@ def _build(spec: PipeSpec):
             else:
                 wp.tile_store(D[bi], r, offset=(r0, n0))
 
-    bounds = (spec.block_dim, spec.min_blocks) if spec.min_blocks else None
-    return _compat.make_kernel(gemm, key, bounds)
+    name = func_name(spec.key, "epilogue")
+    epilogue.__name__ = epilogue.__qualname__ = name
+    return wp.func(epilogue, name=name)
 
 
 def _stub_copy(IN, R, CP):

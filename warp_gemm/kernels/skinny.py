@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import warp as wp
 
 from .. import _compat
-from .common import WP_DTYPES, acc_dtype_name, gemm_tag
+from .common import WP_DTYPES, acc_dtype_name, epilogue_store, gemm_tag
 
 # The smaller output side this kernel handles (any side up to 16 works; choose_spec picks it for <= 4).
 MAX_SMALL = 16
@@ -126,12 +126,15 @@ def choose_spec(device, dtype: str, layout_a: str, layout_b: str, M: int, N: int
                 out_dtype: str, epilogue: str):
     """The spec for this problem, or None where the family does not apply: the smaller output side
     over 4 (see ``split_pipe_config`` for 5..16), an epilogue other than scale/axpby, or a Warp without
-    ``tile_astype``. Where M <= N the kernel streams B (tiles ``side x 128``), else A (``128 x side``).
+    ``tile_astype`` or tile parameters in functions (1.7). Where M <= N the kernel streams B (tiles
+    ``side x 128``), else A (``128 x side``).
     For batched products with both sides <= 32 prefer kernels/small.py. float32/float64/bfloat16 take
     the fp16 rules (not measured separately)."""
     if epilogue not in ("scale", "axpby") or layout_a not in ("N", "T") or layout_b not in ("N", "T"):
         return None
     if dtype not in WP_DTYPES or out_dtype not in WP_DTYPES or not _compat.HAS_TILE_ASTYPE:
+        return None
+    if not _compat.HAS_TILE_FUNC_ARGS:  # the epilogue is kernels.common.epilogue_store
         return None
     if min(M, N) > _SCALAR_MAX or min(M, N, batch) < 1:
         return None
@@ -214,12 +217,12 @@ def _build(spec: SkinnySpec, partial: bool):
     TRANS_A = spec.layout_a == "T"
     TRANS_B = spec.layout_b == "T"
     AXPBY = spec.epilogue == "axpby"
-    CAST_OUT = spec.out_dtype != spec.acc_dtype
     if (spec.pad_ab or spec.pad_c) and not _compat.HAS_STRIDED_MATMUL_OPERANDS:
         raise ValueError(f"{spec}: padded shared tiles need a Warp whose tile_matmul takes strided operands")
     PAD_AB, PAD_C = spec.pad_ab > 0, spec.pad_c > 0
     TKP, TNP, TNC = TK + spec.pad_ab, TN + spec.pad_ab, TN + spec.pad_c
     PARTIAL = partial
+    epilogue = None if PARTIAL else epilogue_store(TM, TN, spec.acc_dtype, spec.out_dtype, AXPBY)  # (common)
 
     def gemm(
         A: wp.array3d(dtype=IN),
@@ -273,18 +276,7 @@ def _build(spec: SkinnySpec, partial: bool):
         if wp.static(PARTIAL):
             wp.tile_store(W[s * batch + bi], acc, offset=(m0, n0))
         else:
-            if wp.static(AXPBY):
-                c = wp.tile_load(C[wp.min(bi, c_nb - 1)], shape=(TM, TN), offset=(m0, n0))
-                if wp.static(CAST_OUT):
-                    r = wp.tile_map(wp.add, acc * alpha, wp.tile_astype(c, ACC) * beta)
-                else:
-                    r = wp.tile_map(wp.add, acc * alpha, c * beta)
-            else:
-                r = acc * alpha
-            if wp.static(CAST_OUT):
-                wp.tile_store(D[bi], wp.tile_astype(r, OUT), offset=(m0, n0))
-            else:
-                wp.tile_store(D[bi], r, offset=(m0, n0))
+            epilogue(D, C, bi, c_nb, acc * alpha, beta, m0, n0)
 
     name = spec.kernel_key + ("_part" if partial else "")
     k = _compat.make_kernel(gemm, name)

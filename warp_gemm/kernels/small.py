@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import warp as wp
 
 from .. import _compat
-from .common import WP_DTYPES, acc_dtype_name, gemm_tag
+from .common import WP_DTYPES, acc_dtype_name, epilogue_store, gemm_tag
 
 # Tile side choices; K larger than the tile loops.
 _SIDES = (16, 32)
@@ -92,7 +92,8 @@ def choose_spec(device, dtype: str, layout_a: str, layout_b: str, M: int, N: int
                 out_dtype: str, epilogue: str):
     """The spec for this problem, or None where the family does not apply: an output side over
     ``MAX_SIDE`` or K over ``MAX_K``, an epilogue other than scale/axpby, or a Warp without
-    ``tile_astype``. The batch may be 1 (one block per output tile).
+    ``tile_astype`` or tile parameters in functions (1.7). The batch may be 1 (one block per output
+    tile).
 
     Choices (H100, warp 1.19.0, CUDA-graph timings, results/small_skinny/h100_run1.json):
     - entries per block (at most 4): several only where the grouped launch keeps >= 6 blocks per SM:
@@ -110,6 +111,8 @@ def choose_spec(device, dtype: str, layout_a: str, layout_b: str, M: int, N: int
     if epilogue not in ("scale", "axpby") or layout_a not in ("N", "T") or layout_b not in ("N", "T"):
         return None
     if dtype not in WP_DTYPES or out_dtype not in WP_DTYPES or not _compat.HAS_TILE_ASTYPE:
+        return None
+    if not _compat.HAS_TILE_FUNC_ARGS:  # the epilogue is kernels.common.epilogue_store
         return None
     if max(M, N) > MAX_SIDE or K > MAX_K or min(M, N, batch) < 1:
         return None
@@ -170,11 +173,11 @@ def _build(spec: SmallSpec):
     TRANS_A = spec.layout_a == "T"
     TRANS_B = spec.layout_b == "T"
     AXPBY = spec.epilogue == "axpby"
-    CAST_OUT = spec.out_dtype != spec.acc_dtype
     if (spec.pad_ab or spec.pad_c) and not _compat.HAS_STRIDED_MATMUL_OPERANDS:
         raise ValueError(f"{spec}: padded shared tiles need a Warp whose tile_matmul takes strided operands")
     PAD_AB, PAD_C = spec.pad_ab > 0, spec.pad_c > 0
     TKP, TNP, TNC = TK + spec.pad_ab, TN + spec.pad_ab, TN + spec.pad_c
+    epilogue = epilogue_store(TM, TN, spec.acc_dtype, spec.out_dtype, AXPBY)  # (kernels.common)
 
     def gemm(
         A: wp.array3d(dtype=IN),
@@ -224,18 +227,7 @@ def _build(spec: SmallSpec):
                     wp.tile_matmul(a_v, b_v, acc)
                 else:
                     wp.tile_matmul(a, b, acc)
-            if wp.static(AXPBY):
-                c = wp.tile_load(C[wp.min(bi, c_nb - 1)], shape=(TM, TN), offset=(m0, n0))
-                if wp.static(CAST_OUT):
-                    r = wp.tile_map(wp.add, acc * alpha, wp.tile_astype(c, ACC) * beta)
-                else:
-                    r = wp.tile_map(wp.add, acc * alpha, c * beta)
-            else:
-                r = acc * alpha
-            if wp.static(CAST_OUT):
-                wp.tile_store(D[bi], wp.tile_astype(r, OUT), offset=(m0, n0))
-            else:
-                wp.tile_store(D[bi], r, offset=(m0, n0))
+            epilogue(D, C, bi, c_nb, acc * alpha, beta, m0, n0)
 
     k = _compat.make_kernel(gemm, spec.kernel_key)
     if not spec.mathdx:

@@ -37,7 +37,8 @@ import warp as wp
 
 from warp_gemm import _compat
 
-from warp_gemm.kernels.common import ITEM_BYTES, WP_DTYPES, acc_dtype_name  # noqa: F401
+from warp_gemm.kernels.common import (ITEM_BYTES, WP_DTYPES, acc_dtype_name, epilogue_store,  # noqa: F401
+                                      func_name, grouped_tile)
 
 # A clamped last K tile zeroes its overlap in chunks of this many bytes per row; the launcher clamps
 # only where the overlap is a whole number of chunks (core.plan.k_clamp).
@@ -129,6 +130,43 @@ def _edge_shift(off: int, wide: int, extent: int, pad: int):
     return 0
 
 
+def _wide_part(spec: KernelSpec, operand: str):
+    """The ``@wp.func`` ``part(w, nz, s)`` of a padded kernel for operand ``"a"`` or ``"b"``: the operand
+    tile inside ``w``, the wide shared tile just loaded for it in the kernel body (``pad_ab`` columns
+    wider, loaded ``s`` columns to the left by the edge shift): the view of its needed columns at
+    ``(0, s)``, transposed for layout T. In K-tail kernels it first zeroes the ``nz`` chunks of ``ZW`` K
+    elements that the previous K tile already counted (``nz`` is 0 except on the clamped last K tile):
+    rows ``[0, nz*ZW)`` where K runs along the rows of the stored tile, else columns
+    ``[s, s + nz*ZW)``. The zero tiles are made inside those loops, so that they hold no registers
+    through the main loop. The view is of the caller's tile (no copy)."""
+    trans = (spec.layout_a if operand == "a" else spec.layout_b) == "T"
+    # The tile as stored (rows x columns; layout T: the transpose), padded along its columns.
+    R, C = {("a", False): (spec.tm, spec.tk), ("a", True): (spec.tk, spec.tm),
+            ("b", False): (spec.tk, spec.tn), ("b", True): (spec.tn, spec.tk)}[(operand, trans)]
+    IN = WP_DTYPES[spec.in_dtype]
+    CP = C + spec.pad_ab
+    TRANS, K_TAIL = trans, spec.k_tail
+    K_ROWS = trans if operand == "a" else not trans  # K runs along the stored tile's rows
+    ZW = K_CHUNK_BYTES // ITEM_BYTES[spec.in_dtype]
+    Z0, Z1 = (ZW, CP) if K_ROWS else (R, ZW)  # (scalars: Warp takes no tuples from the closure)
+
+    def part(w: wp.tile(dtype=IN, shape=(R, CP), storage="shared"), nz: int, s: int):
+        if wp.static(K_TAIL and K_ROWS):
+            for zc in range(nz):
+                wp.tile_assign(w, wp.tile_zeros(shape=(Z0, Z1), dtype=IN), offset=(zc * ZW, 0))
+        elif wp.static(K_TAIL):
+            for zc in range(nz):
+                wp.tile_assign(w, wp.tile_zeros(shape=(Z0, Z1), dtype=IN), offset=(0, s + zc * ZW))
+        if wp.static(TRANS):
+            return wp.tile_transpose(wp.tile_view(w, offset=(0, s), shape=(R, C)))
+        else:
+            return wp.tile_view(w, offset=(0, s), shape=(R, C))
+
+    name = func_name(spec.key, operand, "part")
+    part.__name__ = part.__qualname__ = name
+    return wp.func(part, name=name)
+
+
 _factory_lock = threading.Lock()
 
 
@@ -162,17 +200,17 @@ def _build(spec: KernelSpec):
     K_TAIL = spec.k_tail
     if K_TAIL and not PAD_AB:
         raise ValueError(f"{spec}: the clamped K tail is zeroed in the padded shared tiles only")
-    # K-tail zeroing chunk: 16 bytes of the input dtype, and the zero tiles' shapes per layout.
+    # K-tail zeroing chunk: 16 bytes of the input dtype (the zeroing itself: _wide_part).
     ZW = K_CHUNK_BYTES // ITEM_BYTES[spec.in_dtype]
-    # (scalars: Warp takes no tuples from the closure)
-    ZA0, ZA1 = (ZW, TM + spec.pad_ab) if TRANS_A else (TM, ZW)
-    ZB0, ZB1 = (TN, ZW) if TRANS_B else (ZW, TN + spec.pad_ab)
     PAD_C = spec.pad_c > 0
     # The wide tile shapes as closure constants (Warp needs compile-time tile shapes and does not
     # fold TK + pad inside the kernel).
     TMP, TNP, TKP, TNC = TM + spec.pad_ab, TN + spec.pad_ab, TK + spec.pad_ab, TN + spec.pad_c
     # The epilogue runs ER rows at a time where tile_matmul's strided-operand support (1.19) shows tile
-    # views are solid and the tile has more than ER rows; else on the whole tile at once.
+    # views are solid and the tile has more than ER rows; else on the whole tile at once. A whole 128x128
+    # fp32 register tile (plus its converted copy) costs ~96 registers per thread at block_dim 256, which
+    # took away the second block per SM that 128x128x64 tiles need: 64.4 TFLOP/s whole-tile against 96.9
+    # in 32-row chunks (fp16 4096^3, results/probes/lever_probe_h200_r5.json).
     ER = 32
     EPI_CHUNKS = _compat.HAS_STRIDED_MATMUL_OPERANDS and TM > ER and TM % ER == 0
     CAST_OUT = spec.out_dtype != spec.acc_dtype
@@ -181,33 +219,27 @@ def _build(spec: KernelSpec):
     if not _compat.HAS_TILE_ASTYPE and spec.in_dtype != spec.acc_dtype:
         raise ValueError(f"{spec}: 16-bit tiles would accumulate in 16 bit on this Warp; widen first")
 
-    def gemm(
-        A: wp.array3d(dtype=IN),
-        B: wp.array3d(dtype=IN),
-        C: wp.array3d(dtype=OUT),
-        D: wp.array3d(dtype=OUT),
-        alpha: ACC,
-        beta: ACC,
-        k_tiles: int,
-        k_per_split: int,
-        tiles_m: int,
-        tiles_n: int,
-        group_m: int,
-        a_nb: int,
-        b_nb: int,
-        c_nb: int,
-        m_clamp: int,
-        n_clamp: int,
-        k_clamp: int,
-    ):
+    # The kernel's helpers (_wide_part, kernels.common). The tiles that live in shared memory -- the
+    # accumulator, the loaded A and B tiles -- are made in the kernel body and only passed to them:
+    # a tile made inside a wp.func is allocated per call and freed on return, and Warp infers a tile's
+    # storage from its uses in the function that makes it (a tile_load returned from a helper came
+    # back as a second shared tile and was copied into the kernel's: docs/design.md).
+    a_part = _wide_part(spec, "a") if PAD_AB else None
+    b_part = _wide_part(spec, "b") if PAD_AB else None
+    # The epilogue is kernels.common.epilogue_store where Warp's functions take tile parameters; on 1.7
+    # (no tile parameters, _compat.HAS_TILE_FUNC_ARGS) the kernel writes the same code out itself.
+    EPI_FUNC = _compat.HAS_TILE_FUNC_ARGS
+    epi_rows = ER if EPI_CHUNKS else TM
+    epilogue = None
+    if EPI_FUNC and not SPLITK:
+        epilogue = epilogue_store(epi_rows, TN, spec.acc_dtype, spec.out_dtype, AXPBY)
+
+    def gemm(A: wp.array3d(dtype=IN), B: wp.array3d(dtype=IN), C: wp.array3d(dtype=OUT),
+             D: wp.array3d(dtype=OUT), alpha: ACC, beta: ACC, k_tiles: int, k_per_split: int, tiles_m: int,
+             tiles_n: int, group_m: int, a_nb: int, b_nb: int, c_nb: int, m_clamp: int, n_clamp: int,
+             k_clamp: int):
         bi, t, split = wp.tid()
-        # Grouped tile order (Triton's GROUP_SIZE_M): consecutive blocks walk group_m tile rows
-        # column by column, so the A rows and B columns they share stay in L2.
-        per_group = group_m * tiles_n
-        first_m = (t // per_group) * group_m
-        rows = wp.min(tiles_m - first_m, group_m)
-        i = first_m + (t % per_group) % rows
-        j = (t % per_group) // rows
+        i, j = grouped_tile(t, tiles_m, tiles_n, group_m)
         # The tile's first row and column. The launcher clamps the last tile row/column to end at the
         # matrix edge (m_clamp = M - TM) where overlapping tiles are safe: the overlap is computed twice
         # and stored twice with the same values, and every load stays inside the arrays, on Warp's
@@ -225,9 +257,8 @@ def _build(spec: KernelSpec):
         # allocates every iteration's tiles in shared memory.
         # Split s covers K tiles [s*k_per_split, (s+1)*k_per_split) (one split: all of them).
         # K-tail kernels (spec.k_tail): the last K tile is clamped to end at K (k_clamp), in bounds;
-        # its first columns of A / rows of B, already counted by the previous tile, are zeroed in
-        # ZW-element chunks before the MMA (zero tiles made inside those loops, so that they hold no
-        # registers through the main loop).
+        # its first columns of A / rows of B, already counted by the previous tile, are zeroed before
+        # the MMA (_wide_part).
         for k in range(split * k_per_split, wp.min(k_tiles, (split + 1) * k_per_split)):
             kk = k * TK
             nz = int(0)
@@ -236,36 +267,20 @@ def _build(spec: KernelSpec):
                 nz = (k * TK - kk) // ZW  # overlap chunks to zero: 0 except on the clamped last K tile
             if wp.static(PAD_AB and TRANS_A):
                 s = _edge_shift(m0, TMP, Ab.shape[1], PADV)
-                aw = wp.tile_load(Ab, shape=(TK, TMP), offset=(kk, m0 - s), storage="shared")
-                if wp.static(K_TAIL):
-                    for zc in range(nz):
-                        wp.tile_assign(aw, wp.tile_zeros(shape=(ZA0, ZA1), dtype=IN), offset=(zc * ZW, 0))
-                a = wp.tile_transpose(wp.tile_view(aw, offset=(0, s), shape=(TK, TM)))
+                a = a_part(wp.tile_load(Ab, shape=(TK, TMP), offset=(kk, m0 - s), storage="shared"), nz, s)
             elif wp.static(PAD_AB):
                 s = _edge_shift(kk, TKP, Ab.shape[1], PADV)
-                aw = wp.tile_load(Ab, shape=(TM, TKP), offset=(m0, kk - s), storage="shared")
-                if wp.static(K_TAIL):
-                    for zc in range(nz):
-                        wp.tile_assign(aw, wp.tile_zeros(shape=(ZA0, ZA1), dtype=IN), offset=(0, s + zc * ZW))
-                a = wp.tile_view(aw, offset=(0, s), shape=(TM, TK))
+                a = a_part(wp.tile_load(Ab, shape=(TM, TKP), offset=(m0, kk - s), storage="shared"), nz, s)
             elif wp.static(TRANS_A):
                 a = wp.tile_transpose(wp.tile_load(Ab, shape=(TK, TM), offset=(k * TK, m0)))
             else:
                 a = wp.tile_load(Ab, shape=(TM, TK), offset=(m0, k * TK))
             if wp.static(PAD_AB and TRANS_B):
                 s = _edge_shift(kk, TKP, Bb.shape[1], PADV)
-                bw = wp.tile_load(Bb, shape=(TN, TKP), offset=(n0, kk - s), storage="shared")
-                if wp.static(K_TAIL):
-                    for zc in range(nz):
-                        wp.tile_assign(bw, wp.tile_zeros(shape=(ZB0, ZB1), dtype=IN), offset=(0, s + zc * ZW))
-                b = wp.tile_transpose(wp.tile_view(bw, offset=(0, s), shape=(TN, TK)))
+                b = b_part(wp.tile_load(Bb, shape=(TN, TKP), offset=(n0, kk - s), storage="shared"), nz, s)
             elif wp.static(PAD_AB):
                 s = _edge_shift(n0, TNP, Bb.shape[1], PADV)
-                bw = wp.tile_load(Bb, shape=(TK, TNP), offset=(kk, n0 - s), storage="shared")
-                if wp.static(K_TAIL):
-                    for zc in range(nz):
-                        wp.tile_assign(bw, wp.tile_zeros(shape=(ZB0, ZB1), dtype=IN), offset=(zc * ZW, 0))
-                b = wp.tile_view(bw, offset=(0, s), shape=(TK, TN))
+                b = b_part(wp.tile_load(Bb, shape=(TK, TNP), offset=(kk, n0 - s), storage="shared"), nz, s)
             elif wp.static(TRANS_B):
                 b = wp.tile_transpose(wp.tile_load(Bb, shape=(TN, TK), offset=(n0, k * TK)))
             else:
@@ -278,28 +293,13 @@ def _build(spec: KernelSpec):
             # Partial sums of the K splits meet in D (zeroed by the launcher); a finishing pass
             # applies alpha, beta*C and the output dtype.
             wp.tile_atomic_add(D[bi], acc, offset=(m0, n0))
-        elif wp.static(EPI_CHUNKS):
-            # The epilogue works on ER rows at a time: a whole 128x128 fp32 register tile (plus its
-            # converted copy) costs ~96 registers per thread at block_dim 256, which took away the
-            # second block per SM that 128x128x64 tiles need: 64.4 TFLOP/s whole-tile against 96.9 in
-            # 32-row chunks (fp16 4096^3, results/probes/lever_probe_h200_r5.json).
+        elif wp.static(EPI_CHUNKS):  # (ER rows at a time: register pressure, see ER)
             for e in range(TM // ER):
-                r0 = m0 + e * ER
-                if wp.static(AXPBY):
-                    c = wp.tile_load(C[wp.min(bi, c_nb - 1)], shape=(ER, TN), offset=(r0, n0))
-                    if wp.static(CAST_OUT):
-                        r = wp.tile_map(wp.add, wp.tile_view(acc, offset=(e * ER, 0), shape=(ER, TN)) * alpha,
-                                        wp.tile_astype(c, ACC) * beta)
-                    else:
-                        r = wp.tile_map(wp.add, wp.tile_view(acc, offset=(e * ER, 0), shape=(ER, TN)) * alpha,
-                                        c * beta)
-                else:
-                    r = wp.tile_view(acc, offset=(e * ER, 0), shape=(ER, TN)) * alpha
-                if wp.static(CAST_OUT):
-                    wp.tile_store(D[bi], wp.tile_astype(r, OUT), offset=(r0, n0))
-                else:
-                    wp.tile_store(D[bi], r, offset=(r0, n0))
-        else:
+                r = wp.tile_view(acc, offset=(e * ER, 0), shape=(ER, TN)) * alpha
+                epilogue(D, C, bi, c_nb, r, beta, m0 + e * ER, n0)
+        elif wp.static(EPI_FUNC):
+            epilogue(D, C, bi, c_nb, acc * alpha, beta, m0, n0)
+        else:  # Warp 1.7: epilogue_store written out (see EPI_FUNC)
             if wp.static(AXPBY):
                 c = wp.tile_load(C[wp.min(bi, c_nb - 1)], shape=(TM, TN), offset=(m0, n0))
                 if wp.static(CAST_OUT):

@@ -389,19 +389,9 @@ def _batch_stride(t) -> int:
     return t.stride(0)
 
 
-def triton_gemm(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, trans_a: bool = False,
-                trans_b: bool = False, allow_tf32: bool = False, out_dtype=None, tune: bool = True):
-    """``alpha * op(A) @ op(B) + beta * C`` with the Triton kernel; returns a new torch tensor.
-
-    ``a``, ``b``: torch tensors of one dtype (float16, bfloat16, float32; float64 where tl.dot supports it)
-    on one device (CUDA, or CPU under ``TRITON_INTERPRET=1``); 2-D or 3-D with any strides, shapes as in
-    :func:`float64_gemm`. ``trans_a``/``trans_b`` read the operands transposed through their strides (no
-    copies). ``c``: a tensor (any float dtype) broadcastable to the result; not read when ``beta == 0``.
-    Accumulates in float32 (float64 for float64); float32 inputs use TF32 tensor cores only if
-    ``allow_tf32``. The result has the inputs' dtype unless ``out_dtype`` (a torch dtype) is given.
-    ``tune``: autotune over the configuration list (the first call per (M, N, K, dtype) compiles and times
-    each one); ``False`` launches one fixed configuration (for correctness runs over many shapes).
-    """
+def _triton_operands(a, b) -> str:
+    """Check the operands of :func:`triton_gemm` (torch tensors of one supported dtype on one device where
+    the Triton path runs) and return their dtype's name."""
     import torch
 
     if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor):
@@ -414,37 +404,28 @@ def triton_gemm(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, trans_a:
     if a.device != b.device:
         raise ValueError(f"triton_gemm: A is on {a.device} but B is on {b.device}")
     _require_triton(str(a.device))
+    return name
 
-    op_a = a.mT if trans_a else a  # views: the kernel reads the transpose through the strides
-    op_b = b.mT if trans_b else b
-    shape = _result_shape(tuple(op_a.shape), tuple(op_b.shape), "triton_gemm")
-    M, N, K = shape[-2], shape[-1], op_a.shape[-1]
-    batch = shape[0] if len(shape) == 3 else 1
-    out = torch.empty(shape, dtype=out_dtype or a.dtype, device=a.device)
-    if out.numel() == 0:
-        return out
-    if batch > 65535:
-        raise ValueError(f"triton_gemm: batch {batch} exceeds the CUDA grid's 65535 limit on axis 1")
 
-    has_c = c is not None and beta != 0.0
-    if has_c:
-        if not isinstance(c, torch.Tensor):
-            c = torch.as_tensor(c, device=a.device)
-        if c.device != a.device:
-            raise ValueError(f"triton_gemm: C is on {c.device} but A and B are on {a.device}")
-        try:
-            cv = torch.broadcast_to(c, shape)  # a stride-0 view where C broadcasts; no copy
-        except RuntimeError:
-            raise ValueError(f"triton_gemm: C of shape {tuple(c.shape)} does not broadcast to the result "
-                             f"{shape}") from None
-    else:
-        cv = out  # never read (HAS_C is False); any tensor serves as the pointer
+def _c_view(c, shape: tuple[int, ...], device):
+    """C as a tensor on ``device`` broadcast to the result ``shape`` (a stride-0 view where C
+    broadcasts; no copy)."""
+    import torch
 
-    # The interpreter (Triton 3.6) converts float32 to bfloat16 by truncation, not by rounding to
-    # nearest even as the GPU does; there the kernel stores its float32 result and torch rounds it.
-    dst = out
-    if out.dtype == torch.bfloat16 and interpreting():
-        dst = torch.empty(shape, dtype=torch.float32, device=a.device)
+    if not isinstance(c, torch.Tensor):
+        c = torch.as_tensor(c, device=device)
+    if c.device != device:
+        raise ValueError(f"triton_gemm: C is on {c.device} but A and B are on {device}")
+    try:
+        return torch.broadcast_to(c, shape)
+    except RuntimeError:
+        raise ValueError(f"triton_gemm: C of shape {tuple(c.shape)} does not broadcast to the result "
+                         f"{shape}") from None
+
+
+def _launch(op_a, op_b, cv, dst, M: int, N: int, K: int, batch: int, alpha: float, beta: float, has_c: bool,
+            name: str, allow_tf32: bool, tune: bool) -> None:
+    """Launch the Triton kernel of :func:`triton_gemm`: ``dst = alpha * op_a @ op_b (+ beta * cv)``."""
 
     def s3(t):  # (batch stride, row stride, column stride) of a 2-D/3-D tensor
         return (_batch_stride(t), t.stride(-2), t.stride(-1))
@@ -474,9 +455,48 @@ def triton_gemm(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, trans_a:
         )
     except Exception as e:
         if is64:
-            raise TypeError(f"triton_gemm: tl.dot does not support float64 on {a.device} "
+            raise TypeError(f"triton_gemm: tl.dot does not support float64 on {op_a.device} "
                             f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})") from e
         raise
+
+
+def triton_gemm(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, trans_a: bool = False,
+                trans_b: bool = False, allow_tf32: bool = False, out_dtype=None, tune: bool = True):
+    """``alpha * op(A) @ op(B) + beta * C`` with the Triton kernel; returns a new torch tensor.
+
+    ``a``, ``b``: torch tensors of one dtype (float16, bfloat16, float32; float64 where tl.dot supports it)
+    on one device (CUDA, or CPU under ``TRITON_INTERPRET=1``); 2-D or 3-D with any strides, shapes as in
+    :func:`float64_gemm`. ``trans_a``/``trans_b`` read the operands transposed through their strides (no
+    copies). ``c``: a tensor (any float dtype) broadcastable to the result; not read when ``beta == 0``.
+    Accumulates in float32 (float64 for float64); float32 inputs use TF32 tensor cores only if
+    ``allow_tf32``. The result has the inputs' dtype unless ``out_dtype`` (a torch dtype) is given.
+    ``tune``: autotune over the configuration list (the first call per (M, N, K, dtype) compiles and times
+    each one); ``False`` launches one fixed configuration (for correctness runs over many shapes).
+    """
+    import torch
+
+    name = _triton_operands(a, b)
+    op_a = a.mT if trans_a else a  # views: the kernel reads the transpose through the strides
+    op_b = b.mT if trans_b else b
+    shape = _result_shape(tuple(op_a.shape), tuple(op_b.shape), "triton_gemm")
+    M, N, K = shape[-2], shape[-1], op_a.shape[-1]
+    batch = shape[0] if len(shape) == 3 else 1
+    out = torch.empty(shape, dtype=out_dtype or a.dtype, device=a.device)
+    if out.numel() == 0:
+        return out
+    if batch > 65535:
+        raise ValueError(f"triton_gemm: batch {batch} exceeds the CUDA grid's 65535 limit on axis 1")
+
+    has_c = c is not None and beta != 0.0
+    cv = _c_view(c, shape, a.device) if has_c else out  # out: never read (HAS_C is False), a mere pointer
+
+    # The interpreter (Triton 3.6) converts float32 to bfloat16 by truncation, not by rounding to
+    # nearest even as the GPU does; there the kernel stores its float32 result and torch rounds it.
+    dst = out
+    if out.dtype == torch.bfloat16 and interpreting():
+        dst = torch.empty(shape, dtype=torch.float32, device=a.device)
+
+    _launch(op_a, op_b, cv, dst, M, N, K, batch, alpha, beta, has_c, name, allow_tf32, tune)
     if dst is not out:
         out.copy_(dst)
     return out
