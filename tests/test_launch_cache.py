@@ -326,3 +326,23 @@ def test_fast_key_covers_options_and_errors(rng):
     with warp_gemm.options(family="tiled", record_launches=True):
         warp_gemm.gemm(A, B, out=out, alpha=3)
     assert compare(to_f64(out), 3 * a @ b, "float32").ok
+
+
+def test_fast_key_follows_the_tuning_cache_dir(rng, monkeypatch, tmp_path):
+    """Another tuning-cache directory may choose another configuration: the fast path does not carry a
+    call across a change of WARP_GEMM_CACHE_DIR (the full path runs again)."""
+    a, b = random_operands(16, 16, 16, "float32", rng)
+    A, B = make(a, "float32", "warp", "cpu"), make(b, "float32", "warp", "cpu")
+    out = nan_like("warp", (16, 16), "float32", "cpu")
+    for _ in range(2):
+        warp_gemm.matmul(A, B, out=out)
+    calls = []
+    orig = api.validate
+    monkeypatch.setattr(api, "validate", lambda *x, **k: calls.append(1) or orig(*x, **k))
+    warp_gemm.matmul(A, B, out=out)
+    assert calls == []  # kept: the fast path
+    monkeypatch.setenv("WARP_GEMM_CACHE_DIR", str(tmp_path))
+    out.fill_(float("nan"))
+    warp_gemm.matmul(A, B, out=out)
+    assert calls == [1]
+    assert compare(to_f64(out), a @ b, "float32").ok

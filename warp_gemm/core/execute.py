@@ -155,14 +155,42 @@ class _NewResult:
 
 def _sig(x):
     """What validation and planning read from one operand, cheaply; None: not a fast-path operand."""
-    if type(x) is wp.array:
-        return (x.ptr, x.shape, x.strides, x.dtype, x.device.alias)
-    if type(x) is np.ndarray:
-        return (x.__array_interface__["data"][0], x.shape, x.strides, x.dtype, x.flags.writeable)
-    torch = _torch()
-    if torch is not None and type(x) in (torch.Tensor, torch.nn.Parameter):
-        return (x.data_ptr(), x.shape, x.stride(), x.dtype, x.device, x.is_neg())
+    f = _SIGS.get(type(x))
+    if f is None:
+        f = _sig_of_type(type(x))
+    return f(x)
+
+
+def _sig_wp(x):
+    return (x.ptr, x.shape, x.strides, x.dtype, x.device.alias)
+
+
+def _sig_np(x):
+    return (x.__array_interface__["data"][0], x.shape, x.strides, x.dtype, x.flags.writeable)
+
+
+def _sig_torch(x):
+    return (x.data_ptr(), x.shape, x.stride(), x.dtype, x.device, x.is_neg())
+
+
+def _no_sig(x):
     return None
+
+
+_SIGS = {wp.array: _sig_wp, np.ndarray: _sig_np}
+
+
+def _sig_of_type(t):
+    """The signature function for operands of type ``t`` (torch's types are known once torch is loaded;
+    anything else -- subclasses included -- takes the full path)."""
+    torch = _torch()
+    if torch is not None and t in (torch.Tensor, torch.nn.Parameter):
+        _SIGS[t] = _sig_torch
+        return _sig_torch
+    if torch is None:
+        return _no_sig  # not cached: torch may be imported later
+    _SIGS[t] = _no_sig
+    return _no_sig
 
 
 def _ptr(x) -> int:
@@ -214,7 +242,20 @@ def _fast_key(a, b, c, out, alpha, beta, trans_a, trans_b, allow_tf32, config, o
 
 def _key_tuple(sa, sb, sc, so, alpha, beta, trans_a, trans_b, allow_tf32, config, opts, activation, handle):
     return ("fast", sa, sb, sc, so, alpha, beta, trans_a, trans_b, bool(allow_tf32), config, opts, activation,
-            os.environ.get("WARP_GEMM_CACHE_DIR"), handle, threading.get_ident())
+            _cache_dir_env(), handle, threading.get_ident())
+
+
+# The tuning-cache directory variable, read without os.environ.get's per-call key encoding (~1 us on the
+# H100 host): CPython's os.environ keeps its encoded items in ``_data`` (updated by every assignment
+# through os.environ, monkeypatch.setenv included); elsewhere the plain lookup.
+_ENV_DATA = getattr(os.environ, "_data", None)
+_ENV_KEY = os.environ.encodekey("WARP_GEMM_CACHE_DIR") if hasattr(os.environ, "encodekey") else None
+
+
+def _cache_dir_env():
+    if _ENV_DATA is not None and _ENV_KEY is not None:
+        return _ENV_DATA.get(_ENV_KEY)
+    return os.environ.get("WARP_GEMM_CACHE_DIR")
 
 
 def _torch_stream(index: int):
