@@ -6,6 +6,7 @@
 #   GPU_TEST_JOBS=16 bash scripts/gpu_tests.sh 32            # 32 shards, 16 at a time
 #   GPU_SHARDS="3 17" bash scripts/gpu_tests.sh 32           # only these shards (a re-run)
 #   GPU_TEST_LOGS=/tmp/suite bash scripts/gpu_tests.sh 16    # where the shard logs go (default $OUT or /tmp)
+#   bash scripts/gpu_tests.sh 4 tests/test_launch_cache.py    # only these files (else all of tests/)
 #
 # Shards are balanced by count of kernel groups, not time: on the H100 host one of 16 shards took
 # 1.5-7 minutes. More shards than cores with a pool keeps all cores compiling until the end.
@@ -18,7 +19,10 @@ jobs=${GPU_TEST_JOBS:-$n}
 shards=${GPU_SHARDS:-$(seq 0 $((n - 1)))}
 export WG_N=$n WG_OUT=$out
 run_shard() {
-  WARP_GEMM_SHARD="$1/$WG_N" python3 -m pytest -q -p no:cacheprovider -m gpu "${@:2}" tests \
+  # the whole tests/ folder unless the arguments name test files or folders themselves
+  local target=tests a
+  for a in "${@:2}"; do [ -e "${a%%::*}" ] && target=""; done
+  WARP_GEMM_SHARD="$1/$WG_N" python3 -m pytest -q -p no:cacheprovider -m gpu "${@:2}" $target \
     > "$WG_OUT/gpu_shard_$1.log" 2>&1
 }
 export -f run_shard
