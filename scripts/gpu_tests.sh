@@ -24,6 +24,9 @@ run_shard() {
   for a in "${@:2}"; do [ -e "${a%%::*}" ] && target=""; done
   WARP_GEMM_SHARD="$1/$WG_N" python3 -m pytest -q -p no:cacheprovider -m gpu "${@:2}" $target \
     > "$WG_OUT/gpu_shard_$1.log" 2>&1
+  local rc=$?
+  [ $rc -eq 5 ] && rc=0  # a shard that drew no GPU test (few files, many shards)
+  return $rc
 }
 export -f run_shard
 status=0
