@@ -133,9 +133,10 @@ def _plan_key(p: Problem, alpha: float, beta: float, allow_tf32: bool, config, o
 # tiles backend, 64^3 torch operands with out: 16 us per call of which validate 11). The outcome of
 # validation and planning is a function of what ``_sig`` reads from each container (pointer, shape,
 # strides, dtype, device) and of the scalars and options, so a call whose raw signature equals that of
-# an earlier call that was validated, planned and kept replays the same launches. Only plain wp.array and
-# torch.Tensor operands that validation used as they are (no conj/neg resolution copy) take it; NumPy
-# operands, other scalar types and every first call take the full path.
+# an earlier call that was validated, planned and kept replays the same launches (on the CPU's BLAS: runs
+# the kept non-owning NumPy views, _HostCall). Only plain wp.array, torch.Tensor/Parameter and
+# numpy.ndarray operands that validation used as they are (no conj/neg or negative-stride copy) take it;
+# subclasses, scalars of other types and every first call take the full path.
 class _NewResult:
     """How validate made the result of a call without ``out`` (a plain empty array of the caller's kind)."""
 
