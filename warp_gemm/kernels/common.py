@@ -29,6 +29,21 @@ def gemm_tag(mathdx: bool, pad_ab: int, pad_c: int) -> str:
     return f"{g}_p{pad_ab}-{pad_c}" if pad_ab or pad_c else g
 
 
+def spec_types(spec, epilogues: tuple, family: str) -> tuple:
+    """``(IN, OUT, ACC, TRANS_A, TRANS_B)`` of a family's kernel spec (Warp dtypes and whether A/B are
+    read transposed), after checking its layouts and epilogue; the factories' common preamble."""
+    if spec.layout_a not in "NT" or spec.layout_b not in "NT" or spec.epilogue not in epilogues:
+        raise ValueError(f"bad {family} spec {spec}")
+    return (WP_DTYPES[spec.in_dtype], WP_DTYPES[spec.out_dtype], WP_DTYPES[spec.acc_dtype],
+            spec.layout_a == "T", spec.layout_b == "T")
+
+
+def check_pads(spec) -> None:
+    """Padded shared tiles need a Warp whose tile_matmul takes strided operands (1.19+)."""
+    if (spec.pad_ab or spec.pad_c) and not _compat.HAS_STRIDED_MATMUL_OPERANDS:
+        raise ValueError(f"{spec}: padded shared tiles need a Warp whose tile_matmul takes strided operands")
+
+
 # --- helpers shared by the kernel bodies ------------------------------------------------------------
 # Helpers whose code depends on compile-time constants are built per set of constants by a cached
 # factory and registered under a name that spells those constants out (``wp.func(..., name=...)``):

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import warp as wp
 
 from .. import _compat
-from .common import WP_DTYPES, acc_dtype_name, epilogue_store, gemm_tag
+from .common import WP_DTYPES, acc_dtype_name, check_pads, epilogue_store, gemm_tag, spec_types
 
 # The smaller output side this kernel handles (any side up to 16 works; choose_spec picks it for <= 4).
 MAX_SMALL = 16
@@ -208,17 +208,10 @@ def get_kernel(spec: SkinnySpec, partial: bool = False):
 
 @functools.cache
 def _build(spec: SkinnySpec, partial: bool):
-    if spec.layout_a not in "NT" or spec.layout_b not in "NT" or spec.epilogue not in ("scale", "axpby"):
-        raise ValueError(f"bad skinny-family spec {spec}")
+    IN, OUT, ACC, TRANS_A, TRANS_B = spec_types(spec, ("scale", "axpby"), "skinny-family")
+    check_pads(spec)
     TM, TN, TK = spec.tm, spec.tn, spec.tk
-    IN = WP_DTYPES[spec.in_dtype]
-    OUT = WP_DTYPES[spec.out_dtype]
-    ACC = WP_DTYPES[spec.acc_dtype]
-    TRANS_A = spec.layout_a == "T"
-    TRANS_B = spec.layout_b == "T"
     AXPBY = spec.epilogue == "axpby"
-    if (spec.pad_ab or spec.pad_c) and not _compat.HAS_STRIDED_MATMUL_OPERANDS:
-        raise ValueError(f"{spec}: padded shared tiles need a Warp whose tile_matmul takes strided operands")
     PAD_AB, PAD_C = spec.pad_ab > 0, spec.pad_c > 0
     TKP, TNP, TNC = TK + spec.pad_ab, TN + spec.pad_ab, TN + spec.pad_c
     PARTIAL = partial

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import warp as wp
 
 from .. import _compat
-from .common import WP_DTYPES, acc_dtype_name, epilogue_store, gemm_tag
+from .common import WP_DTYPES, acc_dtype_name, check_pads, epilogue_store, gemm_tag, spec_types
 
 # Tile side choices; K larger than the tile loops.
 _SIDES = (16, 32)
@@ -164,17 +164,10 @@ def get_kernel(spec: SmallSpec):
 
 @functools.cache
 def _build(spec: SmallSpec):
-    if spec.layout_a not in "NT" or spec.layout_b not in "NT" or spec.epilogue not in ("scale", "axpby"):
-        raise ValueError(f"bad small-family spec {spec}")
+    IN, OUT, ACC, TRANS_A, TRANS_B = spec_types(spec, ("scale", "axpby"), "small-family")
+    check_pads(spec)
     TM, TN, TK = spec.tm, spec.tn, spec.tk
-    IN = WP_DTYPES[spec.in_dtype]
-    OUT = WP_DTYPES[spec.out_dtype]
-    ACC = WP_DTYPES[spec.acc_dtype]
-    TRANS_A = spec.layout_a == "T"
-    TRANS_B = spec.layout_b == "T"
     AXPBY = spec.epilogue == "axpby"
-    if (spec.pad_ab or spec.pad_c) and not _compat.HAS_STRIDED_MATMUL_OPERANDS:
-        raise ValueError(f"{spec}: padded shared tiles need a Warp whose tile_matmul takes strided operands")
     PAD_AB, PAD_C = spec.pad_ab > 0, spec.pad_c > 0
     TKP, TNP, TNC = TK + spec.pad_ab, TN + spec.pad_ab, TN + spec.pad_c
     epilogue = epilogue_store(TM, TN, spec.acc_dtype, spec.out_dtype, AXPBY)  # (kernels.common)

@@ -37,7 +37,7 @@ import warp as wp
 
 from warp_gemm import _compat
 
-from warp_gemm.kernels.common import (ITEM_BYTES, WP_DTYPES, acc_dtype_name, epilogue_store,  # noqa: F401
+from warp_gemm.kernels.common import (ITEM_BYTES, WP_DTYPES, acc_dtype_name, epilogue_store, spec_types,  # noqa: F401
                                       func_name, grouped_tile)
 
 # A clamped last K tile zeroes its overlap in chunks of this many bytes per row; the launcher clamps
@@ -178,16 +178,10 @@ def get_kernel(spec: KernelSpec):
 
 @functools.cache
 def _build(spec: KernelSpec):
-    if spec.layout_a not in "NT" or spec.layout_b not in "NT" or spec.epilogue not in ("scale", "axpby", "splitk"):
-        raise ValueError(f"bad kernel spec {spec}")
+    IN, OUT, ACC, TRANS_A, TRANS_B = spec_types(spec, ("scale", "axpby", "splitk"), "kernel")
     if spec.tf32 and not (_compat.HAS_TF32 and spec.in_dtype == "float32"):
         raise ValueError(f"tf32 kernels need float32 inputs and a Warp with precision='tf32': {spec}")
     TM, TN, TK = spec.tm, spec.tn, spec.tk
-    IN = WP_DTYPES[spec.in_dtype]
-    OUT = WP_DTYPES[spec.out_dtype]
-    ACC = WP_DTYPES[spec.acc_dtype]
-    TRANS_A = spec.layout_a == "T"
-    TRANS_B = spec.layout_b == "T"
     AXPBY = spec.epilogue == "axpby"
     SPLITK = spec.epilogue == "splitk"
     if SPLITK and spec.out_dtype != spec.acc_dtype:
