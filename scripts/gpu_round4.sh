@@ -3,6 +3,8 @@
 #   bash scripts/gpu_round4.sh bench   # kernel cache filled in parallel, then the runner's small/odd/large
 #                                      # fp16 table, fp32/fp64 batched small, the host loop
 #   bash scripts/gpu_round4.sh suite A|B   # the GPU suite in 32 shards: A = shards 0-15, B = 16-31
+#   bash scripts/gpu_round4.sh probe5  # round 5: one-wave tile shapes for odd shapes (small_waves SW_SET=3),
+#                                      # where odd shapes' time goes (diag_plans), staging kernels (staging.py)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp}
@@ -33,6 +35,16 @@ final)  # the runner's tables after this round's changes, then any suite shards 
     GPU_TEST_LOGS=/tmp/suite GPU_SHARDS="$RERUN" GPU_TEST_JOBS=16 timeout "${SUITE_S:-300}" bash scripts/gpu_tests.sh 32 \
       > "$out/suite_rerun.txt" 2>&1; echo "rerun exit $?"; grep -h "^shard\|^GPU total\|^FAILED" "$out/suite_rerun.txt"
   fi
+  ;;
+probe5)
+  D5="fp16_4095,fp16_4096,fp16_1023odd,fp16_127odd,fp16_gemv"
+  SW_SET=3 python3 benchmarks/probes/small_waves.py warm -j 12 > "$out/sw3_warm.txt" 2>&1 &
+  python3 benchmarks/probes/diag_plans.py --warm --cases "$D5" -j 4 > "$out/diag5_warm.txt" 2>&1 &
+  wait
+  python3 benchmarks/probes/staging.py --json "$out/staging.json" > "$out/staging.txt" 2>&1
+  python3 benchmarks/probes/diag_plans.py --cases "$D5" --json "$out/diag5.json" > "$out/diag5.txt" 2>&1
+  SW_SET=3 python3 benchmarks/probes/small_waves.py time --json "$out/sw3.json" > "$out/sw3.txt" 2>&1
+  cat "$out/staging.txt"; tail -n 6 "$out/diag5.txt" | cut -c1-150; cat "$out/sw3.txt"
   ;;
 suite)
   case "${2:-A}" in A) sh=$(seq 0 15);; B) sh=$(seq 16 31);; *) sh=$2;; esac

@@ -36,6 +36,12 @@ CASES = {
     "fp32_512": (512, 512, 512, "float32", "torch", None, {}),
     "bf16_512": (512, 512, 512, "bfloat16", "torch", None, {}),
     "fp16_1024": (1024, 1024, 1024, "float16", "torch", None, {}),
+    # round 5: where the odd shapes' time goes (staging passes against the GEMM)
+    "fp16_4095": (4095, 4095, 4095, "float16", "torch", None, {}),
+    "fp16_4096": (4096, 4096, 4096, "float16", "torch", None, {}),
+    "fp16_1023odd": (1023, 1025, 1027, "float16", "torch", None, {}),
+    "fp16_127odd": (127, 4099, 1031, "float16", "torch", None, {}),
+    "fp16_gemv": (1, 4096, 4096, "float16", "torch", None, {}),
 }
 
 

@@ -46,8 +46,23 @@ SET2_VARIANTS = {
 }
 SET2_SHAPES = [(64, 256, 256, 256, "float16"), (16, 512, 512, 512, "float16"), (1, 1023, 1025, 1027, "float32"),
                (1, 2048, 1024, 1024, "float32"), (1, 1000, 1000, 1000, "float32")]
-if __import__("os").environ.get("SW_SET") == "2":
+# Third run (round 5, odd shapes in one wave): SW_SET=3 -- tile shapes whose blocks fit one wave of
+# 132 SMs at 1023x1025x1027 (128x128: 72 blocks; 96x96: 121; 128x80: 104; 96x128: 99; 128x96: 88).
+SET3_VARIANTS = {
+    "default": {},
+    "fp16_96x96": {"tm": 96, "tn": 96},
+    "fp16_128x96": {"tn": 96},
+    "fp16_96x128": {"tm": 96, "tn": 128},
+    "fp16_128x80": {"tn": 80},
+    "fp16_64x128_o2": {"tm": 64, "tn": 128, "block_dim": 128, "min_blocks": 2},
+}
+SET3_SHAPES = [(1, 1023, 1025, 1027, "float16"), (1, 127, 4099, 1031, "float16"), (1, 2048, 1024, 1024, "float16"),
+               (1, 1000, 1000, 1000, "float16"), (1, 4095, 4095, 4095, "float16"), (1, 1536, 1536, 1536, "float16")]
+_SET = __import__("os").environ.get("SW_SET")
+if _SET == "2":
     VARIANTS, SHAPES = SET2_VARIANTS, SET2_SHAPES
+elif _SET == "3":
+    VARIANTS, SHAPES = SET3_VARIANTS, SET3_SHAPES
 
 
 def patch(over: dict, target=None):
