@@ -44,7 +44,7 @@ probe5)
   python3 benchmarks/probes/staging.py --json "$out/staging.json" > "$out/staging.txt" 2>&1
   python3 benchmarks/probes/diag_plans.py --cases "$D5" --json "$out/diag5.json" > "$out/diag5.txt" 2>&1
   SW_SET=3 python3 benchmarks/probes/small_waves.py time --json "$out/sw3.json" > "$out/sw3.txt" 2>&1
-  cat "$out/staging.txt"; tail -n 6 "$out/diag5.txt" | cut -c1-150; cat "$out/sw3.txt"
+  cat "$out/staging.txt"; python3 -c "import json,sys; [print(r['case'], round(r.get('graph_us',0),1), r.get('kernels')) for r in json.load(open(sys.argv[1]))]" "$out/diag5.json" | cut -c1-400; cat "$out/sw3.txt"
   ;;
 suite)
   case "${2:-A}" in A) sh=$(seq 0 15);; B) sh=$(seq 16 31);; *) sh=$2;; esac
