@@ -332,3 +332,57 @@ def test_precompile_builds_a_pipelined_kernel_offline(tmp_path):
     job, sec, err = build_one(jobs[0], [90], str(tmp_path))
     assert err == "", err
     assert any("sm90" in p.name for p in tmp_path.rglob("*") if p.suffix in (".cubin", ".ptx"))
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
+def test_staging_kernel_pads_rows(dtype, request):
+    """The staging copy (16-byte chunks, element-wise reads): a batched source with odd rows, a batch
+    stride and a non-unit column stride lands in the first c columns of 16-byte rows, zeros after, on the
+    CPU twin of the snippet (the CUDA build is compiled offline below)."""
+    if dtype == "bfloat16" and not _compat.HAS_BF16:
+        pytest.skip("no bfloat16 in this Warp")
+    from warp_gemm.core import launches
+
+    rng = _rng(request)
+    item = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}[dtype]
+    nb, r, c = 3, 5, 13
+    cp = -(-c * item // 16) * 16 // item
+    full = rng.standard_normal((nb, r, 2 * c)).astype(np.float32)  # every other column: column stride 2
+    src_full = _wp(full, dtype)
+    src = wp.array(ptr=src_full.ptr, dtype=src_full.dtype, shape=(nb, r, c),
+                   strides=(src_full.strides[0], src_full.strides[1], 2 * src_full.strides[2]), device="cpu")
+    dst = _wp(np.full((nb, r, cp), np.nan, np.float32), dtype)
+    launches.stage(dst, src, dtype)
+    got = _f64(dst, dtype)
+    want = _f64(src_full, dtype)[:, :, ::2]
+    np.testing.assert_array_equal(got[:, :, :c], want)
+    np.testing.assert_array_equal(got[:, :, c:], 0.0)
+
+
+@pytest.mark.skipif(not _compat.HAS_COMPILE_AOT, reason="wp.compile_aot_module arrived in warp-lang 1.9")
+def test_staging_kernel_builds_offline(tmp_path):
+    """The staging snippet's CUDA branch (aligned local array, one 16-byte store) compiles for sm_90."""
+    from warp_gemm.kernels import elementwise
+
+    k = elementwise.stage_kernel("float16")
+    wp.compile_aot_module(k.module, arch=[90], module_dir=str(tmp_path))
+    assert any("sm90" in p.name for p in tmp_path.rglob("*") if p.suffix in (".cubin", ".ptx"))
+    src = "".join(p.read_text() for p in tmp_path.rglob("*.cu"))
+    assert "*(uint4*)d" in src
+
+
+def test_narrow_rows_rule_and_kernel(request):
+    """16-bit problems whose 128x128 blocks leave a wave mostly idle get 96-row tiles (fewer waves at
+    ~0.84 of the time per block, H100); the others keep 128. The 96x128 tile (the CUDA shape, padded
+    shared rows) is correct on the CPU twin with partial tiles in M, N and K."""
+    pick = {sh: P.default_spec("float16", M=sh[0], N=sh[1]).tm
+            for sh in [(1023, 1025), (1536, 1536), (2048, 1024), (4095, 4095), (4096, 4096)]}
+    assert pick == {(1023, 1025): 96, (1536, 1536): 96, (2048, 1024): 128, (4095, 4095): 128, (4096, 4096): 128}
+    assert P.default_spec("float16", M=1000, N=1000).tn == 64  # the one-wave small configuration first
+    assert P.default_spec("float64", M=1023, N=1025).tm == 64  # the rule is the 16-bit table's
+    spec = P.default_spec("float16", M=1023, N=1025, epilogue="axpby")
+    if not _compat.HAS_STRIDED_MATMUL_OPERANDS:
+        spec = P.PipeSpec(**{**spec.__dict__, "pad_ab": 0, "pad_c": 0})
+    spec = P.PipeSpec(**{**spec.__dict__, "block_dim": 1})
+    out, ref = _run(spec, 100, 136, 152, _rng(request))  # 16-byte rows, partial tiles
+    _assert_close(out, ref, "float16")

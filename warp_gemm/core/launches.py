@@ -187,6 +187,17 @@ def convert(dst, src, dst_dtype: str, src_dtype: str, scale: float = 1.0) -> Non
     launch(k, dst.shape, [dst, src, scale], dst.device)
 
 
+def stage(dst, src, dtype: str) -> None:
+    """``src`` (``(nb, r, c)``, any strides) into the first ``c`` columns of ``dst`` (``(nb, r, cp)``, rows
+    16-byte aligned, ``cp`` a whole number of 16-byte chunks), zeros in the rest."""
+    if dst.size == 0:
+        return
+    with elementwise.lock:
+        k = elementwise.stage_kernel(dtype)
+    nb, r, cp = dst.shape
+    launch(k, (nb, r, cp * dst.strides[2] // 16), [dst, src], dst.device)
+
+
 def fill(dst, dtype: str, value: float = 0.0) -> None:
     if dst.size == 0:
         return

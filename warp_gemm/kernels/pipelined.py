@@ -128,14 +128,17 @@ def default_spec(in_dtype: str, out_dtype: str | None = None, *, tf32: bool = Fa
     # 37.4, 127x4099x1031 61.4 against 73.5 (H100, graph replay of the whole call,
     # benchmarks/results/round4/small_waves.txt). Until round 4 the rule was "fewer 128x128 tiles than SMs".
     small = M is not None and N is not None and -(-M // 128) * -(-N // 64) * max(1, batch) <= sm_count
+    narrow = not small and _narrow_rows(M, N, batch, sm_count)
     if device_is_cpu:
         base = dict(tm=32, tn=32, tk=32, stages=2, block_dim=1, pad_ab=0, pad_c=0)
     elif in_dtype in ("float16", "bfloat16"):
         # 128x128x128, 2 stages, one block/SM: NN 150/161, NT 166/167 (bf16 165/174), TT 154; 128x128x64
         # with 3-4 stages 118-132, 128x128x96 s3 138/148, block 128 143/154, register acc 111/115.
         # Small: 128x64x128 (128 blocks): 70 NN, 73 NT against 50-53 for 128x128x128.
-        base = dict(tm=128, tn=64 if small else 128, tk=128, stages=2, block_dim=256, min_blocks=1, pad_ab=8,
-                    pad_c=8)
+        # 96x128 where its waves are fewer (see _narrow_rows): 1023x1025x1027 52.2 us against 58.7, 1536^3
+        # 80.9 against 96.3.
+        base = dict(tm=96 if narrow else 128, tn=64 if small else 128, tk=128, stages=2, block_dim=256, min_blocks=1,
+                    pad_ab=8, pad_c=8)
     elif in_dtype == "float32" and tf32:
         # 128x128x64 s2: NN 82/85, NT 87/86-89; 128x128x32 s3/s4 66-68; block 512 76/79; 64x128x64 s3 52/54.
         # Small: 128x64x64 s3: 44 NN, 45 NT (128x128x64: 32-33).
@@ -153,6 +156,25 @@ def default_spec(in_dtype: str, out_dtype: str | None = None, *, tf32: bool = Fa
     base.update(over)
     return PipeSpec(in_dtype=in_dtype, out_dtype=out_dtype, layout_a=layout[0], layout_b=layout[1],
                     epilogue=epilogue, tf32=tf32, chunk=chunk, **base)
+
+
+# A 96x128 block of the 16-bit large configuration takes ~0.84 of a 128x128 block's time (H100, fp16, one
+# block per SM, graph replay of whole calls: 1023x1025x1027 GEMM 34 against 41 us, both one wave; 1536^3
+# 80.9 against 96.3 us, both two waves; benchmarks/results/round5/sw3.txt). It pays where the 128x128
+# blocks leave the last wave mostly idle: 72 blocks of 132 at 1023^2, 144 at 1536^2.
+NARROW_COST = 0.84
+
+
+def _narrow_rows(M: int | None, N: int | None, batch: int, sm_count: int) -> bool:
+    """Whether 96-row tiles finish sooner than 128-row tiles by the wave count of each (one block per
+    SM): ``waves(96x128) * NARROW_COST < waves(128x128)``. 4095^3 (8 waves against 11), 2048x1024x1024
+    (1 against 2) and 4096^3 keep 128 rows."""
+    if M is None or N is None:
+        return False
+    tiles_n, b = -(-N // 128), max(1, batch)
+    w128 = -(-(-(-M // 128) * tiles_n * b) // sm_count)
+    w96 = -(-(-(-M // 96) * tiles_n * b) // sm_count)
+    return w96 * NARROW_COST < w128
 
 
 def smem_bytes(spec: PipeSpec) -> int:
