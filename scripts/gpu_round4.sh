@@ -46,6 +46,11 @@ probe5)
   SW_SET=3 python3 benchmarks/probes/small_waves.py time --json "$out/sw3.json" > "$out/sw3.txt" 2>&1
   cat "$out/staging.txt"; python3 -c "import json,sys; [print(r['case'], round(r.get('graph_us',0),1), r.get('kernels')) for r in json.load(open(sys.argv[1]))]" "$out/diag5.json" | cut -c1-400; cat "$out/sw3.txt"
   ;;
+probe5b)  # grids under half the SMs (small_waves SW_SET=4)
+  SW_SET=4 python3 benchmarks/probes/small_waves.py warm -j 15 > "$out/sw4_warm.txt" 2>&1
+  SW_SET=4 python3 benchmarks/probes/small_waves.py time --json "$out/sw4.json" > "$out/sw4.txt" 2>&1
+  cat "$out/sw4.txt"
+  ;;
 suite)
   case "${2:-A}" in A) sh=$(seq 0 15);; B) sh=$(seq 16 31);; *) sh=$2;; esac
   GPU_TEST_LOGS=/tmp/suite GPU_SHARDS="$sh" GPU_TEST_JOBS=16 timeout "${SUITE_S:-540}" bash scripts/gpu_tests.sh 32 \

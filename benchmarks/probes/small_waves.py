@@ -58,11 +58,23 @@ SET3_VARIANTS = {
 }
 SET3_SHAPES = [(1, 1023, 1025, 1027, "float16"), (1, 127, 4099, 1031, "float16"), (1, 2048, 1024, 1024, "float16"),
                (1, 1000, 1000, 1000, "float16"), (1, 4095, 4095, 4095, "float16"), (1, 1536, 1536, 1536, "float16")]
+# Fourth run: grids that fill under half the SMs even with 128x64 tiles (127x4099x1031: 65 blocks).
+SET4_VARIANTS = {
+    "default": {},
+    "fp16_128x32": {"tm": 128, "tn": 32},
+    "fp16_64x64": {"tm": 64, "tn": 64},
+    "fp16_64x64_b128": {"tm": 64, "tn": 64, "block_dim": 128},
+    "fp16_64x32_b128": {"tm": 64, "tn": 32, "block_dim": 128},
+}
+SET4_SHAPES = [(1, 127, 4099, 1031, "float16"), (1, 256, 2048, 2048, "float16"), (1, 512, 1024, 1024, "float16"),
+               (1, 500, 500, 500, "float16"), (1, 128, 4096, 4096, "float16"), (1, 1000, 1000, 1000, "float16")]
 _SET = __import__("os").environ.get("SW_SET")
 if _SET == "2":
     VARIANTS, SHAPES = SET2_VARIANTS, SET2_SHAPES
 elif _SET == "3":
     VARIANTS, SHAPES = SET3_VARIANTS, SET3_SHAPES
+elif _SET == "4":
+    VARIANTS, SHAPES = SET4_VARIANTS, SET4_SHAPES
 
 
 def patch(over: dict, target=None):
