@@ -374,15 +374,19 @@ def test_staging_kernel_builds_offline(tmp_path):
 def test_narrow_rows_rule_and_kernel(request):
     """16-bit problems whose 128x128 blocks leave a wave mostly idle get 96-row tiles (fewer waves at
     ~0.84 of the time per block, H100); the others keep 128. The 96x128 tile (the CUDA shape, padded
-    shared rows) is correct on the CPU twin with partial tiles in M, N and K."""
+    shared rows) and the 64x32 tile of grids under half the SMs are correct on the CPU twin."""
     pick = {sh: P.default_spec("float16", M=sh[0], N=sh[1]).tm
             for sh in [(1023, 1025), (1536, 1536), (2048, 1024), (4095, 4095), (4096, 4096)]}
     assert pick == {(1023, 1025): 96, (1536, 1536): 96, (2048, 1024): 128, (4095, 4095): 128, (4096, 4096): 128}
     assert P.default_spec("float16", M=1000, N=1000).tn == 64  # the one-wave small configuration first
+    quarter = P.default_spec("float16", M=127, N=4099)  # 65 blocks of 128x64: under half of 132 SMs
+    assert (quarter.tm, quarter.tn, quarter.block_dim) == (64, 32, 128)
     assert P.default_spec("float64", M=1023, N=1025).tm == 64  # the rule is the 16-bit table's
-    spec = P.default_spec("float16", M=1023, N=1025, epilogue="axpby")
-    if not _compat.HAS_STRIDED_MATMUL_OPERANDS:
-        spec = P.PipeSpec(**{**spec.__dict__, "pad_ab": 0, "pad_c": 0})
-    spec = P.PipeSpec(**{**spec.__dict__, "block_dim": 1})
-    out, ref = _run(spec, 100, 136, 152, _rng(request))  # 16-byte rows, partial tiles
-    _assert_close(out, ref, "float16")
+    rng = _rng(request)
+    for M, N in ((1023, 1025), (127, 4099)):  # the 96x128 and the 64x32 CUDA tiles, on the CPU twin
+        spec = P.default_spec("float16", M=M, N=N, epilogue="axpby")
+        if not _compat.HAS_STRIDED_MATMUL_OPERANDS:
+            spec = P.PipeSpec(**{**spec.__dict__, "pad_ab": 0, "pad_c": 0})
+        spec = P.PipeSpec(**{**spec.__dict__, "block_dim": 1})
+        out, ref = _run(spec, 100, 136, 152, rng)  # 16-byte rows, partial tiles in M, N and K
+        _assert_close(out, ref, "float16")

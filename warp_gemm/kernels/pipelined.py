@@ -119,7 +119,9 @@ def default_spec(in_dtype: str, out_dtype: str | None = None, *, tf32: bool = Fa
     """The measured best configuration per dtype on an H100 (warp-lang 1.19.0; benchmarks/results/
     pipelined/pipelined_h100_r*.json, TFLOP/s at 4096^3 / 8192^3 / 1000^3, NN unless said); ``over``
     replaces fields. With ``M``/``N`` given, problems whose 128x64 output tiles fit in one wave (1000^3:
-    128 tiles on 132 SMs) get the small-problem configuration. On the CPU: 32x32x32 tiles, block 1, no
+    128 tiles on 132 SMs) get the small-problem configuration; 16-bit inputs then take 64x32 tiles where
+    those 128x64 tiles fill under half the SMs, and 96-row tiles where 128-row ones waste most of a wave
+    (``_narrow_rows``). On the CPU: 32x32x32 tiles, block 1, no
     padding (nothing to tune, and compiles stay short)."""
     out_dtype = out_dtype or in_dtype
     # The small-problem configuration (128x64 tiles, one block per SM) only where its blocks fit in one
@@ -127,7 +129,13 @@ def default_spec(in_dtype: str, out_dtype: str | None = None, *, tf32: bool = Fa
     # 128x128 tiles (72 blocks), 2048x1024x1024 51.0 against 37.5; 1000^3 (128 blocks) 26.5 against
     # 37.4, 127x4099x1031 61.4 against 73.5 (H100, graph replay of the whole call,
     # benchmarks/results/round4/small_waves.txt). Until round 4 the rule was "fewer 128x128 tiles than SMs".
-    small = M is not None and N is not None and -(-M // 128) * -(-N // 64) * max(1, batch) <= sm_count
+    blocks64 = -(-M // 128) * -(-N // 64) * max(1, batch) if M is not None and N is not None else 1 << 30
+    small = blocks64 <= sm_count
+    # Grids that fill under half the SMs even with 128x64 tiles take 64x32 tiles (block 128, several per SM):
+    # 127x4099x1031 37.9 -> 30.8 us, 256x2048x2048 44.6 -> 31.2, 512x1024x1024 25.7 -> 19.7, 128x4096x4096
+    # 81.7 -> 53.7 (H100, graph replay of whole calls, benchmarks/results/round5/sw4.txt; 64x64 tiles and
+    # 128x32 within 10% of it). 1000^3 (128 blocks of 128x64) keeps 128x64: 26.4 against 35.7.
+    quarter = blocks64 <= sm_count // 2
     narrow = not small and _narrow_rows(M, N, batch, sm_count)
     if device_is_cpu:
         base = dict(tm=32, tn=32, tk=32, stages=2, block_dim=1, pad_ab=0, pad_c=0)
@@ -139,6 +147,8 @@ def default_spec(in_dtype: str, out_dtype: str | None = None, *, tf32: bool = Fa
         # 80.9 against 96.3.
         base = dict(tm=96 if narrow else 128, tn=64 if small else 128, tk=128, stages=2, block_dim=256, min_blocks=1,
                     pad_ab=8, pad_c=8)
+        if quarter:
+            base.update(tm=64, tn=32, block_dim=128)
     elif in_dtype == "float32" and tf32:
         # 128x128x64 s2: NN 82/85, NT 87/86-89; 128x128x32 s3/s4 66-68; block 512 76/79; 64x128x64 s3 52/54.
         # Small: 128x64x64 s3: 44 NN, 45 NT (128x128x64: 32-33).

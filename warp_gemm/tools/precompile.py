@@ -71,8 +71,9 @@ def pipelined_jobs(dtypes: list[str], layouts: tuple[str, ...] = ("NN",),
         for lay in layouts:
             for epi in epilogues:
                 # 8192: the large configuration; 1024: the small one (64 output tiles of 128x128); 1536: the
-                # 96-row tiles of 16-bit inputs where 128-row tiles waste a wave (kernels/pipelined.py)
-                for side in (8192, 1024, 1536):
+                # 96-row tiles of 16-bit inputs where 128-row tiles waste a wave; 512: their 64x32 tiles for
+                # grids under half the SMs (kernels/pipelined.py)
+                for side in (8192, 1024, 1536, 512):
                     spec = pipelined.default_spec(base, base, tf32=tf32, layout=lay, epilogue=epi, M=side, N=side)
                     if any(j[1] == spec for j in jobs):
                         continue
