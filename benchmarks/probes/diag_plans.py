@@ -42,6 +42,14 @@ CASES = {
     "fp16_1023odd": (1023, 1025, 1027, "float16", "torch", None, {}),
     "fp16_127odd": (127, 4099, 1031, "float16", "torch", None, {}),
     "fp16_gemv": (1, 4096, 4096, "float16", "torch", None, {}),
+    "fp16_gemv_nt": (1, 4096, 4096, "float16", "torch_nt", None, {}),
+    # small squares: the tiled family (split-K) against the pipelined family's 64x32 tiles
+    "fp16_500": (500, 500, 500, "float16", "torch", None, {}),
+    "fp16_500_pipe": (500, 500, 500, "float16", "torch", None, {"family": "pipelined"}),
+    "fp16_256_pipe": (256, 256, 256, "float16", "torch", None, {"family": "pipelined"}),
+    "fp16_384": (384, 384, 384, "float16", "torch", None, {}),
+    "fp16_384_pipe": (384, 384, 384, "float16", "torch", None, {"family": "pipelined"}),
+    "fp16_640_pipe": (640, 640, 640, "float16", "torch", None, {"family": "pipelined"}),
 }
 
 
@@ -56,6 +64,8 @@ def make(case):
     tdt = getattr(torch, dt)
     a = torch.randn(M, K, device="cuda", dtype=torch.float32).to(tdt)
     b = torch.randn(K, N, device="cuda", dtype=torch.float32).to(tdt)
+    if cont == "torch_nt":  # B stored transposed (a torch Linear weight): layout T
+        b = torch.randn(N, K, device="cuda", dtype=torch.float32).to(tdt).t()
     out = torch.full((M, N), float("nan"), device="cuda", dtype=tdt)
     cfg = Config.parse(cfg) if cfg else None
     if cont == "warp":
