@@ -21,20 +21,17 @@ bench)
   python3 benchmarks/host_loop.py --out "$out/host_loop.json" > "$out/host_loop.txt" 2>&1
   for f in r4_fp16 r4_small; do sed -n '/# summary/,$p' "$out/$f.txt" | grep -v "^$"; done; tail -n 5 "$out/host_loop.txt"
   ;;
-final)  # the runner's tables after this round's changes, then any suite shards named in RERUN
-  S16="512x512x512,1000x1000x1000,1023x1025x1027,127x4099x1031,4095x4095x4095,4097x4097x4097,4096x4096x4096,2048x1024x1024,16x8192x8192,1x4096x4096,64x256x256x256,4096x32x32x32"
+final)  # the runner's tables after this round's changes (file names carry TAG, default r5f)
+  T=${TAG:-r5f}
+  S16="512x512x512,500x500x500,1000x1000x1000,1023x1025x1027,127x4099x1031,1536x1536x1536,4095x4095x4095,4097x4097x4097,4096x4096x4096,2048x1024x1024,256x2048x2048,16x8192x8192,1x4096x4096,1x8192x8192,64x256x256x256,4096x32x32x32"
   python3 benchmarks/warm_cache.py --shapes "$S16" --dtype fp16 -j 12 > "$out/warm.txt" 2>&1 &
   python3 benchmarks/warm_cache.py --shapes "4095x4095x4095,1023x1025x1027,1000x1000x1000" --dtype tf32 -j 3 >> "$out/warm.txt" 2>&1 &
-  python3 benchmarks/warm_cache.py --shapes "10000x16x16x16,1000x16x16x16,64x64x64" --dtype fp32 -j 3 >> "$out/warm.txt" 2>&1 &
+  python3 benchmarks/warm_cache.py --shapes "10000x16x16x16,1000x16x16x16,64x64x64" --dtype fp32 -j 1 >> "$out/warm.txt" 2>&1 &
   wait; grep -c ": ok" "$out/warm.txt"; grep FAILED "$out/warm.txt" | head -5
-  python3 benchmarks/run.py --shapes "$S16" --dtype fp16 --providers warp_gemm,torch --json "$out/r4f_fp16.json" > "$out/r4f_fp16.txt" 2>&1
-  python3 benchmarks/run.py --shapes "4095x4095x4095,1023x1025x1027,1000x1000x1000" --dtype tf32 --providers warp_gemm,torch --json "$out/r4f_tf32.json" > "$out/r4f_tf32.txt" 2>&1
-  python3 benchmarks/host_loop.py --out "$out/host_loop_final.json" > "$out/host_loop_final.txt" 2>&1
-  for f in r4f_fp16 r4f_tf32; do sed -n '/# summary/,$p' "$out/$f.txt" | grep -v "^$"; done; tail -n 4 "$out/host_loop_final.txt"
-  if [ -n "${RERUN:-}" ]; then
-    GPU_TEST_LOGS=/tmp/suite GPU_SHARDS="$RERUN" GPU_TEST_JOBS=16 timeout "${SUITE_S:-300}" bash scripts/gpu_tests.sh 32 \
-      > "$out/suite_rerun.txt" 2>&1; echo "rerun exit $?"; grep -h "^shard\|^GPU total\|^FAILED" "$out/suite_rerun.txt"
-  fi
+  python3 benchmarks/run.py --shapes "$S16" --dtype fp16 --providers warp_gemm,torch --json "$out/${T}_fp16.json" > "$out/${T}_fp16.txt" 2>&1
+  python3 benchmarks/run.py --shapes "4095x4095x4095,1023x1025x1027,1000x1000x1000" --dtype tf32 --providers warp_gemm,torch --json "$out/${T}_tf32.json" > "$out/${T}_tf32.txt" 2>&1
+  python3 benchmarks/host_loop.py --out "$out/${T}_host_loop.json" > "$out/${T}_host_loop.txt" 2>&1
+  for f in ${T}_fp16 ${T}_tf32; do sed -n '/# summary/,$p' "$out/$f.txt" | grep -v "^$"; done; tail -n 4 "$out/${T}_host_loop.txt"
   ;;
 probe5)
   D5="fp16_4095,fp16_4096,fp16_1023odd,fp16_127odd,fp16_gemv"
