@@ -137,7 +137,7 @@ def _plan_family(base: Plan, p: Problem, allow_tf32: bool, opts: Options) -> Pla
     tiles = p.batch * -(-M // 128) * -(-N // 128)
     if not pipelined.applies(dev, p.in_dtype, tf32, 16, la + lb):
         return None
-    if want is None and tiles < PIPELINED_MIN_TILES:
+    if want is None and tiles < PIPELINED_MIN_TILES.get(p.in_dtype, PIPELINED_MIN_TILES["other"]):
         return None
     spec = pipelined.default_spec(p.in_dtype, p.out_dtype, tf32=tf32, layout=la + lb, epilogue=epi, chunk=16,
                                   device_is_cpu=dev.is_cpu, M=M, N=N, batch=p.batch,
@@ -187,7 +187,11 @@ def _plan_split_pipe(base: Plan, p: Problem, la: str, lb: str, epi: str, c_into_
 #: is chosen over the tiled family's smaller tiles and split-K. fp16 1000^3 (64 tiles): 68.6 TFLOP/s
 #: pipelined against 47 tiled; 127x4099x1031 (33 tiles, odd K) ran 4.2 TFLOP/s on the tiled family's
 #: element-wise loads (H100, benchmarks/results/round2/).
-PIPELINED_MIN_TILES = 24
+#: Round 5: with the 64x32 tiles for grids under half the SMs, 16-bit inputs take the pipelined family from
+#: 4 output tiles (256^2): fp16 256^3 8.2 us against 9.7, 384^3 9.5 against 12.5, 500^3 17.5 against 34.8
+#: (staging included), 512^3 10.9 against 18.3 (H100, graph replay, benchmarks/results/round5/diag6.txt).
+#: Other dtypes keep 24 (unmeasured below it).
+PIPELINED_MIN_TILES = {"float16": 4, "bfloat16": 4, "other": 24}
 
 
 def _needs_copy(op: Operand) -> bool:
