@@ -21,7 +21,7 @@ from warp_gemm.config.configs import Config, PipeConfig, candidate_configs
 from warp_gemm.config.tables import PIPE, arch_of, bucket, save, user_cache_path
 
 
-def _time_one(fn, device, warmup_ms: float = 25, rep_ms: float = 100) -> float:
+def _time_one(fn, device, warmup_ms: float = 25, rep_ms: float = 100, how: dict | None = None) -> float:
     """Median GPU milliseconds of ``fn`` with CUDA events (Warp's own, so torch is not needed).
 
     ``fn`` is captured once in a CUDA graph and the replays are timed, so the figure is the GPU's time
@@ -29,7 +29,8 @@ def _time_one(fn, device, warmup_ms: float = 25, rep_ms: float = 100) -> float:
     16-bit candidate measured 31-33 TFLOP/s (~85 us of host time per call), the tuner picked
     64x128x64/o3 by that noise, and the benchmark runner then measured it at 24.8 against 36.9 for
     the shipped 64x64x128 (H100, benchmarks/results/round1-tuning/tune_h100_s3_small.jsonl). Where capture is not
-    possible, the plain calls are timed."""
+    possible, the plain calls are timed; ``how["timing"]`` (when given) says which ("graph" / "calls",
+    with the capture's error)."""
     import warp as wp
 
     fn()
@@ -41,8 +42,12 @@ def _time_one(fn, device, warmup_ms: float = 25, rep_ms: float = 100) -> float:
         fn = functools.partial(wp.capture_launch, graph)
         fn()
         wp.synchronize_device(device)
-    except Exception:  # capture unsupported here: time the plain calls
+        mode = "graph"
+    except Exception as e:  # capture unsupported here: time the plain calls
         wp.synchronize_device(device)
+        mode = f"calls ({type(e).__name__}: {e})"[:200]
+    if how is not None:
+        how["timing"] = mode
     e0, e1 = wp.Event(device, enable_timing=True), wp.Event(device, enable_timing=True)
     wp.record_event(e0)
     fn()
@@ -255,7 +260,7 @@ def _measure(call, out, base: str, tf32: bool, s, ref_rows, dev, rep_ms, check=N
         cmp = compare(_rows_f64(out, ref_rows.shape[0]), ref_rows, base, tf32=tf32)
         if not cmp.ok:
             return {**extra, "status": "WRONG", "error": str(cmp)}
-        ms = _time_one(call, dev, rep_ms=rep_ms)
+        ms = _time_one(call, dev, rep_ms=rep_ms, how=extra)
         return {**extra, "status": "ok", "ms": ms, "tflops": s.flops / ms / 1e9}
     except Exception as e:
         return {"status": "error", "error": f"{type(e).__name__}: {e}"[:300]}
