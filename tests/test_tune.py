@@ -411,3 +411,16 @@ def test_ship_table_copies_the_pipe_groups(cache_dir, tmp_path):
     bad.write_text(json.dumps({"format": 1, "entries": {"sm90|float16|NN|pipe": {"12,12,12": "pipe/7x7x7"}}}))
     with pytest.warns(UserWarning, match="ignoring tuning table"):
         assert ship.main([str(bad), "--into", str(dst)]) == 1
+
+
+def test_cli_tune_family_flag(tmp_path):
+    """`warp-gemm tune --family pipelined` reaches tune() with that family (which refuses the CPU), and
+    --rows is created before the run."""
+    from warp_gemm.tools import cli
+
+    rows = tmp_path / "rows.jsonl"
+    with pytest.raises(ValueError, match="CUDA"):
+        cli.main(["tune", "--family", "pipelined", "--device", "cpu", "--rows", str(rows), "--no-save"])
+    assert rows.exists()
+    with pytest.raises(SystemExit):
+        cli.main(["tune", "--family", "small"])

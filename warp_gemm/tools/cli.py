@@ -59,8 +59,19 @@ def _tune(args) -> int:
     shapes = S.get_set(args.shapes) if args.shapes else None
     dtypes = args.dtype or ("fp16,bf16,tf32,fp64" if args.family == "pipelined" else "fp16,bf16,fp32,tf32,fp64")
     configs = [c.strip() for c in args.configs.split(";") if c.strip()] if args.configs else None
-    rows = tuner.tune(dtypes.split(","), shapes=shapes, device=args.device, workers=args.workers, configs=configs,
-                     persist=not args.no_save, rep_ms=args.rep_ms, family=args.family)
+    stream = open(args.rows, "a") if args.rows else None
+
+    def on_row(r):  # one JSON line per measured row, flushed: a run cut short keeps what it measured
+        stream.write(json.dumps(r) + "\n")
+        stream.flush()
+
+    try:
+        rows = tuner.tune(dtypes.split(","), shapes=shapes, device=args.device, workers=args.workers,
+                         configs=configs, persist=not args.no_save, rep_ms=args.rep_ms, family=args.family,
+                         on_row=on_row if stream else None)
+    finally:
+        if stream:
+            stream.close()
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)
@@ -120,7 +131,8 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("--device", default="cuda")
     t.add_argument("--workers", type=int, default=None, help="parallel compile processes (default: cores)")
     t.add_argument("--rep-ms", type=float, default=100)
-    t.add_argument("--json", default=None, help="write every measured row here")
+    t.add_argument("--json", default=None, help="write every measured row here (at the end)")
+    t.add_argument("--rows", default=None, help="append every row here as it is measured (JSON lines)")
     t.add_argument("--no-save", action="store_true", help="do not write the tuning cache")
     p = sub.add_parser("precompile", help="build kernels ahead of time into Warp's kernel cache")
     p.add_argument("--arch", default="80,90", help="CUDA archs for offline builds ('' = current device)")
