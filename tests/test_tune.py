@@ -98,3 +98,329 @@ def test_config_text_round_trip():
     assert Config.parse("64x64x64") == Config(64, 64, 64, 256, 8, 1, 0)
     with pytest.raises(ValueError, match="unknown field"):
         Config.parse("64x64x64/b128/x3")
+
+
+# --- the pipelined family's configurations -------------------------------------------------------------------
+from warp_gemm.config.configs import PipeConfig  # noqa: E402
+from warp_gemm.core import plan as _plan  # noqa: E402
+from warp_gemm.kernels import pipelined as _pipe  # noqa: E402
+
+PIPE_OK = _pipe.applies(__import__("warp").get_device("cpu"), "float64")
+needs_pipe = pytest.mark.skipif(not PIPE_OK, reason="pipelined family needs Warp 1.19-class tiles")
+
+
+def test_pipe_config_text_round_trip():
+    for text in ("pipe/128x128x128/s2/b256/o1", "pipe/64x64x32/s2/b128/o2", "pipe/96x128x64/s4/b512/o0"):
+        assert str(PipeConfig.parse(text)) == text
+    assert PipeConfig.parse(" pipe/128x64x128 ") == PipeConfig(128, 64, 128, 2, 256, 0)
+    assert PipeConfig.parse("pipe/64x64x32/o2/b128") == PipeConfig(64, 64, 32, 2, 128, 2)  # any order
+    assert PipeConfig.parse(str(PipeConfig(32, 64, 32, 3, 128, 2))) == PipeConfig(32, 64, 32, 3, 128, 2)
+
+
+@pytest.mark.parametrize("text,field", [
+    ("128x128x128/s2/b256/o1", "pipe/"),  # a tiled-family string is not a pipelined one
+    ("pipe", "tile shape"),
+    ("pipe/128x128/s2", "tile shape"),
+    ("pipe/128x100x128/s2", "tn"),
+    ("pipe/0x128x128", "tm"),
+    ("pipe/128x128x1024", "tk"),
+    ("pipe/128x128x128/s5", "stages"),
+    ("pipe/128x128x128/s1", "stages"),
+    ("pipe/128x128x128/sx", "stages"),
+    ("pipe/128x128x128/b100", "block_dim"),
+    ("pipe/128x128x128/b2048", "block_dim"),
+    ("pipe/128x128x128/o-1", "min_blocks"),
+    ("pipe/128x128x128/b1024/o4", "min_blocks"),
+    ("pipe/128x128x128/g8", "unknown field 'g8'"),
+    ("pipe/128x128x128/s2/s3", "stages"),
+    ("pipe/128x128x128//s2", "unknown field ''"),
+])
+def test_pipe_config_errors_name_the_field(text, field):
+    with pytest.raises(ValueError, match="bad pipelined configuration") as e:
+        PipeConfig.parse(text)
+    assert field in str(e.value)
+    with pytest.raises(ValueError, match="stages"):
+        PipeConfig(128, 128, 128, stages=7)
+
+
+@pytest.mark.parametrize("dtype,tf32", [("float16", False), ("bfloat16", False), ("float32", True),
+                                        ("float64", False)])
+def test_pipe_candidates_fit(dtype, tf32):
+    """8-14 candidates per dtype, the measured default among them, and every one within the per-block
+    shared-memory limit in every layout (those that are not are dropped: 128x256x64 for 16-bit)."""
+    if tf32 and not __import__("warp_gemm")._compat.HAS_TF32:
+        pytest.skip("no tf32 in this Warp")
+    cands = _plan.candidate_pipe_configs(dtype, tf32)
+    assert 8 <= len(cands) <= 14 and len(set(cands)) == len(cands)
+    default = _pipe.default_spec(dtype, tf32=tf32)
+    assert any(c.fields() == {k: getattr(default, k) for k in c.fields()} for c in cands)
+    for c in cands:
+        for lay in ("NN", "NT", "TN", "TT"):
+            spec = _pipe.default_spec(dtype, tf32=tf32, layout=lay, **c.fields())
+            assert _pipe.smem_bytes(spec) <= _pipe.SMEM_LIMIT and _pipe.unfit(spec) == "", (c, lay)
+    if dtype == "float16":
+        assert PipeConfig.parse("pipe/128x256x64/s2/b256/o1") not in cands  # 234 KB: dropped
+    assert _plan.candidate_pipe_configs("float32", False) == []  # exact fp32 stays on the tiled family
+
+
+def test_pipe_winners_go_to_pipe_groups():
+    def row(cfg, tf, family="pipelined", M=4096, batch=0):
+        return {"status": "ok", "arch": "sm90", "dtype": "float16", "layout": "NN", "M": M, "N": 4096, "K": 4096,
+                "batch": batch, "config": cfg, "tflops": tf, "family": family}
+
+    rows = [row("pipe/128x128x128/s2/b256/o1", 150.0), row("pipe/128x128x64/s3/b256/o1", 130.0),
+            row("128x128x64/b256/g8/o2", 100.0, family="tiled"),
+            row("pipe/128x64x128/s2/b256/o1", 90.0, M=256, batch=64),
+            row("pipe/128x128x128/s2/b256/o1", 80.0, M=256, batch=64)]
+    w = _winners(rows)
+    big = ",".join(map(str, tune.bucket(4096, 4096, 4096)))
+    assert w["sm90|float16|NN|pipe"][big] == "pipe/128x128x128/s2/b256/o1"
+    assert w["sm90|float16|NN"][big] == "128x128x64/b256/g8/o2"
+    batched = ",".join(map(str, tune.bucket(256, 4096, 4096, 64)))  # the batch folds into M
+    assert w["sm90|float16|NN|pipe"][batched] == "pipe/128x64x128/s2/b256/o1"
+
+
+def _save_pipe(entries: dict):
+    tune.save(tune.user_cache_path(SM90), {g: {",".join(map(str, tune.bucket(*s))): c for s, c in rows.items()}
+                                           for g, rows in entries.items()})
+
+
+def _pipe_spec_for(dtype, M, N, K, batch=1, layout="NN", tf32=False):
+    return _plan.choose_pipe_spec(SM90, dtype, dtype, tf32, layout, "scale", M, N, K, batch)
+
+
+def _fields(spec):
+    return f"pipe/{spec.tm}x{spec.tn}x{spec.tk}/s{spec.stages}/b{spec.block_dim}/o{spec.min_blocks}"
+
+
+def test_tuned_pipe_table_changes_the_planner(cache_dir):
+    """A '|pipe' group in the user's table replaces default_spec's tile shape, stages, block size and blocks
+    per SM for its buckets (paddings, chunk, dtypes, layout and epilogue kept) on a CUDA device; bfloat16
+    and untuned layouts borrow, far buckets keep the default, the tiled lookup does not see the group."""
+    default = _pipe_spec_for("float16", 4096, 4096, 4096)
+    assert _fields(default) == "pipe/128x128x128/s2/b256/o1"
+    _save_pipe({"sm90|float16|NN|pipe": {(4096, 4096, 4096): "pipe/128x128x64/s3/b256/o1",
+                                         (256, 256, 256, 64): "pipe/128x64x128/s3/b256/o1"},
+                "sm90|float64|NN|pipe": {(4096, 4096, 4096): "pipe/128x64x32/s2/b256/o1"}})
+    tuned = _pipe_spec_for("float16", 4000, 4096, 4100)
+    assert _fields(tuned) == "pipe/128x128x64/s3/b256/o1"
+    assert (tuned.pad_ab, tuned.pad_c, tuned.chunk, tuned.in_dtype) == (default.pad_ab, default.pad_c, 16, "float16")
+    assert _fields(_pipe_spec_for("bfloat16", 4096, 4096, 4096)) == "pipe/128x128x64/s3/b256/o1"
+    nt = _pipe_spec_for("float16", 4096, 4096, 4096, layout="NT")
+    assert _fields(nt) == "pipe/128x128x64/s3/b256/o1" and nt.layout_b == "T"
+    assert _fields(_pipe_spec_for("float16", 256, 256, 256, batch=64)) == "pipe/128x64x128/s3/b256/o1"
+    assert _fields(_pipe_spec_for("float64", 4096, 4096, 4096)) == "pipe/128x64x32/s2/b256/o1"
+    assert _pipe_spec_for("float16", 100, 100, 100) == _pipe.default_spec("float16", M=100, N=100)  # far away
+    assert tune.lookup_pipe(SM90, "float16", "NN", 4096, 4096, 4096, 1) == PipeConfig.parse("pipe/128x128x64/s3/b256/o1")
+    hit = tune.lookup(SM90, "float16", "NN", 4096, 4096, 4096, 1)
+    assert hit is None or isinstance(hit, Config)  # the tiled lookup ignores the pipe groups
+    assert all(isinstance(c, Config) for c in tune.shipped_configs("float16"))
+
+
+def test_tuned_pipe_config_that_does_not_fit_is_ignored(cache_dir):
+    """A tuned configuration whose kernel would not fit (shared memory) leaves default_spec's choice."""
+    _save_pipe({"sm90|float16|NN|pipe": {(4096, 4096, 4096): "pipe/128x256x64/s2/b256/o1"},  # 234 KB
+                "sm90|float64|NN|pipe": {(4096, 4096, 4096): "pipe/128x128x64/s4/b256/o1"}})
+    assert _pipe_spec_for("float16", 4096, 4096, 4096) == _pipe.default_spec("float16", M=4096, N=4096)
+    assert _pipe_spec_for("float64", 4096, 4096, 4096) == _pipe.default_spec("float64", M=4096, N=4096)
+
+
+@pytest.mark.parametrize("content", [
+    json.dumps({"format": 1, "entries": {"sm90|float16|NN|pipe": {"12,12,12": "pipe/100x128x128"}}}),
+    json.dumps({"format": 1, "entries": {"sm90|float16|NN|pipe": {"12,12,12": "128x128x64/b256/g8"}}}),
+    json.dumps({"format": 1, "entries": {"sm90|float16|NN": {"12,12,12": "pipe/128x128x128/s2/b256/o1"}}}),
+    json.dumps({"format": 2, "entries": {"sm90|float16|NN|pipe": {"12,12,12": "pipe/128x128x64/s3/b256/o1"}}}),
+    "{not json"])
+def test_corrupt_or_stale_pipe_table_is_ignored_with_a_warning(cache_dir, content):
+    path = tune.user_cache_path(SM90)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(content)
+    with pytest.warns(UserWarning, match="ignoring tuning table"):
+        spec = _pipe_spec_for("float16", 4096, 4096, 4096)
+    shipped = tune.lookup_pipe(SM90, "float16", "NN", 4096, 4096, 4096, 1)  # the shipped table, if any
+    want = _pipe.default_spec("float16", M=4096, N=4096)
+    assert spec == (_plan.pipe_spec(want, shipped) or want if shipped else want)
+
+
+def test_old_tables_load_without_pipe_groups(cache_dir):
+    """A format-1 file from before the pipelined groups: its tiled winners load, no pipe hit."""
+    path = tune.user_cache_path(SM90)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"format": 1, "warp": "1.19.0",
+                                "entries": {"sm90|float16|NN": {"12,12,12": "128x128x256/b256/g8"}}}))
+    assert tune.lookup(SM90, "float16", "NN", 4096, 4096, 4096, 1) == Config.parse("128x128x256/b256/g8")
+    other = types.SimpleNamespace(arch=90, name="a GPU with no user table", is_cpu=False)
+    assert tune.lookup_pipe(SM90, "float16", "NN", 4096, 4096, 4096, 1) == \
+        tune.lookup_pipe(other, "float16", "NN", 4096, 4096, 4096, 1)  # only the shipped table's answer
+
+
+def test_saving_a_table_drops_call_plans(cache_dir):
+    from warp_gemm.core import execute
+
+    execute._plans.put(("probe",), ())
+    _save_pipe({"sm90|float16|NN|pipe": {(4096, 4096, 4096): "pipe/128x128x64/s3/b256/o1"}})
+    assert execute._plans.get(("probe",)) is None
+
+
+def test_shipped_pipe_configs_and_precompile(tmp_path, monkeypatch):
+    """Pipe groups of the shipped tables: listed per dtype (bfloat16 borrows float16's), kept apart from
+    the tiled configurations, and built by `warp-gemm precompile` in every layout asked for."""
+    from warp_gemm.tools.precompile import pipelined_jobs
+
+    data = tmp_path / "tuned_sm90.json"
+    data.write_text(json.dumps({"format": 1, "entries": {
+        "sm90|float16|NN": {"12,12,12": "128x128x64/b256/g8/o2"},
+        "sm90|float16|NN|pipe": {"12,12,12": "pipe/128x128x64/s3/b256/o1", "10,10,10": "pipe/128x64x128/s3/b256/o1"},
+        "sm90|tf32|NN|pipe": {"12,12,12": "pipe/128x128x32/s3/b256/o1"}}}))
+    monkeypatch.setattr(tune, "_shipped_files", lambda: [data])
+    tune._tables.pop(str(data), None)
+    assert tune.shipped_configs("float16") == [Config.parse("128x128x64/b256/g8/o2")]
+    pipes = [PipeConfig.parse("pipe/128x128x64/s3/b256/o1"), PipeConfig.parse("pipe/128x64x128/s3/b256/o1")]
+    assert tune.shipped_pipe_configs("float16") == sorted(pipes)
+    assert tune.shipped_pipe_configs("bfloat16") == sorted(pipes)
+    assert tune.shipped_pipe_configs("tf32") == [PipeConfig.parse("pipe/128x128x32/s3/b256/o1")]
+    assert tune.shipped_pipe_configs("float64") == []
+    if not _pipe.has_native_tile_args():
+        return
+    jobs = pipelined_jobs(["float16", "bfloat16"], ("NN", "TT"), ("scale", "axpby"))
+    got = {(j[1].in_dtype, j[1].layout_a + j[1].layout_b, j[1].epilogue, _fields(j[1])) for j in jobs}
+    for dt in ("float16", "bfloat16"):
+        for lay in ("NN", "TT"):
+            for epi in ("scale", "axpby"):
+                for c in pipes:
+                    assert (dt, lay, epi, str(c)) in got
+    assert len({j[1] for j in jobs}) == len(jobs)
+
+
+@needs_pipe
+def test_forced_pipe_config_through_the_api_on_cpu(rng, monkeypatch):
+    """options(family="pipelined", pipe_config=...) plans exactly that configuration (block 1 and no
+    launch bound on the CPU) through the public call path; the result matches float64; another
+    configuration is another plan (the option is part of the call-plan key); one that does not fit raises."""
+    import warp_gemm
+    from warp_gemm.core import execute
+    from warp_gemm.tools.tolerance import compare, random_operands
+
+    seen = []
+    real = _plan.make_plan
+
+    def spy(*a, **k):
+        p = real(*a, **k)
+        seen.append(p)
+        return p
+
+    monkeypatch.setattr(execute, "make_plan", spy)
+    a, b = random_operands(45, 61, 70, "float64", rng, batch=2)  # odd rows: staged to 16-byte rows
+    out = np.empty((2, 45, 61))
+    for text in ("pipe/32x64x32/s3/b128/o2", "pipe/64x32x16/s2/b256/o1"):
+        n = len(seen)
+        with warp_gemm.options(family="pipelined", pipe_config=text, cpu_backend="tiles"):
+            for _ in range(2):
+                out.fill(np.nan)
+                warp_gemm.matmul(a, b, out=out)
+                cmp = compare(out, np.matmul(a, b), "float64")
+                assert cmp.ok, f"{text}: {cmp}"
+        assert len(seen) > n  # the same operands under another configuration: planned again
+        spec = seen[-1].family_spec
+        assert seen[-1].family == "pipelined"
+        want = PipeConfig.parse(text)
+        assert (spec.tm, spec.tn, spec.tk, spec.stages, spec.block_dim, spec.min_blocks) == \
+            (want.tm, want.tn, want.tk, want.stages, 1, 0)
+    with pytest.raises(ValueError, match="shared memory"):
+        with warp_gemm.options(family="pipelined", pipe_config=PipeConfig(256, 256, 128, 4), cpu_backend="tiles"):
+            warp_gemm.matmul(a, b)
+    with pytest.raises(TypeError, match="pipe_config"):
+        with warp_gemm.options(pipe_config=Config(64, 64, 64, 128)):
+            pass
+
+
+@needs_pipe
+def test_tuner_pieces_on_cpu(rng):
+    """What tune(family="pipelined") runs per candidate, on the CPU twin (tune() itself refuses the CPU):
+    the plan check, the forced call, the batched operands with the checked rows in batch 0."""
+    import warp as wp
+
+    from warp_gemm.tools import tune as T
+    from warp_gemm.tools.tolerance import compare, random_operands
+
+    dev = wp.get_device("cpu")
+    a64, b64 = random_operands(40, 48, 72, "float64", rng)
+    A = T._device_operand(rng, (3, 40, 72), "float64", dev, a64)
+    B = T._device_operand(rng, (3, 72, 48), "float64", dev, b64)
+    out = wp.empty((3, 40, 48), dtype=wp.float64, device=dev)
+    cfg = PipeConfig.parse("pipe/32x32x32/s2/b128/o1")
+    key = T._pipe_check(A, B, out, cfg, False)()
+    assert key.startswith("wg_pipe_float64_float64_NN_32x32x32_s2_b1")
+    out.fill_(float("nan"))
+    T._pipe_call(A, B, out, cfg, False)()
+    assert compare(T._rows_f64(out, 40), a64 @ b64, "float64").ok
+    assert np.array_equal(T._rows_f64(A, 40), a64)
+    with pytest.raises(ValueError, match="exact float32"):
+        T._candidates("pipelined", "float32", None)
+    assert T._candidates("pipelined", "tf32", ["pipe/128x128x64/s2/b256/o1"]) == [PipeConfig(128, 128, 64, 2, 256, 1)]
+    with pytest.raises(ValueError, match="CUDA"):
+        T.tune(["fp16"], device="cpu", family="pipelined")
+    with pytest.raises(ValueError, match="family"):
+        T.tune(["fp16"], device="cpu", family="small")
+
+
+def test_tools_have_no_undefined_globals():
+    """Every global name the tuning, table and precompile modules load exists (tune() itself cannot run
+    here: a missing import would only show on a GPU)."""
+    import builtins
+    import dis
+    import importlib
+
+    for name in ("warp_gemm.tools.tune", "warp_gemm.tools.precompile", "warp_gemm.tools.cli",
+                 "warp_gemm.config.tables", "warp_gemm.config.configs", "warp_gemm.core.plan",
+                 "warp_gemm.core.options"):
+        mod = importlib.import_module(name)
+        missing = set()
+        todo = [compile(open(mod.__file__).read(), mod.__file__, "exec")]
+        while todo:
+            code = todo.pop()
+            todo += [c for c in code.co_consts if hasattr(c, "co_code")]
+            for ins in dis.get_instructions(code):
+                if ins.opname == "LOAD_GLOBAL" and not hasattr(mod, ins.argval) and not hasattr(builtins, ins.argval):
+                    missing.add(ins.argval)
+        assert not missing, f"{name}: undefined globals {sorted(missing)}"
+
+
+def test_ship_table_copies_the_pipe_groups(cache_dir, tmp_path):
+    """benchmarks/ship_table.py: the user table's '|pipe' groups replace the shipped file's groups of
+    the same name; tiled groups and other keys stay; the result loads."""
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parent.parent / "benchmarks" / "ship_table.py"
+    spec = importlib.util.spec_from_file_location("ship_table", path)
+    ship = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ship)
+    _save_pipe({"sm90|float16|NN|pipe": {(4096, 4096, 4096): "pipe/128x128x64/s3/b256/o1"},
+                "sm90|float16|NN": {(4096, 4096, 4096): "128x128x256/b256/g8"}})
+    dst = tmp_path / "tuned_sm90.json"
+    dst.write_text(json.dumps({"format": 1, "measured": "tiled note", "entries": {
+        "sm90|float16|NN": {"12,12,12": "128x128x64/b256/g8/o2"},
+        "sm90|float16|NN|pipe": {"10,10,10": "pipe/128x64x128/s2/b256/o1"}}}))
+    assert ship.main([str(tune.user_cache_path(SM90)), "--into", str(dst), "--note", "test run"]) == 0
+    data = json.loads(dst.read_text())
+    assert data["entries"]["sm90|float16|NN|pipe"] == {"12,12,12": "pipe/128x128x64/s3/b256/o1"}
+    assert data["entries"]["sm90|float16|NN"] == {"12,12,12": "128x128x64/b256/g8/o2"}
+    assert data["measured"] == "tiled note" and data["pipe_measured"] == "test run"
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"format": 1, "entries": {"sm90|float16|NN|pipe": {"12,12,12": "pipe/7x7x7"}}}))
+    with pytest.warns(UserWarning, match="ignoring tuning table"):
+        assert ship.main([str(bad), "--into", str(dst)]) == 1
+
+
+def test_cli_tune_family_flag(tmp_path):
+    """`warp-gemm tune --family pipelined` reaches tune() with that family (which refuses the CPU), and
+    --rows is created before the run."""
+    from warp_gemm.tools import cli
+
+    rows = tmp_path / "rows.jsonl"
+    with pytest.raises(ValueError, match="CUDA"):
+        cli.main(["tune", "--family", "pipelined", "--device", "cpu", "--rows", str(rows), "--no-save"])
+    assert rows.exists()
+    with pytest.raises(SystemExit):
+        cli.main(["tune", "--family", "small"])

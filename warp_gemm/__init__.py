@@ -11,9 +11,10 @@ __version__ = "0.1.0"
 
 from warp_gemm import _compat
 from warp_gemm._compat import WARP_VERSION, UnsupportedWarpError
-from warp_gemm.config.configs import Config, candidate_configs
+from warp_gemm.config.configs import Config, PipeConfig, candidate_configs
 from warp_gemm.api import gemm, linear, matmul
 from warp_gemm.core.options import override as options
+from warp_gemm.core.plan import candidate_pipe_configs
 from warp_gemm.tools.precompile import precompile_config
 from warp_gemm.tile import tile_gemm_func
 from warp_gemm.tools.tune import tune
@@ -32,9 +33,11 @@ def init(device: str | None = "cuda") -> None:
 
 __all__ = [
     "Config",
+    "PipeConfig",
     "UnsupportedWarpError",
     "WARP_VERSION",
     "candidate_configs",
+    "candidate_pipe_configs",
     "gemm",
     "init",
     "linear",

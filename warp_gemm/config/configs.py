@@ -150,3 +150,130 @@ def heuristic(device_is_cpu: bool, dtype: str, M: int, N: int, K: int, batch: in
     # float32/tf32: two blocks per SM; exact float32 32.4 TFLOP/s at 4096^3 against 28.8 for 128x128x64 and
     # 26.0 for the same tiles without the bound (H100 sweep, benchmarks/results/round1-tuning/sweep_h100_s1.jsonl).
     return Config(128, 128, 32, 256, occupancy=2)
+
+
+# --- the pipelined family's configurations ---------------------------------------------------------------
+@dataclass(frozen=True, order=True)
+class PipeConfig:
+    """What the autotuner searches in the pipelined family (``kernels/pipelined.py``): the output tile
+    ``tm x tn``, the K tile ``tk``, the K tiles held in shared memory (``stages``, 2-4), threads per block
+    and the blocks per SM the compiler must leave registers for (``min_blocks``, CUDA
+    ``__launch_bounds__``; 0: no bound). The shared-tile paddings and the copy chunk stay the family's
+    per-dtype defaults (``pipelined.default_spec``). Written ``pipe/128x128x128/s2/b256/o1``."""
+
+    tm: int
+    tn: int
+    tk: int
+    stages: int = 2
+    block_dim: int = 256
+    min_blocks: int = 0
+
+    def __post_init__(self):
+        for name in ("tm", "tn", "tk", "stages", "block_dim", "min_blocks"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool):
+                raise ValueError(f"PipeConfig: {name} must be an integer, got {v!r}")
+        for name in ("tm", "tn", "tk"):
+            v = getattr(self, name)
+            if not (16 <= v <= 512 and v % 16 == 0):
+                raise ValueError(f"PipeConfig: tile {name} must be a multiple of 16 in 16..512, got {v}")
+        if not 2 <= self.stages <= 4:
+            raise ValueError(f"PipeConfig: stages (s) must be 2-4, got {self.stages}")
+        if not (32 <= self.block_dim <= 1024 and self.block_dim % 32 == 0):
+            raise ValueError(f"PipeConfig: block_dim (b) must be a multiple of 32 in 32..1024, got {self.block_dim}")
+        if not 0 <= self.min_blocks <= 32:
+            raise ValueError(f"PipeConfig: min_blocks (o) must be 0-32, got {self.min_blocks}")
+        if self.min_blocks * self.block_dim > 2048:
+            raise ValueError(f"PipeConfig: min_blocks (o{self.min_blocks}) x block_dim (b{self.block_dim}) is more "
+                             "than the 2048 threads an SM holds")
+
+    def __str__(self) -> str:
+        return f"pipe/{self.tm}x{self.tn}x{self.tk}/s{self.stages}/b{self.block_dim}/o{self.min_blocks}"
+
+    @classmethod
+    def parse(cls, text: str) -> PipeConfig:
+        """Inverse of ``str``: ``pipe/128x128x128/s2/b256/o1``; the fields after the tile shape may come
+        in any order or be left out (defaults s2, b256, o0). Errors name the bad field."""
+        if not isinstance(text, str):
+            raise ValueError(f"bad pipelined configuration {text!r}: not a string")
+        parts = text.strip().split("/")
+        if parts[0] != "pipe":
+            raise ValueError(f"bad pipelined configuration {text!r}: must start with 'pipe/'")
+        if len(parts) < 2:
+            raise ValueError(f"bad pipelined configuration {text!r}: tile shape (TMxTNxTK) missing")
+        dims = parts[1].split("x")
+        try:
+            tm, tn, tk = (int(x) for x in dims)
+        except ValueError:
+            raise ValueError(f"bad pipelined configuration {text!r}: tile shape {parts[1]!r} is not TMxTNxTK") from None
+        names = {"s": "stages", "b": "block_dim", "o": "min_blocks"}
+        vals = {"stages": 2, "block_dim": 256, "min_blocks": 0}
+        seen = set()
+        for part in parts[2:]:
+            if not part or part[0] not in names:
+                raise ValueError(f"bad pipelined configuration {text!r}: unknown field {part!r} (s, b, o)")
+            name = names[part[0]]
+            if name in seen:
+                raise ValueError(f"bad pipelined configuration {text!r}: {name} ({part[0]}) given twice")
+            seen.add(name)
+            try:
+                vals[name] = int(part[1:])
+            except ValueError:
+                raise ValueError(f"bad pipelined configuration {text!r}: {name} ({part[0]}) is not an integer: "
+                                 f"{part!r}") from None
+        try:
+            return cls(tm, tn, tk, **vals)
+        except ValueError as e:
+            raise ValueError(f"bad pipelined configuration {text!r}: {str(e).removeprefix('PipeConfig: ')}") from None
+
+    def to_json(self) -> str:
+        return str(self)
+
+    def fields(self) -> dict:
+        """The ``kernels.pipelined.PipeSpec`` fields this configuration sets."""
+        return {"tm": self.tm, "tn": self.tn, "tk": self.tk, "stages": self.stages, "block_dim": self.block_dim,
+                "min_blocks": self.min_blocks}
+
+
+def _pc(text: str) -> PipeConfig:
+    return PipeConfig.parse(text)
+
+
+# Candidates of the pipelined family's tuner, around the measured bests in
+# ``kernels.pipelined.default_spec`` (H100, warp-lang 1.19, TFLOP/s at 4096^3 / 8192^3, NN). Those whose
+# shared memory exceeds the per-block limit are dropped by ``core.plan.candidate_pipe_configs``.
+PIPE_CANDIDATES = {
+    # 16-bit: 128x128x128 s2 o1 150/161 (the default); 128x128x64 s3/s4 118-132; 128x128x96 s3 138/148;
+    # block 128 143/154; 128x64x128 the one-wave small problems (1000^3 70 against 50-53); 96x128 where
+    # 128-row tiles waste a wave (1023x1025x1027 52.2 us against 58.7); 128x256x64 s2 needs 234 KB.
+    "16bit": [_pc(t) for t in (
+        "pipe/128x128x128/s2/b256/o1", "pipe/128x128x128/s2/b128/o1", "pipe/128x128x64/s3/b256/o1",
+        "pipe/128x128x64/s4/b256/o1", "pipe/128x128x96/s3/b256/o1", "pipe/128x64x128/s2/b256/o1",
+        "pipe/128x64x128/s3/b256/o1", "pipe/96x128x128/s2/b256/o1", "pipe/128x96x128/s2/b256/o1",
+        "pipe/64x128x64/s3/b128/o2", "pipe/128x256x64/s2/b256/o1")],
+    # tf32: 128x128x64 s2 82/85 (the default); 128x128x32 s3/s4 66-68; block 512 76/79; small problems
+    # 128x64x64 s3 (1000^3 44 against 32-33 for 128x128x64).
+    "tf32": [_pc(t) for t in (
+        "pipe/128x128x64/s2/b256/o1", "pipe/128x128x64/s2/b512/o1", "pipe/128x128x32/s3/b256/o1",
+        "pipe/128x128x32/s4/b256/o1", "pipe/128x64x64/s3/b256/o1", "pipe/128x64x64/s2/b256/o1",
+        "pipe/96x128x64/s2/b256/o1", "pipe/128x96x64/s2/b256/o1", "pipe/64x64x64/s2/b128/o2")],
+    # float64: 64x64x32 s2 b128 o2 24.5/25.1 (the default); one block/SM 23.2-23.9; 3 stages 17-18;
+    # 128x64x32 23.3-24.1.
+    "float64": [_pc(t) for t in (
+        "pipe/64x64x32/s2/b128/o2", "pipe/64x64x32/s2/b128/o1", "pipe/64x64x32/s3/b128/o1",
+        "pipe/64x64x16/s3/b128/o2", "pipe/64x64x64/s2/b128/o1", "pipe/128x64x32/s2/b256/o1",
+        "pipe/64x128x32/s2/b256/o1", "pipe/32x64x32/s2/b128/o3", "pipe/64x64x32/s2/b256/o2")],
+}
+
+
+def pipe_candidate_list(dtype: str, tf32: bool = False) -> list[PipeConfig]:
+    """The pipelined tuner's raw candidates for ``dtype`` (before the shared-memory check, which needs
+    the kernels: ``core.plan.candidate_pipe_configs``). Exact float32 has none: the planner keeps it on
+    the tiled family."""
+    if dtype in ("float16", "bfloat16"):
+        return list(PIPE_CANDIDATES["16bit"])
+    if dtype == "float32":
+        return list(PIPE_CANDIDATES["tf32"]) if tf32 else []
+    if dtype == "float64":
+        return list(PIPE_CANDIDATES["float64"])
+    raise ValueError(f"no pipelined candidates for dtype {dtype!r}")

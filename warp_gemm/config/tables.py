@@ -10,6 +10,12 @@ A corrupt or stale file is ignored with a warning, never a crash.
 Shape buckets: ``(ceil(log2 M), ceil(log2 N), ceil(log2 K))`` with M clamped to >= 16 so all skinny
 problems share buckets, and the batch folded into M. A lookup takes the nearest tuned bucket within
 L1 distance 2 (a factor of 4 in one dimension); further away the heuristic decides.
+
+File layout (``FORMAT`` 1): ``{"format": 1, "entries": {group: {"m,n,k": configuration}}, ...}``. A group
+``"sm90|float16|NN"`` holds tiled-family :class:`Config` strings (``128x128x64/b256/g8/o2``); a group with
+the suffix ``"|pipe"`` (``"sm90|float16|NN|pipe"``) holds the pipelined family's :class:`PipeConfig`
+strings (``pipe/128x128x128/s2/b256/o1``; :func:`lookup_pipe`). Files without pipe groups are the same
+as before. ``benchmarks/ship_table.py`` copies a tuned file's groups into the shipped table.
 """
 
 from __future__ import annotations
@@ -26,9 +32,10 @@ from importlib import resources
 from pathlib import Path
 
 from warp_gemm import _compat
-from warp_gemm.config.configs import Config, candidate_configs
+from warp_gemm.config.configs import Config, PipeConfig, candidate_configs
 
 FORMAT = 1  # bump when the file layout changes; other formats are ignored as stale
+PIPE = "|pipe"  # suffix of the groups that hold pipelined-family configurations
 _lock = threading.Lock()
 _tables: dict[str, dict] = {}  # path -> parsed entries
 
@@ -77,12 +84,18 @@ def _load(path: Path | None) -> dict:
                 if not isinstance(data, dict) or data.get("format") != FORMAT:
                     raise ValueError(f"format {data.get('format') if isinstance(data, dict) else '?'} != {FORMAT}")
                 for group, rows in data["entries"].items():
-                    entries[group] = {tuple(int(x) for x in b.split(",")): Config.parse(c) for b, c in rows.items()}
+                    parse = PipeConfig.parse if group.endswith(PIPE) else Config.parse
+                    entries[group] = {_bucket_key(b): parse(c) for b, c in rows.items()}
             except Exception as e:  # corrupt or stale: ignore, never crash a GEMM call
                 warnings.warn(f"warp_gemm: ignoring tuning table {path}: {type(e).__name__}: {e}", stacklevel=3)
                 entries = {}
         _tables[key] = entries
         return entries
+
+
+def _bucket_key(text: str) -> tuple[int, int, int]:
+    m, n, k = (int(x) for x in text.split(","))
+    return m, n, k
 
 
 def _nearest(rows: dict, b: tuple[int, int, int]) -> Config | None:
@@ -116,7 +129,25 @@ def lookup(device, dtype: str, layout: str, M: int, N: int, K: int, batch: int, 
     return hit
 
 
-def _lookup(device, dtype: str, layout: str, b: tuple[int, int, int], tf32: bool) -> Config | None:
+def lookup_pipe(device, dtype: str, layout: str, M: int, N: int, K: int, batch: int,
+                tf32: bool = False) -> PipeConfig | None:
+    """The tuned pipelined-family configuration for a problem (the ``"...|pipe"`` groups), or None (then
+    ``pipelined.default_spec`` decides). The same order and borrowing as :func:`lookup`: the user's table,
+    then the shipped one; bfloat16 takes float16's winners where it has none; an untuned layout takes the
+    NN winner of the bucket. Memoized the same way (a dictionary hit per planned call)."""
+    b = bucket(M, N, K, batch)
+    key = ("pipe", getattr(device, "arch", None), getattr(device, "name", None), dtype, layout, b, tf32,
+           os.environ.get("WARP_GEMM_CACHE_DIR"))
+    try:
+        return _memo[key]
+    except KeyError:
+        pass
+    hit = _lookup(device, dtype, layout, b, tf32, PIPE)
+    _memo[key] = hit
+    return hit
+
+
+def _lookup(device, dtype: str, layout: str, b: tuple[int, int, int], tf32: bool, suffix: str = ""):
     arch = arch_of(device)
     dt = "tf32" if tf32 else dtype
     # bfloat16 borrows float16's winners where it has none of its own: the two measured within 2%
@@ -125,7 +156,7 @@ def _lookup(device, dtype: str, layout: str, b: tuple[int, int, int], tf32: bool
     for table in (_load(user_cache_path(device)), _load(_shipped_path(arch))):
         for d in dts:
             for lay in (layout, "NN"):  # untuned layouts borrow the NN winner of the bucket
-                rows = table.get(f"{arch}|{d}|{lay}")
+                rows = table.get(f"{arch}|{d}|{lay}{suffix}")
                 if rows:
                     hit = _nearest(rows, b)
                     if hit is not None:
@@ -134,19 +165,35 @@ def _lookup(device, dtype: str, layout: str, b: tuple[int, int, int], tf32: bool
 
 
 def shipped_configs(dtype: str) -> list[Config]:
-    """Every configuration in the shipped tables for ``dtype`` (for tests and precompile)."""
-    out = set()
+    """Every tiled-family configuration in the shipped tables for ``dtype`` (for tests and precompile)."""
+    return sorted(_shipped(dtype, pipe=False))
+
+
+def shipped_pipe_configs(dtype: str) -> list[PipeConfig]:
+    """Every pipelined-family configuration in the shipped tables for ``dtype`` ("tf32" for float32 with
+    tf32; bfloat16 includes float16's, which it borrows), for precompile and tests."""
+    return sorted(_shipped(dtype, pipe=True))
+
+
+def _shipped_files() -> list[Path]:
     data_dir = resources.files("warp_gemm.config") / "data"
     try:
-        files = [Path(str(p)) for p in data_dir.iterdir() if p.name.startswith("tuned_")]
+        return [Path(str(p)) for p in data_dir.iterdir() if p.name.startswith("tuned_")]
     except (FileNotFoundError, NotADirectoryError):
-        files = []
-    for f in files:
+        return []
+
+
+def _shipped(dtype: str, pipe: bool) -> set:
+    out = set()
+    for f in _shipped_files():
         for group, rows in _load(f).items():
-            if group.split("|")[1] in (dtype, "tf32" if dtype == "float32" else dtype,
-                                       "float16" if dtype == "bfloat16" else dtype):
+            if group.endswith(PIPE) != pipe:
+                continue
+            want = (dtype, "float16" if dtype == "bfloat16" else dtype) if pipe else \
+                (dtype, "tf32" if dtype == "float32" else dtype, "float16" if dtype == "bfloat16" else dtype)
+            if group.split("|")[1] in want:
                 out.update(rows.values())
-    return sorted(out)
+    return out
 
 
 # --- tuning -------------------------------------------------------------------------------------------

@@ -13,6 +13,8 @@ import contextlib
 import contextvars
 from dataclasses import dataclass, replace
 
+from warp_gemm.config.configs import PipeConfig
+
 
 @dataclass(frozen=True)
 class Options:
@@ -33,6 +35,13 @@ class Options:
     cpu_backend: str = "host"
     #: Force one kernel family where it applies ("tiled", "pipelined", ...); None: the planner chooses.
     family: str | None = None
+    #: The pipelined family's configuration (a :class:`PipeConfig`; ``override`` also takes its text,
+    #: ``"pipe/128x128x128/s2/b256/o1"``) used instead of the tuned table and ``pipelined.default_spec``
+    #: whenever that family is planned: how the tuner times a candidate through the public call path.
+    #: Combine with ``family="pipelined"`` to force the family. A configuration whose kernel does not
+    #: fit (shared memory, the family's checks) raises ValueError instead of falling back. On the CPU
+    #: backend the block stays one thread and the launch bound is dropped.
+    pipe_config: PipeConfig | None = None
 
     def __hash__(self) -> int:
         # Part of every call plan's key: hashed once per object, not per call (frozen, so it cannot change).
@@ -55,6 +64,11 @@ def override(**changes):
     """Scope option changes to a ``with`` block: ``with warp_gemm.options(cpu_backend="tiles"): ...``."""
     if "cpu_backend" in changes and changes["cpu_backend"] not in ("host", "tiles"):
         raise ValueError(f"cpu_backend must be 'host' or 'tiles', got {changes['cpu_backend']!r}")
+    pc = changes.get("pipe_config")
+    if isinstance(pc, str):
+        changes["pipe_config"] = PipeConfig.parse(pc)
+    elif pc is not None and not isinstance(pc, PipeConfig):
+        raise TypeError(f"pipe_config must be a PipeConfig, its text or None, got {type(pc).__name__}")
     token = _current.set(replace(_current.get(), **changes))
     try:
         yield _current.get()

@@ -9,12 +9,13 @@ kernels/tiled.py) and ``"fill"`` (no product: K == 0 or alpha == 0).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, replace
 
 from warp_gemm import _compat
-from warp_gemm.config import choice
+from warp_gemm.config import choice, tables
 from warp_gemm.config import configs as _config
-from warp_gemm.config.configs import Config
+from warp_gemm.config.configs import Config, PipeConfig
 from warp_gemm.core.operands import Operand, as3d
 from warp_gemm.core.options import Options
 from warp_gemm.core.problem import Problem
@@ -139,14 +140,71 @@ def _plan_family(base: Plan, p: Problem, allow_tf32: bool, opts: Options) -> Pla
         return None
     if want is None and tiles < PIPELINED_MIN_TILES.get(p.in_dtype, PIPELINED_MIN_TILES["other"]):
         return None
-    spec = pipelined.default_spec(p.in_dtype, p.out_dtype, tf32=tf32, layout=la + lb, epilogue=epi, chunk=16,
-                                  device_is_cpu=dev.is_cpu, M=M, N=N, batch=p.batch,
-                                  sm_count=_compat.sm_count(dev) if not dev.is_cpu else 132,
-                                  activation=base.activation)
+    spec = choose_pipe_spec(dev, p.in_dtype, p.out_dtype, tf32, la + lb, epi, M, N, K, p.batch, base.activation,
+                            opts.pipe_config)
     if pipelined.smem_bytes(spec) > pipelined.SMEM_LIMIT:
         return None
     return replace(base, family="pipelined", family_spec=spec, c_into_d=c_into_d, stage=stage,
                    fused_activation=base.activation is not None)
+
+
+def choose_pipe_spec(dev, in_dtype: str, out_dtype: str, tf32: bool, layout: str, epilogue: str, M: int, N: int,
+                     K: int, batch: int, activation: str | None = None, forced: PipeConfig | None = None):
+    """The pipelined family's kernel for one problem: ``pipelined.default_spec`` (the measured H100 choices),
+    with a configuration's fields applied over it (:func:`pipe_spec`): ``forced`` (``Options.pipe_config``:
+    raises ValueError where its kernel does not fit), else on CUDA the tuned winner of the problem's bucket
+    (``tables.lookup_pipe``), kept only where its kernel fits (else the default stands). Both lookups are
+    memoized, and a repeated call does not plan at all (core/execute.py's call plans)."""
+    from warp_gemm.kernels import pipelined
+
+    spec = pipelined.default_spec(in_dtype, out_dtype, tf32=tf32, layout=layout, epilogue=epilogue, chunk=16,
+                                  device_is_cpu=dev.is_cpu, M=M, N=N, batch=batch,
+                                  sm_count=_compat.sm_count(dev) if not dev.is_cpu else 132, activation=activation)
+    if forced is not None:
+        tuned = pipe_spec(spec, forced, dev.is_cpu)
+        if tuned is None:
+            raise ValueError(f"pipe_config {forced}: {pipelined.unfit(_with_pipe_config(spec, forced, dev.is_cpu))} "
+                             f"({in_dtype}{' tf32' if tf32 else ''}, layout {layout})")
+        return tuned
+    if not dev.is_cpu:
+        hit = tables.lookup_pipe(dev, in_dtype, layout, M, N, K, batch, tf32)
+        if hit is not None:
+            return pipe_spec(spec, hit, False) or spec
+    return spec
+
+
+def _with_pipe_config(spec, cfg: PipeConfig, device_is_cpu: bool):
+    fields = cfg.fields()
+    if device_is_cpu:  # one thread per block on the CPU (default_spec's CPU spec); no launch bound
+        fields.update(block_dim=spec.block_dim, min_blocks=0)
+    return replace(spec, **fields)
+
+
+@functools.lru_cache(maxsize=1024)
+def pipe_spec(spec, cfg: PipeConfig, device_is_cpu: bool = False):
+    """``spec`` (a ``pipelined.PipeSpec``) with ``cfg``'s tile shape, stages, block size and blocks per SM
+    (dtypes, layouts, epilogue, paddings and chunk kept), or None where that kernel does not fit: more
+    shared memory than ``pipelined.SMEM_LIMIT`` or a spec the family refuses (``pipelined.unfit``). On the
+    CPU the block stays ``spec``'s (one thread) and there is no launch bound."""
+    from warp_gemm.kernels import pipelined
+
+    out = _with_pipe_config(spec, cfg, device_is_cpu)
+    return None if pipelined.unfit(out) else out
+
+
+def candidate_pipe_configs(dtype: str, tf32: bool = False) -> list[PipeConfig]:
+    """The pipelined family's tuner candidates for ``dtype`` (``config.configs.PIPE_CANDIDATES``: 8-14
+    around the measured bests) whose CUDA kernel fits in every layout: shared memory within
+    ``pipelined.SMEM_LIMIT`` with the dtype's default paddings, and the family's checks. Exact float32
+    has none (the planner keeps it on the tiled family)."""
+    from warp_gemm.kernels import pipelined
+
+    out = []
+    for cfg in _config.pipe_candidate_list(dtype, tf32):
+        if all(pipe_spec(pipelined.default_spec(dtype, tf32=tf32, layout=lay), cfg) is not None
+               for lay in ("NN", "NT", "TN", "TT")):
+            out.append(cfg)
+    return out
 
 
 def _plan_split_pipe(base: Plan, p: Problem, la: str, lb: str, epi: str, c_into_d: bool, want) -> Plan | None:

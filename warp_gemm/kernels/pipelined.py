@@ -197,6 +197,20 @@ def smem_bytes(spec: PipeSpec) -> int:
     return spec.stages * (ar * (ac + spec.pad_ab) + br * (bc + spec.pad_ab)) * it + acc
 
 
+def unfit(spec: PipeSpec) -> str:
+    """Why ``spec`` cannot be built and launched ("" when it can): more shared memory than
+    :data:`SMEM_LIMIT`, or a field the kernel factory refuses (stages, chunk, tile columns, paddings).
+    Pure arithmetic: nothing is compiled (the planner checks tuned configurations with it)."""
+    need = smem_bytes(spec)
+    if need > SMEM_LIMIT:
+        return f"{need} bytes of shared memory, more than {SMEM_LIMIT}"
+    try:
+        _check(spec)
+    except ValueError as e:
+        return str(e)
+    return ""
+
+
 def max_chunk(arr, dtype: str) -> int:
     """The widest copy chunk (16/8/4/2 bytes) that every row of a 3-D Warp array (or a 2-D one) allows:
     base address and row/batch strides multiples of it, unit column stride. 0: not copyable (column

@@ -57,8 +57,21 @@ def _tune(args) -> int:
     from warp_gemm.tools import tune as tuner
 
     shapes = S.get_set(args.shapes) if args.shapes else None
-    rows = tuner.tune(args.dtype.split(","), shapes=shapes, device=args.device, workers=args.workers,
-                     persist=not args.no_save, rep_ms=args.rep_ms)
+    dtypes = args.dtype or ("fp16,bf16,tf32,fp64" if args.family == "pipelined" else "fp16,bf16,fp32,tf32,fp64")
+    configs = [c.strip() for c in args.configs.split(";") if c.strip()] if args.configs else None
+    stream = open(args.rows, "a") if args.rows else None
+
+    def on_row(r):  # one JSON line per measured row, flushed: a run cut short keeps what it measured
+        stream.write(json.dumps(r) + "\n")
+        stream.flush()
+
+    try:
+        rows = tuner.tune(dtypes.split(","), shapes=shapes, device=args.device, workers=args.workers,
+                         configs=configs, persist=not args.no_save, rep_ms=args.rep_ms, family=args.family,
+                         on_row=on_row if stream else None)
+    finally:
+        if stream:
+            stream.close()
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)
@@ -106,12 +119,20 @@ def main(argv: list[str] | None = None) -> int:
                    add_help=False)
     sub.add_parser("bench", help="benchmark providers (see `warp-gemm bench -h`)", add_help=False)
     t = sub.add_parser("tune", help="autotune tile configurations on this GPU and save the winners")
-    t.add_argument("--dtype", default="fp16,bf16,fp32,tf32,fp64")
-    t.add_argument("--shapes", default=None, help="shape sets or MxNxK list (default: benchmark sets)")
+    t.add_argument("--family", default="tiled", choices=["tiled", "pipelined"],
+                   help="kernel family to tune: tiled (Config candidates) or pipelined (tile shape, stages, "
+                        "block size and blocks per SM; winners in the table's '|pipe' groups)")
+    t.add_argument("--dtype", default=None, help="default: fp16,bf16,fp32,tf32,fp64 (tiled); fp16,bf16,tf32,fp64 "
+                   "(pipelined: exact fp32 stays on the tiled family)")
+    t.add_argument("--shapes", default=None, help="shape sets or MxNxK list (default: benchmark sets for tiled, "
+                   "tune-pipe for pipelined)")
+    t.add_argument("--configs", default=None, help="';'-separated candidates to time instead of the default "
+                   "list (e.g. 'pipe/128x128x128/s2/b256/o1;pipe/128x128x64/s3/b256/o1')")
     t.add_argument("--device", default="cuda")
     t.add_argument("--workers", type=int, default=None, help="parallel compile processes (default: cores)")
     t.add_argument("--rep-ms", type=float, default=100)
-    t.add_argument("--json", default=None, help="write every measured row here")
+    t.add_argument("--json", default=None, help="write every measured row here (at the end)")
+    t.add_argument("--rows", default=None, help="append every row here as it is measured (JSON lines)")
     t.add_argument("--no-save", action="store_true", help="do not write the tuning cache")
     p = sub.add_parser("precompile", help="build kernels ahead of time into Warp's kernel cache")
     p.add_argument("--arch", default="80,90", help="CUDA archs for offline builds ('' = current device)")

@@ -56,8 +56,12 @@ def pipelined_jobs(dtypes: list[str], layouts: tuple[str, ...] = ("NN",),
                    epilogues: tuple[str, ...] = ("scale",)) -> list[tuple]:
     """``("pipelined", PipeSpec)`` for the pipelined family's kernels the planner picks on CUDA: each
     dtype's large- and small-problem configuration (``kernels.pipelined.default_spec``, the H100 table)
-    per layout and epilogue, output in the input dtype. Exact float32 is left out (the planner keeps it
-    on the tiled family), and everything where this Warp cannot run the family."""
+    and every configuration of the shipped tuning table's ``|pipe`` groups (applied over the default as
+    the planner does: ``core.plan.pipe_spec``; other layouts borrow NN's, bfloat16 float16's), per layout
+    and epilogue, output in the input dtype. Exact float32 is left out (the planner keeps it on the tiled
+    family), and everything where this Warp cannot run the family."""
+    from warp_gemm.config import tables
+    from warp_gemm.core.plan import pipe_spec
     from warp_gemm.kernels import pipelined
 
     if not pipelined.has_native_tile_args():
@@ -78,6 +82,11 @@ def pipelined_jobs(dtypes: list[str], layouts: tuple[str, ...] = ("NN",),
                     if any(j[1] == spec for j in jobs):
                         continue
                     if pipelined.smem_bytes(spec) <= pipelined.SMEM_LIMIT:
+                        jobs.append(("pipelined", spec))
+                base_spec = pipelined.default_spec(base, base, tf32=tf32, layout=lay, epilogue=epi)
+                for cfg in tables.shipped_pipe_configs(dt):
+                    spec = pipe_spec(base_spec, cfg)
+                    if spec is not None and not any(j[1] == spec for j in jobs):
                         jobs.append(("pipelined", spec))
     return jobs
 
