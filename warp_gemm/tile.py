@@ -237,18 +237,21 @@ def _build_pipelined(tm: int, tn: int, tk: int, in_name: str, acc_name: str, sta
     SAR, ACP, SBR, BCP = S * TM, TK + PAD, S * TK, TN + PAD
     key = (f"warp_gemm_tile_pipe_{in_name}_{acc_name}_{tm}x{tn}x{tk}_s{S}_c{spec.chunk}"
            + (f"_p{PAD}" if PAD else ""))
-    native = pipelined._native
-    cp_a = native(pipelined._copy_snippet(spec, TM, TK, ACP, checked=True), key + "_cp_a",
-                  pipelined._stub_copy(IN, SAR, ACP))
-    cp_b = native(pipelined._copy_snippet(spec, TK, TN, BCP, checked=True), key + "_cp_b",
-                  pipelined._stub_copy(IN, SBR, BCP))
-    commit = native(pipelined._from_sm80(pipelined._COMMIT), key + "_commit", pipelined._stub_int())
-    wait = native(pipelined._from_sm80(pipelined._WAIT.format(N=S - 1)), key + "_wait", pipelined._stub_int())
-    wait0 = native(pipelined._from_sm80(pipelined._WAIT.format(N=0)), key + "_wait0", pipelined._stub_int())
+    P = pipelined
+    with P._factory_lock:  # the snippets are registered in the pipelined module, as its factory's are
+        cp_a = P._native(P._copy_snippet(spec, TM, TK, ACP, checked=True), key + "_cp_a",
+                         P._stub_copy(IN, SAR, ACP))
+        cp_b = P._native(P._copy_snippet(spec, TK, TN, BCP, checked=True), key + "_cp_b",
+                         P._stub_copy(IN, SBR, BCP))
+        commit = P._native(P._from_sm80(P._COMMIT), key + "_commit", P._stub_int())
+        wait = P._native(P._from_sm80(P._WAIT.format(N=S - 1)), key + "_wait", P._stub_int())
+        wait0 = P._native(P._from_sm80(P._WAIT.format(N=0)), key + "_wait0", P._stub_int())
 
     def gemm_tile(A: wp.array2d(dtype=IN), B: wp.array2d(dtype=IN), row: int, col: int):
-        # Block-shared for this call (a tile made in a function lives until it returns); fully
-        # overwritten by the copies before any read, so Warp allocates them without zeroing.
+        # Block-shared for this call (a tile made in a function lives until it returns). Warp 1.19
+        # zero-fills them once per call (an assignment ending in a block sync; tile_empty is not
+        # public): shared stores of `stages` K steps once per output tile, and the sync orders the
+        # first copies after any earlier reader of this shared memory.
         ba = wp.tile_zeros(shape=(SAR, ACP), dtype=IN, storage="shared")
         bb = wp.tile_zeros(shape=(SBR, BCP), dtype=IN, storage="shared")
         acc = wp.tile_zeros(shape=(TM, TN), dtype=ACC)
