@@ -5,7 +5,9 @@ of ``A @ B`` over all of K (edges zero-filled, any M, N, K); the kernel applies 
 ``wp.tile_map`` and stores the tile itself, so the GEMM result never goes through global memory.
 
 Checks the fused result against float64 NumPy, and with ``--time`` (the default on CUDA) times it
-against the unfused pair ``warp_gemm.matmul`` + a separate elementwise Warp kernel.
+against the unfused pair ``warp_gemm.matmul`` + a separate elementwise Warp kernel. On Warp 1.19 the
+function has warp_gemm's pipelined K loop (asynchronous copies, ``--stages`` K tiles in flight); the
+first line says which body was built.
 
     python examples/07_fused_layer.py                           # CUDA if present: fp16 4096^3, timed
     python examples/07_fused_layer.py --device cpu --size 300 --dtype float32
@@ -44,6 +46,8 @@ def parse_args(argv):
     p.add_argument("--tiles", default=None,
                    help="TMxTNxTK (default: 128x128x64 on CUDA, 32x32x32 on the CPU)")
     p.add_argument("--block-dim", type=int, default=None, help="threads per block (default: 256 CUDA, 64 CPU)")
+    p.add_argument("--stages", type=int, default=2,
+                   help="K tiles of A and B in flight in the pipelined body, 2-4 (default: %(default)s)")
     p.add_argument("--epilogue-rows", type=int, default=0,
                    help="apply the activation to row chunks of this many rows (0: the whole tile; default)")
     p.add_argument("--time", action="store_true", help="time it (always on CUDA)")
@@ -55,7 +59,7 @@ def wp_dtype(name: str):
     return _compat.bf16_dtype() if name == "bfloat16" else getattr(wp, name)
 
 
-def build_kernels(tm: int, tn: int, tk: int, dtype: str, epilogue_rows: int = 0):
+def build_kernels(tm: int, tn: int, tk: int, dtype: str, epilogue_rows: int = 0, stages: int = 2):
     """The fused layer kernel and the unfused pair's elementwise kernel, for ``dtype`` in and out.
     ``epilogue_rows`` > 0: the activation and store run on row chunks of the accumulator (``tile_view``s)
     instead of the whole tile at once (fewer live registers on large tiles)."""
@@ -66,7 +70,7 @@ def build_kernels(tm: int, tn: int, tk: int, dtype: str, epilogue_rows: int = 0)
     ER = epilogue_rows
     if ER and (ER > tm or tm % ER):
         raise ValueError(f"--epilogue-rows {ER} must divide the tile's {tm} rows")
-    mma = tile_gemm_func(tm, tn, tk, IN)
+    mma = tile_gemm_func(tm, tn, tk, IN, stages=stages)
 
     def silu(x: ACC):
         # The user's activation: x * sigmoid(x).
@@ -96,7 +100,7 @@ def build_kernels(tm: int, tn: int, tk: int, dtype: str, epilogue_rows: int = 0)
         i, j = wp.tid()
         X[i, j] = IN(act(ACC(X[i, j])))
 
-    fused_layer.__name__ = fused_layer.__qualname__ = f"fused_layer_{dtype}_{tm}x{tn}x{tk}_e{ER}"
+    fused_layer.__name__ = fused_layer.__qualname__ = f"fused_layer_{dtype}_{tm}x{tn}x{tk}_e{ER}_s{stages}"
     silu_inplace.__name__ = silu_inplace.__qualname__ = f"silu_inplace_{dtype}"
     # bfloat16 tiles are multiplied only in modules without backward code (Warp 1.14+); this layer
     # is forward-only anyway.
@@ -157,10 +161,14 @@ def main(argv=None) -> int:
     b = round_to(rng.standard_normal((K, N)) * s, dtype)
     A, B = to_wp(a, dtype, device), to_wp(b, dtype, device)
     Y = to_wp(np.full((M, N), np.nan), dtype, device)
-    fused, silu_k = build_kernels(tm, tn, tk, dtype, args.epilogue_rows)
+    fused, silu_k = build_kernels(tm, tn, tk, dtype, args.epilogue_rows, args.stages)
     grid = (-(-M // tm), -(-N // tn))
+    mma = tile_gemm_func(tm, tn, tk, wp_dtype(dtype), stages=args.stages)  # the cached function
+    body = f"pipelined, {mma.stages} stages" if mma.pipelined else "synchronous tile_load"
     print(f"y = silu(A @ B): A {M}x{K}, B {K}x{N}, {dtype} on {device}; tiles {tm}x{tn}x{tk}, "
           f"block_dim {block_dim}, epilogue rows {args.epilogue_rows or tm}, grid {grid}; warp-lang {_compat.WARP_VERSION}")
+    print(f"  tile_gemm_func body: {body}; its shared memory {mma.smem_bytes} bytes per block "
+          f"(+ {tm * tn * (8 if dtype == 'float64' else 4)} for the kernel's result tile)")
 
     def run_fused():
         wp.launch_tiled(fused, dim=grid, inputs=[A, B, Y], block_dim=block_dim, device=device)

@@ -10,6 +10,7 @@ import pytest
 import warp as wp
 
 import warp_gemm._compat as compat
+from warp_gemm.kernels import pipelined
 from warp_gemm.tile import tile_gemm_func
 
 try:
@@ -84,9 +85,10 @@ def _leaky_func(acc_dt):
 
 
 @functools.cache
-def layer_kernel(tm, tn, tk, dt):
-    """GEMM + the user's leaky ReLU + the user's store, in the accumulator dtype."""
-    mma = tile_gemm_func(tm, tn, tk, dt)
+def layer_kernel(tm, tn, tk, dt, stages=2, tag=""):
+    """GEMM + the user's leaky ReLU + the user's store, in the accumulator dtype. ``tag`` names a kernel
+    of its own (a module of its own: e.g. compiled with CPU blocks)."""
+    mma = tile_gemm_func(tm, tn, tk, dt, stages=stages)
     IN, OUT = wp_dtype(dt), wp_dtype(acc_name(dt))
     act = _leaky_func(acc_name(dt))
     TM, TN = tm, tn
@@ -96,7 +98,7 @@ def layer_kernel(tm, tn, tk, dt):
         acc = mma(A, B, i * TM, j * TN)
         wp.tile_store(C, wp.tile_map(act, acc), offset=(i * TM, j * TN))
 
-    layer.__name__ = layer.__qualname__ = f"user_layer_{dt}_{tm}x{tn}x{tk}"
+    layer.__name__ = layer.__qualname__ = f"user_layer_{dt}_{tm}x{tn}x{tk}_s{stages}{tag}"
     return make_kernel(layer, forward_only=dt == "bfloat16")
 
 
@@ -261,3 +263,236 @@ def test_two_calls_in_one_kernel(dtype, device, rng):
                     inputs=[to_wp(x, dtype, device) for x in (a1, b1, a2, b2)] + [out], block_dim=64, device=device)
     res = compare(out.numpy(), a1 @ b1 + a2 @ b2, acc_name(dtype))
     assert res.ok, str(res)
+
+
+# --- the pipelined body (Warps with native tile arguments: 1.19) ----------------------------------------
+# The function's observable choice: ``mma.pipelined`` (True: the cp.async K loop of warp_gemm's pipelined
+# family, built where pipelined.has_warp_features(); False: the synchronous tile_load loop), ``mma.stages``
+# and ``"_pipe_"`` in ``mma.key``. On the CPU the copy snippets run their synchronous twin under the same
+# rules (run-time alignment check, element fallback, zero-fill), so CPU CI runs the same stage logic.
+PIPE = pipelined.has_warp_features()
+needs_pipe = pytest.mark.skipif(not PIPE, reason="the pipelined body needs Warp 1.19-class tiles")
+
+
+def test_pipelined_body_is_the_default():
+    f = tile_gemm_func(64, 64, 32, wp.float32)
+    assert f.pipelined is PIPE
+    if not PIPE:
+        assert f.stages is None and "_pipe_" not in f.key
+        assert tile_gemm_func(64, 64, 32, wp.float32, stages=3) is f  # one synchronous body for any stages
+        return
+    assert f.stages == 2 and "_pipe_" in f.key and "_s2_" in f.key
+    f3 = tile_gemm_func(64, 64, 32, wp.float32, stages=3)
+    assert f3 is not f and f3.stages == 3 and "_s3_" in f3.key
+    assert tile_gemm_func(64, 64, 32, "fp32", stages=3) is f3
+    # Shared memory of the default 64x64x32 float16 function: two stages of 64x(32+8) A and 32x(64+8) B
+    # halves plus the 64x64 float32 accumulator (the caller's tile receiving the result comes on top).
+    h = tile_gemm_func(64, 64, 32, wp.float16)
+    assert h.smem_bytes == 2 * (64 * 40 + 32 * 72) * 2 + 64 * 64 * 4 == 35840
+
+
+@pytest.mark.parametrize("stages", [1, 5, 2.0, True, "2"])
+def test_bad_stages(stages):
+    with pytest.raises(ValueError, match="stages"):
+        tile_gemm_func(32, 32, 16, wp.float32, stages=stages)
+
+
+@needs_pipe
+def test_copy_snippet_check_is_opt_in():
+    """The pipelined family's own copies stay unchecked (their planner checks alignment: same generated
+    source as before tile_gemm_func used them); the checked copy adds the run-time test, the element
+    fallback and the sm_80 guard."""
+    spec = pipelined.default_spec("float16")
+    plain = pipelined._copy_snippet(spec, 128, 128, 136)
+    checked = pipelined._copy_snippet(spec, 128, 128, 136, checked=True)
+    for text in ("const bool chunked", "One element per step", "__CUDA_ARCH__ >= 800"):
+        assert text not in plain and text in checked
+    assert "#if defined(__CUDA_ARCH__) && 1\n" in plain
+    assert checked.count("cp.async.cg.shared.global") == plain.count("cp.async.cg.shared.global") == 1
+
+
+PIPE_SHAPES = [
+    (65, 33, 47),  # every edge partial; 16-bit rows of 47 and 33 elements: the element copy
+    (1, 129, 1027),  # one row, 33 K tiles, odd N and K
+    (65, 40, 48),  # aligned rows (the chunked copy) with partial M, N and K tiles
+]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", PIPE_SHAPES, ids=lambda v: "x".join(map(str, v)))
+def test_odd_shapes_with_an_epilogue(shape, dtype, device, rng):
+    M, N, K = shape
+    a, b = random_operands(M, N, K, dtype, rng)
+    out = wp.array(np.full((M, N), np.nan), dtype=wp_dtype(acc_name(dtype)), device=device)
+    wp.launch_tiled(layer_kernel(32, 32, 32, dtype), dim=grid(M, N, 32, 32),
+                    inputs=[to_wp(a, dtype, device), to_wp(b, dtype, device), out], block_dim=64,
+                    device=device)
+    res = compare(out.numpy(), leaky_ref(a @ b), acc_name(dtype))
+    assert res.ok, str(res)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [p for p in DTYPES if p.id in ("float16", "float64")])
+@pytest.mark.parametrize("stages", [2, 3, 4])
+@pytest.mark.parametrize("shape", [(65, 40, 48), (37, 33, 130)], ids=lambda v: "x".join(map(str, v)))
+def test_stages(shape, stages, dtype, device, rng):
+    """2-4 stages, with fewer K tiles than stages (3 of 16: empty prologue groups) and more (9, odd
+    rows: the element copy)."""
+    M, N, K = shape
+    a, b = random_operands(M, N, K, dtype, rng)
+    out = wp.array(np.full((M, N), np.nan), dtype=wp_dtype(acc_name(dtype)), device=device)
+    wp.launch_tiled(layer_kernel(32, 32, 16, dtype, stages), dim=grid(M, N, 32, 32),
+                    inputs=[to_wp(a, dtype, device), to_wp(b, dtype, device), out], block_dim=64,
+                    device=device)
+    res = compare(out.numpy(), leaky_ref(a @ b), acc_name(dtype))
+    assert res.ok, str(res)
+
+
+def view_of(x64, dt, device, kind):
+    """A 2-D Warp view holding ``x64``, as a user's strided array would be: "shifted": a column slice
+    one element into a wider array (base address 2/4/8 bytes off, odd row stride); "step2": every
+    second column (column stride two elements); "aligned": a column slice 8 elements in, row stride
+    a multiple of 16 bytes (the chunked copy on a view). Finite junk elsewhere must never be read."""
+    r, c = x64.shape
+    if kind == "step2":
+        wide = np.full((r, 2 * c), 7.0)
+        wide[:, ::2] = x64
+        return to_wp(wide, dt, device)[:, ::2]
+    first, width = (1, c + 3) if kind == "shifted" else (8, 8 * (-(-c // 8) + 2))
+    wide = np.full((r, width), 7.0)
+    wide[:, first:first + c] = x64
+    return to_wp(wide, dt, device)[:, first:first + c]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("kind", ["shifted", "step2", "aligned"])
+def test_strided_views(kind, dtype, device, rng):
+    M, N, K = 45, 37, 70
+    a, b = random_operands(M, N, K, dtype, rng)
+    A, B = view_of(a, dtype, device, kind), view_of(b, dtype, device, kind)
+    assert A.shape == (M, K) and B.shape == (K, N)
+    out = wp.array(np.full((M, N), np.nan), dtype=wp_dtype(acc_name(dtype)), device=device)
+    wp.launch_tiled(layer_kernel(32, 32, 32, dtype), dim=grid(M, N, 32, 32), inputs=[A, B, out], block_dim=64,
+                    device=device)
+    res = compare(out.numpy(), leaky_ref(a @ b), acc_name(dtype))
+    assert res.ok, str(res)
+
+
+@functools.cache
+def offset_kernel(dt):
+    """Output tiles that start at (r0, c0) of A @ B: a column offset that is no multiple of a copy chunk
+    (the copy of B falls back to elements)."""
+    mma = tile_gemm_func(32, 32, 32, dt)
+    IN, OUT = wp_dtype(dt), wp_dtype(acc_name(dt))
+
+    def shifted(A: wp.array2d(dtype=IN), B: wp.array2d(dtype=IN), C: wp.array2d(dtype=OUT), r0: int, c0: int):
+        i, j = wp.tid()
+        wp.tile_store(C, mma(A, B, r0 + i * 32, c0 + j * 32), offset=(i * 32, j * 32))
+
+    shifted.__name__ = shifted.__qualname__ = f"user_offset_{dt}"
+    return make_kernel(shifted, forward_only=dt == "bfloat16")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_offsets_off_the_chunk_grid(dtype, device, rng):
+    M, N, K, r0, c0 = 50, 72, 64, 5, 3
+    a, b = random_operands(M, N, K, dtype, rng)
+    out = wp.array(np.full((M - r0, N - c0), np.nan), dtype=wp_dtype(acc_name(dtype)), device=device)
+    wp.launch_tiled(offset_kernel(dtype), dim=grid(M - r0, N - c0, 32, 32),
+                    inputs=[to_wp(a, dtype, device), to_wp(b, dtype, device), out, r0, c0], block_dim=64,
+                    device=device)
+    res = compare(out.numpy(), (a @ b)[r0:, c0:], acc_name(dtype))
+    assert res.ok, str(res)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(45, 37, 41), (45, 40, 48)], ids=["element-copy", "chunked"])
+def test_infinities_in_edge_tiles(shape, dtype, device, rng):
+    """An infinity in a valid element of the last (partial) M, N and K tiles gives infinities exactly
+    where float64 does and no NaN: the zeros filled in past K meet zeros, the zeros past M or N only
+    reach outputs that the store drops."""
+    M, N, K = shape
+    a, b = random_operands(M, N, K, dtype, rng)
+    # no inf - inf, no 0 * inf in the valid region (0.25: exact in every dtype)
+    a[:, K - 1], b[K - 1, :] = np.maximum(np.abs(a[:, K - 1]), 0.25), np.maximum(np.abs(b[K - 1, :]), 0.25)
+    a[M - 1, K - 1], b[K - 1, N - 1] = np.inf, np.inf
+    out = wp.array(np.full((M, N), np.nan), dtype=wp_dtype(acc_name(dtype)), device=device)
+    wp.launch_tiled(layer_kernel(32, 32, 32, dtype), dim=grid(M, N, 32, 32),
+                    inputs=[to_wp(a, dtype, device), to_wp(b, dtype, device), out], block_dim=64,
+                    device=device)
+    with np.errstate(invalid="ignore"):  # NumPy's BLAS may warn on inf * finite
+        ref = leaky_ref(a @ b)
+    got = out.numpy().astype(np.float64)
+    assert np.isinf(ref[M - 1]).all() and np.isinf(ref[:, N - 1]).all() and np.isfinite(ref[:-1, :-1]).all()
+    assert not np.isnan(got).any()
+    res = compare(got, ref, acc_name(dtype))
+    assert res.ok, str(res)
+
+
+@needs_pipe
+@pytest.mark.skipif(not compat.HAS_CPU_BLOCKS, reason="CPU blocks of several threads need warp-lang >= 1.18")
+@pytest.mark.parametrize("block_dim", [5, 32])
+@pytest.mark.parametrize("dtype", ["float16", "float64"])
+def test_cpu_blocks_share_the_copies(dtype, block_dim, rng):
+    """With ``wp.config.enable_cpu_blocks`` the CPU runs ``block_dim`` fibers per block: each copies
+    its share of the chunks (WP_TILE_THREAD_IDX / WP_TILE_BLOCK_DIM), as CUDA threads do."""
+    old = wp.config.enable_cpu_blocks
+    wp.config.enable_cpu_blocks = True
+    try:
+        for M, N, K in ((65, 33, 47), (65, 40, 48)):
+            a, b = random_operands(M, N, K, dtype, rng)
+            out = wp.array(np.full((M, N), np.nan), dtype=wp_dtype(acc_name(dtype)), device="cpu")
+            wp.launch_tiled(layer_kernel(32, 32, 32, dtype, 3, "_cpu_blocks"), dim=grid(M, N, 32, 32),
+                            inputs=[to_wp(a, dtype, "cpu"), to_wp(b, dtype, "cpu"), out], block_dim=block_dim,
+                            device="cpu")
+            res = compare(out.numpy(), leaky_ref(a @ b), acc_name(dtype))
+            assert res.ok, f"{M}x{N}x{K}: {res}"
+    finally:
+        wp.config.enable_cpu_blocks = old
+
+
+@needs_pipe
+@pytest.mark.skipif(not compat.HAS_COMPILE_AOT, reason="wp.compile_aot_module arrived in warp-lang 1.9")
+@pytest.mark.parametrize("dtype,arch", [("float16", 90), ("float64", 90), ("float16", 75)], ids=str)
+def test_cuda_build_offline(dtype, arch, tmp_path):
+    """A user's kernel calling the pipelined function compiles for CUDA without a GPU (~15-35 s each on
+    2 cores): the copy snippets with cp.async and the element fallback inside the user's module; for
+    sm_75 (no cp.async: ptxas would reject it) the guarded build succeeds too."""
+    k = layer_kernel(64, 64, 32, dtype, 2, f"_aot{arch}")
+    k.module.options["block_dim"] = 128
+    wp.compile_aot_module(k.module, arch=[arch], module_dir=str(tmp_path))
+    built = sorted(p.name for p in tmp_path.rglob("*") if p.suffix in (".cubin", ".ptx"))
+    assert any(f"sm{arch}" in n for n in built), built
+    src = "".join(p.read_text() for p in tmp_path.rglob("*.cu"))
+    assert "cp.async.cg.shared.global" in src and "cp.async.wait_group 1" in src
+    assert "const bool chunked" in src and "One element per step" in src
+
+
+def _example(name):
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parent.parent / "examples" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"example_{name}", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAS_CUDA, reason="no CUDA")
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+@pytest.mark.parametrize("size", ["1024", "1000x1001x999"])
+def test_fused_layer_example_on_cuda(size, dtype, capsys):
+    """examples/07_fused_layer.py on CUDA (its default 128x128x64 tiles, block 256, the pipelined body
+    where it applies) against float64: an aligned shape (the cp.async copies) and an odd one (16-bit
+    rows of odd length: the element copy)."""
+    args = ["--device", "cuda", "--dtype", dtype, "--size", size, "--repeats", "2"]
+    rc = _example("07_fused_layer").main(args)
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "FAIL" not in out, out

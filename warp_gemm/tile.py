@@ -24,6 +24,8 @@ import threading
 import warp as wp
 
 from . import _compat
+from .kernels import pipelined
+from .kernels.common import ITEM_BYTES
 
 _NAMES = {"float16": "float16", "half": "float16", "fp16": "float16", "f16": "float16",
           "bfloat16": "bfloat16", "bf16": "bfloat16",
@@ -63,28 +65,49 @@ def _default_acc(in_name: str) -> str:
     return "float64" if in_name == "float64" else "float32"
 
 
-def tile_gemm_func(tm: int, tn: int, tk: int, dtype, acc_dtype=None):
+def tile_gemm_func(tm: int, tn: int, tk: int, dtype, acc_dtype=None, *, stages: int = 2):
     """A Warp function ``mma(A, B, row, col) -> tile`` for use inside a tile kernel: the ``(tm, tn)``
     tile of ``A @ B`` whose first element is ``(row, col)``, summed over all of K, in the accumulator
     dtype.
 
     Args:
         tm, tn, tk: the output tile's rows and columns and the K step (compile-time tile shapes; any
-            positive sizes, e.g. 64, 64, 32 -- on CUDA they set the shared memory the block needs:
-            ``(tm*tk + tk*tn) * itemsize + tm*tn * acc_itemsize`` bytes plus padding).
+            positive sizes, e.g. 64, 64, 32; on CUDA they set the shared memory the block needs, below).
         dtype: the element type of ``A`` and ``B``: ``wp.float16``, ``wp.bfloat16``, ``wp.float32``,
             ``wp.float64`` (or ``float``), or its name.
         acc_dtype: the accumulator and returned tile's type; float32 for 16-bit and float32 inputs,
             float64 for float64 (the default; no other choice is accepted).
+        stages: 2-4 K tiles of A and B in flight in the pipelined body (ignored by the synchronous
+            body of older Warps).
 
     The function takes ``A: wp.array2d(dtype=dtype)`` of shape (M, K), ``B: wp.array2d(dtype=dtype)``
-    of shape (K, N) and two ``int`` offsets, and returns a ``(tm, tn)`` tile. Shapes need not be tile
-    multiples: rows/columns of A and B beyond M, N or K read as zeros (Warp's bounds-checked
-    ``tile_load``), so an edge tile holds zeros past the matrix, and ``wp.tile_store`` of it drops the
-    out-of-range part. Call it from a kernel launched with ``wp.launch_tiled`` on the CPU (any ``block_dim``) or
-    CUDA (``block_dim`` a multiple of 32: on the H100 cuBLASDx refused a one-thread block, "Failed to
-    compile LTO 'dot_32_32_16_90_1_...'"); every thread of the block must call it (a block-wide
-    collective).
+    of shape (K, N) (any strides: views are fine) and two non-negative ``int`` offsets, and returns a
+    ``(tm, tn)`` tile of ``acc_dtype`` (a block-shared tile that Warp copies into the caller's variable;
+    use it with ``wp.tile_store``/``wp.tile_map``/``wp.tile_view``). Shapes need not be tile multiples:
+    rows/columns of A and B beyond M, N or K read as zeros, so an edge tile holds zeros past the matrix
+    (where A has an infinity in a valid element the out-of-range part may hold NaN), and
+    ``wp.tile_store`` of it drops the out-of-range part. Call it from a kernel launched with
+    ``wp.launch_tiled`` on the CPU (any ``block_dim``) or CUDA (``block_dim`` a multiple of 32: on the
+    H100 cuBLASDx refused a one-thread block, "Failed to compile LTO 'dot_32_32_16_90_1_...'"); every
+    thread of the block must call it (a block-wide collective).
+
+    Bodies (``mma.pipelined``, ``mma.stages``, ``mma.smem_bytes`` say which was built):
+
+    - Pipelined (Warp 1.19-class: ``kernels.pipelined.has_warp_features()``; both devices): the K loop
+      of warp_gemm's pipelined family. ``stages`` K tiles of A and B live in two shared buffers; each
+      thread of the block copies its share of 16-byte chunks with ``cp.async`` (sm_80+) straight into
+      them, zero-filling past M, N and K, so K tile ``k + stages - 1`` is in flight while
+      ``tile_matmul`` works on K tile ``k``. The copy checks each array once per call: where a row start
+      (base address or row stride) is not a multiple of the chunk, the column stride is not one element
+      (e.g. ``A[:, ::2]``) or ``col`` is not on the chunk grid, and on GPUs before sm_80, it copies
+      element by element with both strides, synchronously (correct, no overlap: odd-length 16-bit rows
+      take this path). The CPU runs the same loop with plain copies. 16-bit and float64 stages are
+      padded by 16/32 bytes per row (bank conflicts in the MathDx GEMM).
+    - Synchronous (older Warps): ``tile_load`` -> ``tile_matmul`` per K step (dense tiles before 1.19).
+
+    Shared memory per block on CUDA (``mma.smem_bytes``): ``stages*(tm*(tk+p) + tk*(tn+p))*itemsize +
+    tm*tn*acc_itemsize``, p = 8 for 16-bit, 4 for float64, 0 for float32 inputs; the caller's tile that
+    receives the result adds ``tm*tn*acc_itemsize`` (64x64x32 float16, 2 stages: 35,840 + 16,384 bytes).
 
     bfloat16: Warp (1.14+) multiplies bfloat16 tiles only in modules without backward code, and a Warp
     function cannot set its caller's module options. Define the calling kernel with
@@ -95,11 +118,12 @@ def tile_gemm_func(tm: int, tn: int, tk: int, dtype, acc_dtype=None):
 
     Releases: float16 and bfloat16 inputs need ``wp.tile_astype``'s release (1.8+; Warp 1.7 would
     accumulate them in 16 bit), bfloat16 needs 1.13+ (``wp.bfloat16``); float32/float64 work from 1.7.
-    On Warp 1.19+ on CUDA the 16-bit and float64 A/B tiles are padded in shared memory (fewer bank
-    conflicts in the MathDx GEMM); earlier releases use dense tiles.
 
-    The function is built once per ``(tm, tn, tk, dtype, acc_dtype)`` and cached; it is thread-safe.
+    The function is built once per ``(tm, tn, tk, dtype, acc_dtype, stages)`` and cached; it is
+    thread-safe.
     """
+    if isinstance(stages, bool) or not isinstance(stages, int) or not 2 <= stages <= 4:
+        raise ValueError(f"tile_gemm_func: stages must be an int from 2 to 4, got {stages!r}")
     for v, n in ((tm, "tm"), (tn, "tn"), (tk, "tk")):
         if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
             raise ValueError(f"tile_gemm_func: {n} must be a positive int, got {v!r}")
@@ -116,6 +140,8 @@ def tile_gemm_func(tm: int, tn: int, tk: int, dtype, acc_dtype=None):
             f"tile_gemm_func: {in_name} inputs need warp-lang >= 1.8 (Warp {_compat.WARP_VERSION} "
             "accumulates 16-bit tiles in 16 bit); use float32 or upgrade warp-lang")
     with _lock:
+        if pipelined.has_warp_features():
+            return _build_pipelined(int(tm), int(tn), int(tk), in_name, acc_name, int(stages))
         return _build(int(tm), int(tn), int(tk), in_name, acc_name)
 
 
@@ -177,4 +203,89 @@ def _build(tm: int, tn: int, tk: int, in_name: str, acc_name: str):
     key = f"warp_gemm_tile_{in_name}_{acc_name}_{tm}x{tn}x{tk}" + (f"_p{PADV}" if PAD else "")
     gemm_tile.__name__ = gemm_tile.__qualname__ = key
     fn = wp.func(gemm_tile, name=key)
+    fn.pipelined, fn.stages = False, None
+    fn.smem_bytes = (tm * TKP + tk * TNP) * ITEM_BYTES[in_name] + tm * tn * ITEM_BYTES[acc_name]
+    return fn
+
+
+def _chunk(tk: int, tn: int, in_name: str, pad: int) -> int:
+    """The widest copy chunk (16/8/4/2 bytes, at least one element) that splits the rows of both stages
+    (``tk`` columns of A, ``tn`` of B) and their padding: 16 for the usual tile sizes (multiples of 8
+    16-bit, 4 float32, 2 float64 elements)."""
+    it = ITEM_BYTES[in_name]
+    return next(c for c in pipelined.CHUNKS if c >= it and (tk * it) % c == 0 and (tn * it) % c == 0
+                and (pad * it) % c == 0)
+
+
+@functools.cache
+def _build_pipelined(tm: int, tn: int, tk: int, in_name: str, acc_name: str, stages: int):
+    """The pipelined body: the K loop of warp_gemm's pipelined family (kernels/pipelined.py) inside the
+    function. ``stages`` K tiles of A and B live in two shared buffers made here (block-shared for the
+    call); the copy snippets start K tile k + stages - 1 while tile_matmul works on K tile k. The
+    copies check the arrays' alignment at run time (``_copy_snippet(..., checked=True)``)."""
+    _compat.init()
+    dtypes = _wp_dtypes()
+    IN = dtypes[in_name]
+    ACC = dtypes[acc_name]
+    TM, TN, TK, S = tm, tn, tk, stages
+    PAD = _PAD_AB[in_name]
+    spec = pipelined.PipeSpec(tm=tm, tn=tn, tk=tk, in_dtype=in_name, out_dtype=acc_name, stages=S,
+                              chunk=_chunk(tk, tn, in_name, PAD), pad_ab=PAD)
+    pipelined._check(spec)
+    # Stage buffers (closure scalars: Warp needs constant tile shapes and folds no sums): A stages
+    # S*TM x (TK + PAD), B stages S*TK x (TN + PAD).
+    SAR, ACP, SBR, BCP = S * TM, TK + PAD, S * TK, TN + PAD
+    key = (f"warp_gemm_tile_pipe_{in_name}_{acc_name}_{tm}x{tn}x{tk}_s{S}_c{spec.chunk}"
+           + (f"_p{PAD}" if PAD else ""))
+    P = pipelined
+    with P._factory_lock:  # the snippets are registered in the pipelined module, as its factory's are
+        cp_a = P._native(P._copy_snippet(spec, TM, TK, ACP, checked=True), key + "_cp_a",
+                         P._stub_copy(IN, SAR, ACP))
+        cp_b = P._native(P._copy_snippet(spec, TK, TN, BCP, checked=True), key + "_cp_b",
+                         P._stub_copy(IN, SBR, BCP))
+        commit = P._native(P._from_sm80(P._COMMIT), key + "_commit", P._stub_int())
+        wait = P._native(P._from_sm80(P._WAIT.format(N=S - 1)), key + "_wait", P._stub_int())
+        wait0 = P._native(P._from_sm80(P._WAIT.format(N=0)), key + "_wait0", P._stub_int())
+
+    def gemm_tile(A: wp.array2d(dtype=IN), B: wp.array2d(dtype=IN), row: int, col: int):
+        # Block-shared for this call (a tile made in a function lives until it returns). Warp 1.19
+        # zero-fills them once per call (an assignment ending in a block sync; tile_empty is not
+        # public): shared stores of `stages` K steps once per output tile, and the sync orders the
+        # first copies after any earlier reader of this shared memory.
+        ba = wp.tile_zeros(shape=(SAR, ACP), dtype=IN, storage="shared")
+        bb = wp.tile_zeros(shape=(SBR, BCP), dtype=IN, storage="shared")
+        acc = wp.tile_zeros(shape=(TM, TN), dtype=ACC)
+        # A runtime trip count on purpose: Warp unrolls short constant loops and then allocates every
+        # iteration's tiles in shared memory.
+        k_tiles = (A.shape[1] + (TK - 1)) // TK
+        # Prologue: K tiles 0 .. S-2 into stages 0 .. S-2, one commit group each (empty past k_tiles,
+        # so the group count -- and the wait below -- stays the same).
+        for p in range(S - 1):
+            if p < k_tiles:
+                cp_a(ba, p * TM, A, row, p * TK)
+                cp_b(bb, p * TK, B, p * TK, col)
+            commit(0)
+        for k in range(k_tiles):
+            # Refill the stage K tile k-1 used (tile_matmul ended with a block sync) with K tile
+            # k + S - 1, then wait for K tile k's group: S - 1 younger groups may stay in flight.
+            kn = k + S - 1
+            if kn < k_tiles:
+                st = kn % S
+                cp_a(ba, st * TM, A, row, kn * TK)
+                cp_b(bb, st * TK, B, kn * TK, col)
+            commit(0)
+            wait(0)
+            s = k % S
+            a = wp.tile_view(ba, offset=(s * TM, 0), shape=(TM, TK))
+            b = wp.tile_view(bb, offset=(s * TK, 0), shape=(TK, TN))
+            wp.tile_matmul(a, b, acc)
+        wait0(0)  # no copy outlives the call (the groups past k_tiles are empty)
+        return acc
+
+    gemm_tile.__name__ = gemm_tile.__qualname__ = key
+    fn = wp.func(gemm_tile, name=key)
+    # Observable: which body the function has (tests, docs/tile_func.md) and its own shared memory on
+    # CUDA (stage buffers plus accumulator; MathDx may add scratch).
+    fn.pipelined, fn.stages = True, S
+    fn.smem_bytes = pipelined.smem_bytes(spec) + tm * tn * ITEM_BYTES[acc_name]
     return fn

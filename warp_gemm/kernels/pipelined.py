@@ -238,7 +238,7 @@ _COPY = r"""
     const char* base = (const char*)src.data;
     const size_t ld = (size_t)src.strides[0];
     char* sbase = (char*)dst.data.ptr + (size_t)d0 * ({DLD} * {ITEM});
-    for (int c = WP_TILE_THREAD_IDX; c < {TOTAL}; c += WP_TILE_BLOCK_DIM) {{
+{CHECK}    for (int c = WP_TILE_THREAD_IDX; c < {TOTAL}; c += WP_TILE_BLOCK_DIM) {{
         const int r = c / {CPR};
         const int cc = (c - r * {CPR}) * {E};
         const int gr = r0 + r;
@@ -256,7 +256,7 @@ _COPY = r"""
         for (int b = 0; b < {CH}; ++b) s[b] = b < valid * {ITEM} ? g[b] : (char)0;
 #endif
     }}
-"""
+{FALLBACK}"""
 
 _COMMIT = r"""
     // Close the cp.async group of this pipeline stage (a group may be empty). CPU: nothing to do.
@@ -275,12 +275,12 @@ _WAIT = r"""
 """
 
 
-def _copy_snippet(spec: PipeSpec, rows: int, cols: int, dld: int) -> str:
-    it = ITEM_BYTES[spec.in_dtype]
+def _copy_snippet(spec: PipeSpec, rows: int, cols: int, dld: int, checked: bool = False) -> str:
+    it = ITEM_BYTES[spec.in_dtype]  # checked: tile_gemm_func's run-time alignment check (_copy_check)
     ch = spec.chunk
     e = ch // it
     return _COPY.format(DLD=dld, ITEM=it, TOTAL=rows * (cols // e), CPR=cols // e, E=e, CH=ch,
-                        ASYNC=int(ch >= 4), CG="cg" if ch == 16 else "ca")
+                        CG="cg" if ch == 16 else "ca", **_copy_check(it, ch, e, rows, cols, dld, checked))
 
 
 def _native(snippet: str, name: str, stub):
@@ -607,11 +607,76 @@ def applies(device, in_dtype: str, tf32: bool = False, chunk: int = 16, layout: 
         return False
     if chunk not in CHUNKS or chunk < ITEM_BYTES[in_dtype]:
         return False
-    if not (_compat.HAS_TILES and _compat.HAS_TILE_ASTYPE and _compat.HAS_STRIDED_MATMUL_OPERANDS):
-        return False
     if device.is_cuda:
         if getattr(device, "arch", 0) < 80:
             return False
     elif not _compat.HAS_CPU_TILES:
         return False
+    return has_warp_features()
+
+
+def has_warp_features() -> bool:
+    """Whether this Warp has what the family's code needs on any device (``applies`` without the
+    device and dtype checks): tiles, tile_astype, tile_matmul of strided views, tiles passed to native
+    snippets. tile_gemm_func picks its pipelined body by this."""
+    if not (_compat.HAS_TILES and _compat.HAS_TILE_ASTYPE and _compat.HAS_STRIDED_MATMUL_OPERANDS):
+        return False
     return has_native_tile_args()
+
+
+# --- the checked copy (tile_gemm_func) -----------------------------------------------------------------
+# Defined after the kernel factory so that the family's generated source (which quotes line numbers)
+# stays byte-identical.
+
+# The run-time alignment check of ``_copy_snippet(..., checked=True)`` (tile_gemm_func: users pass any
+# 2-D array): the chunk loop of _COPY runs only where every row start is a multiple of CH bytes (base
+# address and row stride), the column stride is one element and c0 starts a chunk; otherwise, and on
+# CUDA before sm_80 (no cp.async), the element copy of _COPY_ELEMENTS does the same copy synchronously.
+_COPY_CHECK = r"""    // Chunks only where each row start is CH-aligned, columns are contiguous and c0 starts a chunk
+    // (checked once per call); else the element copy below. Before sm_80: always the element copy.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+    const bool chunked = false;
+#else
+    const bool chunked = (size_t)base % {CH} == 0 && (nr <= 1 || ld % {CH} == 0) &&
+                         (size_t)src.strides[1] == {ITEM} && c0 % {E} == 0;
+#endif
+    if (chunked)
+"""
+
+_COPY_ELEMENTS = r"""    else {{
+        // One element per step with both strides, synchronous on every device; the same zero-fill.
+        const size_t cs = (size_t)src.strides[1];
+        for (int c = WP_TILE_THREAD_IDX; c < {ELEMS}; c += WP_TILE_BLOCK_DIM) {{
+            const int r = c / {COLS};
+            const int cc = c - r * {COLS};
+            const int gr = r0 + r;
+            const int gc = c0 + cc;
+            {UT}* s = ({UT}*)(sbase + ((size_t)r * {DLD} + cc) * {ITEM});
+            const bool in = gr < nr && gc < nc;
+            *s = in ? *(const {UT}*)(base + (size_t)gr * ld + (size_t)gc * cs) : ({UT})0;
+        }}
+    }}
+"""
+_UINT = {2: "unsigned short", 4: "unsigned int", 8: "unsigned long long"}
+
+
+def _copy_check(it: int, ch: int, e: int, rows: int, cols: int, dld: int, checked: bool) -> dict:
+    """The fields of _COPY that ``checked`` sets. Unchecked (the family's kernels, whose planner checked
+    the operands with :func:`max_chunk`): cp.async for chunks of 4+ bytes, no check, no fallback -- the
+    family's own text. Checked (tile_gemm_func, for arrays nobody has checked): the run-time test of
+    _COPY_CHECK before the chunk loop, the element copy of _COPY_ELEMENTS after it, and cp.async only
+    from sm_80 on."""
+    if not checked:
+        return dict(ASYNC=int(ch >= 4), CHECK="", FALLBACK="")
+    f = dict(DLD=dld, ITEM=it, CH=ch, E=e, ELEMS=rows * cols, COLS=cols, UT=_UINT[it])
+    return dict(ASYNC="(__CUDA_ARCH__ >= 800)" if ch >= 4 else 0, CHECK=_COPY_CHECK.format(**f),
+                FALLBACK=_COPY_ELEMENTS.format(**f))
+
+
+def _from_sm80(snippet: str) -> str:
+    """``snippet`` (_COMMIT, _WAIT) with its cp.async PTX compiled only from sm_80 on: a user's module
+    (tile_gemm_func) may be built for older GPUs, where ptxas rejects cp.async and the checked copy is
+    synchronous."""
+    guard = "#if defined(__CUDA_ARCH__)\n"
+    assert snippet.count(guard) == 1, snippet
+    return snippet.replace(guard, "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800\n")
