@@ -488,7 +488,7 @@ def _example(name):
 @pytest.mark.parametrize("dtype", ["float16", "float32"])
 @pytest.mark.parametrize("size", ["1024", "1000x1001x999"])
 def test_fused_layer_example_on_cuda(size, dtype, capsys):
-    """examples/07_fused_layer.py on CUDA (its default 128x128x64 tiles, block 256, the pipelined body
+    """examples/07_fused_layer.py on CUDA (its default tiles per dtype, block 256, the pipelined body
     where it applies) against float64: an aligned shape (the cp.async copies) and an odd one (16-bit
     rows of odd length: the element copy)."""
     args = ["--device", "cuda", "--dtype", dtype, "--size", size, "--repeats", "2"]
