@@ -403,3 +403,27 @@ def test_gemv_gpu(M, N, K, trans_a, trans_b, dtype, rng, planned):
         cmp = compare(to_f64(out), ref, dtype)
         assert cmp.ok, f"{M}x{N}x{K} {dtype} ta={trans_a} tb={trans_b} c={use_c}: {cmp}"
     assert {p.family for p in planned} == {"gemv"}
+
+
+def test_precompile_lists_the_gemv_family():
+    """`warp-gemm precompile` builds both GEMV kinds per dtype and epilogue, whole-K and split (tf32: the
+    exact float32 kernels, which the planner uses for tf32 calls)."""
+    from warp_gemm.tools.precompile import gemv_jobs, job_label
+
+    jobs = gemv_jobs(["float16", "tf32"], ("scale", "axpby"))
+    assert len(jobs) == 2 * 2 * 2 * 2
+    assert {(j[1].in_dtype, j[1].kind, j[1].epilogue, j[2]) for j in jobs} == {
+        (dt, kind, epi, part) for dt in ("float16", "float32") for kind in gemv.KINDS
+        for epi in ("scale", "axpby") for part in (False, True)}
+    assert all(job_label(j).startswith("wg_gemv_") for j in jobs)
+
+
+@pytest.mark.skipif(not compat.HAS_COMPILE_AOT, reason="wp.compile_aot_module arrived in warp-lang 1.9")
+def test_precompile_builds_a_gemv_kernel_offline(tmp_path):
+    from warp_gemm.tools.precompile import build_one, gemv_jobs
+
+    job = next(j for j in gemv_jobs(["float16"]) if j[1].kind == "colsum" and j[2])  # with the finishing pass
+    _, _, err = build_one(job, [90], str(tmp_path))
+    assert err == "", err
+    cubins = [p.name for p in tmp_path.rglob("*.cubin") if "sm90" in p.name]
+    assert any("wg_gemv_colsum" in n for n in cubins) and any("wg_skinny_finish" in n for n in cubins), cubins

@@ -311,6 +311,15 @@ def get_kernel(spec: GemvSpec, partial: bool = False):
         return _build(dataclasses.replace(spec, block_dim=0, target_warps=0), partial)
 
 
+def kernels(spec: GemvSpec, partial: bool = False) -> list:
+    """Every kernel a launch of ``spec`` may use: the GEMV kernel, and with ``partial`` skinny's
+    finishing pass (for ``warp-gemm precompile``)."""
+    ks = [get_kernel(spec, partial)]
+    if partial:
+        ks.append(skinny.finish_kernel(spec.acc_dtype, spec.out_dtype))
+    return ks
+
+
 @functools.cache
 def _native_cached(spec: GemvSpec):
     return _native_func(spec)
