@@ -230,6 +230,7 @@ def test_split_rules():
     assert (s, per) == (32, 128) and gemv.workspace_shape(nn, 1, 4096, 4096, 1) == ((32, 1, 4096), "float32")
     s, per = gemv.splits(nt, 1, 16, 65536, 1)  # 16 rows: split, in whole unrolled warp steps
     assert s > 1 and per % (32 * 8 * gemv.UNROLL) == 0
+    assert gemv.splits(nn, 1, 8, 2**20, 1)[0] == gemv.MAX_SPLITS  # the finishing pass's serial sum stays short
     assert gemv.choose_spec(Cuda(), "float32", "T", "N", 4096, 1, 4096, 1, "float32", "axpby").kind == "colsum"
 
 

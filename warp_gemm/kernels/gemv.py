@@ -62,6 +62,9 @@ TARGET_WARPS_PER_SM = 64
 UNROLL = 4
 # rowdot splits K only where batch * rows < target_warps / ROWDOT_SPLIT_BELOW (16 warps per SM).
 ROWDOT_SPLIT_BELOW = 4
+# At most this many K splits: the finishing pass sums an output's slabs one after another (fp16 M == 1,
+# N == 8, K == 2**20 in colsum would otherwise take 8192 splits of 128 rows).
+MAX_SPLITS = 64
 BLOCK_DIM = 256  # threads per block of the (non-tile) launch; a multiple of 32, so warps are whole
 KINDS = ("rowdot", "colsum")
 
@@ -117,10 +120,10 @@ def kind_for(layout_a: str, layout_b: str, M: int, N: int) -> str:
 
 
 def splits(spec: GemvSpec, M: int, N: int, K: int, batch: int) -> tuple[int, int]:
-    """``(splits, rows_per_split)``: K split until the launch has about ``spec.target_warps`` warps,
-    each split a multiple of the kernel's K step (rowdot ``lanes * chunk * unroll`` elements, colsum
-    ``lanes`` rows), never an empty split. rowdot splits only where its rows give fewer than
-    ``target_warps / ROWDOT_SPLIT_BELOW`` warps."""
+    """``(splits, rows_per_split)``: K split until the launch has about ``spec.target_warps`` warps (at
+    most ``MAX_SPLITS``), each split a multiple of the kernel's K step (rowdot ``lanes * chunk * unroll``
+    elements, colsum ``lanes`` rows), never an empty split. rowdot splits only where its rows give
+    fewer than ``target_warps / ROWDOT_SPLIT_BELOW`` warps."""
     R = N if M == 1 else M
     if spec.kind == "rowdot":
         warps, step = batch * R, spec.lanes * spec.chunk * spec.unroll
@@ -130,7 +133,7 @@ def splits(spec: GemvSpec, M: int, N: int, K: int, batch: int) -> tuple[int, int
         split = warps < spec.target_warps
     if not split or warps == 0 or K <= step:
         return 1, max(K, 1)
-    s = min(_ceil(spec.target_warps, warps), _ceil(K, step))
+    s = min(_ceil(spec.target_warps, warps), _ceil(K, step), MAX_SPLITS)
     per = _ceil(_ceil(K, s), step) * step
     return _ceil(K, per), per
 
