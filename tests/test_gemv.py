@@ -24,7 +24,8 @@ from warp_gemm.tools.tolerance import compare, random_operands, round_to
 compat.init()
 DTYPES = ["float16", "float32", "float64"] + (["bfloat16"] if compat.HAS_BF16 else [])
 DEVICES = ["cpu"] + ([pytest.param("cuda", marks=pytest.mark.gpu)] if wp.get_cuda_device_count() else [])
-pytestmark = pytest.mark.skipif(not gemv.has_native_returns(), reason="this Warp's native snippets return nothing")
+pytestmark = pytest.mark.skipif(not gemv.has_native_returns(),
+                                reason="this Warp's native snippets return nothing")
 _KEEP = []
 
 
@@ -39,8 +40,8 @@ def _strided(x64: np.ndarray, dtype: str, device: str, layout: str, vstride: int
     arr = make(buf, dtype, "warp", device)
     _KEEP.append(arr)
     it = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}[dtype]
-    return wp.array(ptr=arr.ptr, dtype=arr.dtype, shape=(nb, r, c), strides=(r * c * vstride * it, c * vstride * it,
-                                                                               it), device=arr.device)
+    strides = (r * c * vstride * it, c * vstride * it, it)
+    return wp.array(ptr=arr.ptr, dtype=arr.dtype, shape=(nb, r, c), strides=strides, device=arr.device)
 
 
 def run_gemv(device, dtype, out_dtype, layout, M, N, K, batch, a_nb, b_nb, c_nb, alpha, beta, rng,
@@ -78,9 +79,11 @@ def run_gemv(device, dtype, out_dtype, layout, M, N, K, batch, a_nb, b_nb, c_nb,
     shp = gemv.workspace_shape(spec, M, N, K, batch)
     if shp is not None:  # NaN-prefilled too: every partial sum the finishing pass reads must be written
         ws = wp.array(np.full(shp[0], np.nan), dtype=getattr(wp, shp[1]), device=device)
-    launches = gemv.launch_args(spec, A, B, C, D, alpha, beta, M, N, K, batch, a_nb, b_nb, c_nb or 1, workspace=ws)
-    for kernel, dim, inputs, block_dim in launches:
-        wp.launch(kernel, dim=dim, inputs=inputs, device=dev, **({"block_dim": block_dim} if block_dim else {}))
+    launches = gemv.launch_args(spec, A, B, C, D, alpha, beta, M, N, K, batch, a_nb, b_nb, c_nb or 1,
+                                workspace=ws)
+    for kernel, dim, inputs, block_dim in launches:  # plain kernels: wp.launch, never launch_tiled
+        kw = {"block_dim": block_dim} if block_dim else {}
+        wp.launch(kernel, dim=dim, inputs=inputs, device=dev, **kw)
     wp.synchronize_device(dev)
     tol_dtype = out_dtype if out_dtype in ("float16", "bfloat16") or out_dtype == dtype else "float32"
     if dtype == "float64" and out_dtype != "float64":
@@ -142,8 +145,8 @@ def test_gemv_dtypes(device, dtype, layout, shape, split):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("dtype,out_dtype", [("float16", "float32"), ("bfloat16", "float32"), ("float32", "float16"),
-                                             ("float64", "float32")])
+@pytest.mark.parametrize("dtype,out_dtype", [("float16", "float32"), ("bfloat16", "float32"),
+                                             ("float32", "float16"), ("float64", "float32")])
 @pytest.mark.parametrize("layout", ["NT", "NN"])
 def test_gemv_output_cast(device, dtype, out_dtype, layout):
     if "bfloat16" in (dtype, out_dtype) and not compat.HAS_BF16:
@@ -397,8 +400,8 @@ def test_gemv_gpu(M, N, K, trans_a, trans_b, dtype, rng, planned):
     B = make(np.ascontiguousarray(b.T) if trans_b else b, dtype, "warp", "cuda")
     for use_c in (False, True):
         out = nan_like("warp", (M, N), dtype, "cuda")
-        warp_gemm.gemm(A, B, make(c, dtype, "warp", "cuda") if use_c else None, alpha=0.5, beta=2.0 if use_c else 0.0,
-                       trans_a=trans_a, trans_b=trans_b, out=out)
+        C = make(c, dtype, "warp", "cuda") if use_c else None
+        warp_gemm.gemm(A, B, C, alpha=0.5, beta=2.0 if use_c else 0.0, trans_a=trans_a, trans_b=trans_b, out=out)
         wp.synchronize()
         ref = 0.5 * (a @ b) + (2.0 * c if use_c else 0.0)
         cmp = compare(to_f64(out), ref, dtype)

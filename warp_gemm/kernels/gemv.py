@@ -163,7 +163,8 @@ def choose_spec(device, dtype: str, layout_a: str, layout_b: str, M: int, N: int
     if is_cpu:
         return GemvSpec(dtype, out_dtype, kind, epilogue, lanes=1, block_dim=1,
                         target_warps=4 * max(1, (getattr(device, "cpu_count", 0) or 2)))
-    return GemvSpec(dtype, out_dtype, kind, epilogue, target_warps=TARGET_WARPS_PER_SM * _compat.sm_count(device))
+    return GemvSpec(dtype, out_dtype, kind, epilogue,
+                    target_warps=TARGET_WARPS_PER_SM * _compat.sm_count(device))
 
 
 # --- the native snippets --------------------------------------------------------------------------------
@@ -189,18 +190,21 @@ _ROWDOT = r"""
                 const int kk = k + u * step;
                 a[u] = __ldg((const uint4*)(row + (size_t)kk * {ITEM}));
                 if (vv) x[u] = __ldg((const uint4*)(v + (size_t)kk * {ITEM}));
-                else for (int e = 0; e < {E}; ++e) (({T}*)&x[u])[e] = *(const {T}*)(v + (size_t)(kk + e) * vs);
+                else for (int e = 0; e < {E}; ++e)
+                    (({T}*)&x[u])[e] = *(const {T}*)(v + (size_t)(kk + e) * vs);
             }}
 #pragma unroll
             for (int u = 0; u < {U}; ++u)
 #pragma unroll
-                for (int e = 0; e < {E}; ++e) s += {ACC}(((const {T}*)&a[u])[e]) * {ACC}(((const {T}*)&x[u])[e]);
+                for (int e = 0; e < {E}; ++e)
+                    s += {ACC}(((const {T}*)&a[u])[e]) * {ACC}(((const {T}*)&x[u])[e]);
         }}
     }}
 #endif
     for (; k < k1; k += step)
         for (int e = 0; e < {E} && k + e < k1; ++e)
-            s += {ACC}(*(const {T}*)(row + (size_t)(k + e) * {ITEM})) * {ACC}(*(const {T}*)(v + (size_t)(k + e) * vs));
+            s += {ACC}(*(const {T}*)(row + (size_t)(k + e) * {ITEM}))
+                 * {ACC}(*(const {T}*)(v + (size_t)(k + e) * vs));
 #if defined(__CUDA_ARCH__)
     for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
 #endif
@@ -236,7 +240,8 @@ _COLSUM = r"""
             continue;
         }}
 #endif
-        for (int j = 0; j < {COLS} && i + j < R; ++j) acc[j] += x * {ACC}(*(const {T}*)(p + (size_t)j * {ITEM}));
+        for (int j = 0; j < {COLS} && i + j < R; ++j)
+            acc[j] += x * {ACC}(*(const {T}*)(p + (size_t)j * {ITEM}));
     }}
 #if defined(__CUDA_ARCH__)
     {ACC} out = {ACC}(0);
@@ -251,7 +256,8 @@ _COLSUM = r"""
 #endif
 """
 
-_CTYPES = {"float16": "wp::float16", "bfloat16": "wp::bfloat16", "float32": "wp::float32", "float64": "wp::float64"}
+_CTYPES = {"float16": "wp::float16", "bfloat16": "wp::bfloat16", "float32": "wp::float32",
+           "float64": "wp::float64"}
 
 
 def _snippet(spec: GemvSpec) -> str:
@@ -291,8 +297,8 @@ def _native_func(spec: GemvSpec):
     if spec.acc_dtype == "float64":
 
         @_Named(name).func_native(snip)
-        def f64(Mat: wp.array3d(dtype=IN), vec: wp.array2d(dtype=IN), bm: int, bv: int, i: int, k0: int, k1: int,
-                lane: int) -> wp.float64: ...
+        def f64(Mat: wp.array3d(dtype=IN), vec: wp.array2d(dtype=IN), bm: int, bv: int, i: int, k0: int,
+                k1: int, lane: int) -> wp.float64: ...
 
         return f64
 
@@ -348,8 +354,8 @@ def _build(spec: GemvSpec, partial: bool):
             r = t // L
             lane = t - r * L
             k0 = s * per
-            acc = native(Mat, vec, wp.min(b, m_nb - 1), wp.min(b, v_nb - 1), r, k0, wp.min(Mat.shape[2], k0 + per),
-                         lane)
+            k1 = wp.min(Mat.shape[2], k0 + per)
+            acc = native(Mat, vec, wp.min(b, m_nb - 1), wp.min(b, v_nb - 1), r, k0, k1, lane)
             if lane == 0:
                 if wp.static(PARTIAL):
                     W[s * batch + b, r] = acc
@@ -396,7 +402,8 @@ def _vector(X, K: int):
     """``(nb, K)`` view of a ``(nb, 1, K)`` or ``(nb, K, 1)`` operand."""
     k_dim = 2 if X.shape[2] == K else 1
     if X.shape[3 - k_dim] != 1 or X.shape[k_dim] != K:
-        raise ValueError(f"gemv: the vector operand has shape {tuple(X.shape)}, expected (nb, 1, {K}) or (nb, {K}, 1)")
+        raise ValueError(f"gemv: the vector operand has shape {tuple(X.shape)}, expected (nb, 1, {K}) or "
+                         f"(nb, {K}, 1)")
     return _view(X, (X.shape[0], K), (X.strides[0], X.strides[k_dim]))
 
 
@@ -464,14 +471,15 @@ def launch_args(spec: GemvSpec, A, B, C, D, alpha, beta, M, N, K, batch, a_nb, b
     want = (s * batch, M, N)
     if workspace is None or tuple(workspace.shape) != want or workspace.dtype != WP_DTYPES[spec.acc_dtype]:
         got = None if workspace is None else (tuple(workspace.shape), workspace.dtype)
-        raise ValueError(f"gemv {spec.key} M={M} N={N} K={K} batch={batch} needs a workspace of shape {want}, "
-                         f"{spec.acc_dtype}; got {got}")
+        raise ValueError(f"gemv {spec.key} M={M} N={N} K={K} batch={batch} needs a workspace of shape "
+                         f"{want}, {spec.acc_dtype}; got {got}")
     it = ITEM_BYTES[spec.acc_dtype]
     W2 = _view(workspace, (s * batch, R), (R * it, it))
     inputs = [mat, vec, C2, D2, W2, 1.0, 0.0, per, batch, m_nb, v_nb, c_n]
+    c_fin = C if spec.epilogue == "axpby" else None
     return [(get_kernel(spec, True), dim, inputs, block),
-            skinny.finish_launch(D, workspace, C if spec.epilogue == "axpby" else None, alpha, beta, s, batch, c_n,
-                                 spec.acc_dtype, spec.out_dtype)]
+            skinny.finish_launch(D, workspace, c_fin, alpha, beta, s, batch, c_n, spec.acc_dtype,
+                                 spec.out_dtype)]
 
 
 # --- where the family applies ---------------------------------------------------------------------------
@@ -489,10 +497,10 @@ def _native_returns() -> bool:
     try:
 
         @_Named("wg_gemv_probe_ret").func_native("    return x.shape[0] > 0 ? 1.0f : 0.0f;\n")
-        def ret(x: wp.array2d(dtype=wp.float32), i: int, j: int, k0: int, k1: int, lane: int) -> wp.float32: ...
+        def ret(x: wp.array2d(dtype=wp.float32), i: int) -> wp.float32: ...
 
         def probe(x: wp.array2d(dtype=wp.float32)):
-            x[0, 0] = ret(x, 0, 0, 0, 0, 0)
+            x[0, 0] = ret(x, 0)
 
         k = _compat.make_kernel(probe, "wg_gemv_probe")
         src = ModuleBuilder(k.module, k.module.options).codegen("cuda")
