@@ -17,6 +17,8 @@ CASES = {  # id -> (family, (M, N, K, batch)): shapes the family takes
     "small": ("small", (19, 31, 40, 3)),
     "skinny-m": ("skinny", (3, 70, 90, 0)),
     "skinny-n": ("skinny", (70, 3, 33, 2)),
+    "gemv-m": ("gemv", (1, 70, 90, 0)),
+    "gemv-n": ("gemv", (70, 1, 33, 2)),
     "splitpipe": ("splitpipe", (6, 40, 512, 0)),
     "pipelined": ("pipelined", (64, 48, 72, 2)),
     "pipelined-staged": ("pipelined", (45, 37, 61, 2)),  # odd rows: A and B staged to 16-byte rows

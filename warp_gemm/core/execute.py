@@ -456,8 +456,8 @@ def _c_in_place_view(C: Operand, M: int, N: int):
 
 
 def _family(plan: Plan, p: Problem, Dk, alpha: float, beta: float, allocate) -> None:
-    """The pipelined, small and skinny families: their launch_args, launched in order."""
-    from warp_gemm.kernels import pipelined, skinny, small
+    """The pipelined, small, skinny and GEMV families: their launch_args, launched in order."""
+    from warp_gemm.kernels import gemv, pipelined, skinny, small
 
     dev = p.A.device
     Av = _kernel_operand(plan.A, False, allocate)
@@ -478,7 +478,12 @@ def _family(plan: Plan, p: Problem, Dk, alpha: float, beta: float, allocate) -> 
                 skinny.finish_launch(Dk, W, Cv, alpha, beta, s, 1, c_nb, spec.out_dtype, p.out_dtype)]
     else:
         ws = workspace(dev, *plan.workspace) if plan.workspace else None
-        todo = (small if plan.family == "small" else skinny).launch_args(*args, workspace=ws)
+        fam = {"small": small, "skinny": skinny, "gemv": gemv}[plan.family]
+        todo = fam.launch_args(*args, workspace=ws)
+    if plan.family == "gemv":  # plain (SIMT) kernels: wp.launch with the family's block size, not launch_tiled
+        for kernel, dim, inputs, block_dim in todo:
+            launches.launch(kernel, dim, inputs, dev, None if dev.is_cpu else block_dim, tiled=False)
+        return
     for kernel, dim, inputs, block_dim in todo:
         launches.launch(kernel, dim, inputs, dev, None if block_dim is None else (1 if dev.is_cpu else block_dim))
 

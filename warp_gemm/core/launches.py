@@ -58,8 +58,8 @@ def borrow(x):
     return raw_view(x.ptr, x.dtype, x.shape, x.strides, x.device)
 
 
-def _key(kernel, dim: tuple, inputs: list, block_dim, dev) -> tuple:
-    key = [id(kernel), tuple(dim), block_dim, str(dev)]
+def _key(kernel, dim: tuple, inputs: list, block_dim, dev, tiled: bool = True) -> tuple:
+    key = [id(kernel), tuple(dim), block_dim, str(dev), tiled]
     for x in inputs:
         if isinstance(x, wp.array):
             key.append((x.ptr, x.shape, x.strides, x.dtype))
@@ -134,26 +134,29 @@ def replay(cmds, stream) -> None:
             cmd.launch()
 
 
-def launch(kernel, dim: tuple, inputs: list, dev, block_dim: int | None = None) -> None:
+def launch(kernel, dim: tuple, inputs: list, dev, block_dim: int | None = None, tiled: bool = True) -> None:
     """``wp.launch_tiled(kernel, dim, inputs, block_dim, device=dev)`` (``block_dim`` given) or
     ``wp.launch(kernel, dim, inputs, device=dev)``, replaying a recorded launch with the same
-    arguments where one exists. The first launch of a kernel on a device is serialised (see above)."""
+    arguments where one exists. ``tiled=False``: a plain (SIMT) kernel launched with ``wp.launch``
+    and ``block_dim`` threads per block where given (the GEMV family). The first launch of a kernel on
+    a device is serialised (see above)."""
     if (id(kernel), str(dev), block_dim) in _ready:
-        _launch(kernel, dim, inputs, dev, block_dim)
+        _launch(kernel, dim, inputs, dev, block_dim, tiled)
     else:
-        first_load(kernel, dev, block_dim, lambda: _launch(kernel, dim, inputs, dev, block_dim))
+        first_load(kernel, dev, block_dim, lambda: _launch(kernel, dim, inputs, dev, block_dim, tiled))
 
 
-def _launch(kernel, dim: tuple, inputs: list, dev, block_dim: int | None) -> None:
+def _launch(kernel, dim: tuple, inputs: list, dev, block_dim: int | None, tiled: bool = True) -> None:
     if getattr(dev, "is_cpu", dev == "cpu"):
         with cpu_lock(kernel):
-            _launch_now(kernel, dim, inputs, dev, block_dim)
+            _launch_now(kernel, dim, inputs, dev, block_dim, tiled)
     else:
-        _launch_now(kernel, dim, inputs, dev, block_dim)
+        _launch_now(kernel, dim, inputs, dev, block_dim, tiled)
 
 
-def _launch_now(kernel, dim: tuple, inputs: list, dev, block_dim: int | None) -> None:
-    tiled = block_dim is not None
+def _launch_now(kernel, dim: tuple, inputs: list, dev, block_dim: int | None, tiled: bool = True) -> None:
+    plain_block = {} if tiled or block_dim is None else {"block_dim": block_dim}
+    tiled = tiled and block_dim is not None
     rec = getattr(_active, "rec", None)
     if not (options().record_launches and _compat.HAS_RECORD_CMD):
         if rec is not None:
@@ -161,16 +164,16 @@ def _launch_now(kernel, dim: tuple, inputs: list, dev, block_dim: int | None) ->
         if tiled:
             wp.launch_tiled(kernel, dim=dim, inputs=inputs, block_dim=block_dim, device=dev)
         else:
-            wp.launch(kernel, dim=dim, inputs=inputs, device=dev)
+            wp.launch(kernel, dim=dim, inputs=inputs, device=dev, **plain_block)
         return
-    key = _key(kernel, dim, inputs, block_dim, dev)
+    key = _key(kernel, dim, inputs, block_dim, dev, tiled)
     cmd = _cache.get(key)
     if cmd is None:
         args = [borrow(x) if isinstance(x, wp.array) else x for x in inputs]
         if tiled:
             cmd = wp.launch_tiled(kernel, dim=dim, inputs=args, block_dim=block_dim, device=dev, record_cmd=True)
         else:
-            cmd = wp.launch(kernel, dim=dim, inputs=args, device=dev, record_cmd=True)
+            cmd = wp.launch(kernel, dim=dim, inputs=args, device=dev, record_cmd=True, **plain_block)
         _cache.put(key, cmd)
     if rec is not None:
         rec.cmds.append(cmd)

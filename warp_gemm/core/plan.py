@@ -4,7 +4,9 @@ so a plan can be inspected (``warp_gemm.explain``-style tooling, tests) and a fa
 one branch to :func:`make_plan`.
 
 Families today: ``"host"`` (the CPU's BLAS, kernels/host.py), ``"tiled"`` (the Warp tile kernel,
-kernels/tiled.py) and ``"fill"`` (no product: K == 0 or alpha == 0).
+kernels/tiled.py), ``"pipelined"``, ``"splitpipe"``, ``"small"``, ``"skinny"``, ``"gemv"`` (kernels/
+pipelined.py, small.py, skinny.py, gemv.py; chosen in :func:`_plan_family`) and ``"fill"`` (no product:
+K == 0 or alpha == 0).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ class Plan:
     """Everything ``core.execute`` needs to run one problem. Operands are the problem's, after the
     layout swap (a column-major ``out`` is computed as ``D^T = op(B)^T @ op(A)^T``)."""
 
-    family: str  # "host" | "tiled" | "fill"
+    family: str  # "host" | "tiled" | "pipelined" | "splitpipe" | "small" | "skinny" | "gemv" | "fill"
     A: Operand
     B: Operand
     C: Operand | None
@@ -54,7 +56,7 @@ class Plan:
     workspace: tuple | None = None  # (shape, zeroed) of the accumulator-dtype workspace
     c_into_d: bool = False  # C first written into the output, which the kernel reads back
     clamps: tuple = (NO_CLAMP, NO_CLAMP, NO_CLAMP)  # m_clamp, n_clamp, k_clamp
-    # --- the other device families (pipelined, small, skinny): their spec; workspace is (shape, dtype)
+    # --- the other device families (pipelined, small, skinny, gemv): their spec; workspace is (shape, dtype)
     family_spec: object = None
     stage: tuple = (False, False)  # A / B copied into a cached buffer with 16-byte aligned rows first
     activation: str | None = None  # applied to the result (kernels/epilogue.py)
@@ -90,14 +92,15 @@ def make_plan(p: Problem, alpha: float, beta: float, allow_tf32: bool, config: C
 
 
 def _plan_family(base: Plan, p: Problem, allow_tf32: bool, opts: Options) -> Plan | None:
-    """The pipelined, small or skinny family where one applies (CUDA; on the CPU backend only when
-    ``opts.family`` names it, for tests), else None (the tiled family).
+    """The pipelined, small, gemv, splitpipe or skinny family where one applies (CUDA; on the CPU backend
+    only when ``opts.family`` names it, for tests), else None (the tiled family).
 
     Rules (H100, warp-lang 1.19; docs/performance.md): batched products whose outputs are at most 64x64
-    -> small; one output side at most 16 -> skinny; else the pipelined family where its copies can be
-    asynchronous (rows 4-, 8- or 16-byte aligned) and there are enough 128x128 output tiles to fill
-    the GPU; the rest (tiny, 2-byte-aligned rows, strided operands, old Warp) -> tiled."""
-    from warp_gemm.kernels import pipelined, skinny, small
+    -> small; a smaller output side of exactly 1 -> gemv; one output side at most 16 -> splitpipe or
+    skinny; else the pipelined family where its copies can be asynchronous (rows 4-, 8- or 16-byte
+    aligned) and there are enough 128x128 output tiles to fill the GPU; the rest (tiny, 2-byte-aligned
+    rows, strided operands, old Warp) -> tiled."""
+    from warp_gemm.kernels import gemv, pipelined, skinny, small
 
     dev = p.A.device
     if (dev.is_cpu and opts.family is None) or base.tmp_out or _compat.WIDEN_16BIT_INPUTS:
@@ -113,6 +116,16 @@ def _plan_family(base: Plan, p: Problem, allow_tf32: bool, opts: Options) -> Pla
     spec = None
     if want in (None, "small") and p.batch > 1 and not tf32:
         spec, fam = small.choose_spec(dev, p.in_dtype, la, lb, M, N, K, p.batch, p.out_dtype, epi), "small"
+    if spec is None and want in (None, "gemv") and min(M, N) == 1:
+        # A matrix-vector product (smaller output side exactly 1) is bandwidth-bound: kernels/gemv.py
+        # streams the matrix with 16-byte loads and warp shuffles, no tiles or shared memory, where the
+        # skinny family's 1x128 tiles took 31 us for fp16 1x4096x4096 (cold L2, H100; cuBLAS 20.7). After
+        # small: batched products whose whole outputs and K fit small's tiles stay there (a warp per
+        # output would idle most lanes at K <= 128). tf32 too: the exact fp32 GEMV loses nothing.
+        spec = gemv.choose_spec(dev, p.in_dtype, la, lb, M, N, K, p.batch, p.out_dtype, epi)
+        if spec is not None:
+            return replace(base, family="gemv", family_spec=spec, c_into_d=c_into_d,
+                           workspace=gemv.workspace_shape(spec, M, N, K, p.batch))
     if spec is None and want in (None, "splitpipe") and not tf32:
         sp = _plan_split_pipe(base, p, la, lb, epi, c_into_d, want)
         if sp is not None:

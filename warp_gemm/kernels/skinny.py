@@ -303,6 +303,11 @@ def _finish_kernel(acc_dtype: str, out_dtype: str):
         return _finish_kernel_built(acc_dtype, out_dtype)
 
 
+def finish_kernel(acc_dtype: str, out_dtype: str):
+    """The finishing pass's kernel (the one :func:`finish_launch` launches), e.g. to precompile it."""
+    return _finish_kernel(acc_dtype, out_dtype)
+
+
 # --- small side 5..16: the pipelined family over K slices ------------------------------------------------
 # Kernel modules import only _compat and common, so the planner composes this plan:
 #   cfg = split_pipe_config(...)                       # or None: use the tiled family

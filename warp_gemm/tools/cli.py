@@ -141,7 +141,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--epilogues", default="scale,axpby")
     p.add_argument("--workers", type=int, default=None)
     p.add_argument("--module-dir", default=None, help="output folder (default: Warp's kernel cache)")
-    p.add_argument("--family", default="tiled,pipelined", help="kernel families to build (tiled, pipelined)")
+    p.add_argument("--family", default="tiled,pipelined,gemv",
+                   help="kernel families to build (tiled, pipelined, gemv)")
     p.add_argument("--k-tail", action="store_true", help="also build the kernels for K not a multiple of the "
                    "tile depth (padded CUDA kernels; otherwise such a shape compiles its kernel on first use)")
     if argv and argv[0] in ("check", "bench"):

@@ -91,9 +91,30 @@ def pipelined_jobs(dtypes: list[str], layouts: tuple[str, ...] = ("NN",),
     return jobs
 
 
+def gemv_jobs(dtypes: list[str], epilogues: tuple[str, ...] = ("scale",)) -> list[tuple]:
+    """``("gemv", GemvSpec, partial)`` for the GEMV family's CUDA kernels (M == 1 or N == 1): each
+    dtype (tf32: the exact float32 kernels, which the planner takes for tf32 calls too), both kinds
+    (rowdot and colsum cover every layout), each epilogue, whole-K and K-split (the split one with
+    skinny's finishing pass), output in the input dtype; none where this Warp cannot build the family."""
+    from warp_gemm.kernels import gemv
+
+    if not gemv.has_native_returns():
+        return []
+    jobs = []
+    for dt in dtypes:
+        base = "float32" if dt == "tf32" else dt
+        for kind in gemv.KINDS:
+            for epi in epilogues:
+                for partial in (False, True):
+                    jobs.append(("gemv", gemv.GemvSpec(base, base, kind, epi), partial))
+    return jobs
+
+
 def job_label(job: tuple) -> str:
     if job[0] == "pipelined":
         return job[1].key
+    if job[0] == "gemv":
+        return job[1].kernel_key + ("_part" if job[2] else "")
     tf = " tf32" if job[4] else ""
     kt = " k-tail" if len(job) > 5 and job[5] else ""
     return f"tiled {job[0]} {job[1]}{tf} {job[2]} {job[3]}{kt}"
@@ -112,15 +133,31 @@ def _build_pipelined(spec, archs, module_dir) -> None:
         kernel.module.load(wp.get_device("cuda"), spec.block_dim)
 
 
+def _build_gemv(spec, partial: bool, archs, module_dir) -> None:
+    from warp_gemm.kernels import gemv
+
+    if spec.in_dtype == "bfloat16":
+        _compat.bf16_dtype()
+    for kernel in gemv.kernels(spec, partial):  # plain kernels: the module is keyed by the launch's block size
+        kernel.module.options["block_dim"] = spec.block_dim
+        if archs and _compat.HAS_COMPILE_AOT:
+            wp.compile_aot_module(kernel.module, arch=archs, module_dir=module_dir)
+        else:
+            kernel.module.load(wp.get_device("cuda"), spec.block_dim)
+
+
 def build_one(job: tuple, archs: list[int] | None, module_dir: str | None = None) -> tuple[tuple, float, str]:
     """Compile one kernel (in this process). Returns (job, seconds, error or "")."""
     from warp_gemm.kernels.tiled import get_kernel, spec_for
 
-    if job[0] == "pipelined":
+    if job[0] in ("pipelined", "gemv"):
         _compat.init()
         t = time.perf_counter()
         try:
-            _build_pipelined(job[1], archs, module_dir)
+            if job[0] == "gemv":
+                _build_gemv(job[1], job[2], archs, module_dir)
+            else:
+                _build_pipelined(job[1], archs, module_dir)
             return job, time.perf_counter() - t, ""
         except Exception as e:  # reported per job
             return job, time.perf_counter() - t, f"{type(e).__name__}: {e}"
@@ -153,12 +190,14 @@ def build_one(job: tuple, archs: list[int] | None, module_dir: str | None = None
 def precompile(dtypes: list[str], archs: list[int] | None, workers: int | None = None,
                layouts: tuple[str, ...] = ("NN",), epilogues: tuple[str, ...] = ("scale",),
                module_dir: str | None = None, configs=None, progress: bool = True, k_tail: bool = False,
-               families: tuple[str, ...] = ("tiled", "pipelined")) -> list[tuple]:
+               families: tuple[str, ...] = ("tiled", "pipelined", "gemv")) -> list[tuple]:
     """Compile every job of ``families`` in parallel processes; returns [(job, seconds, error)]."""
     dts = [canon_dtype(d) for d in dtypes]
     jobs = jobs_for(dts, layouts, epilogues, configs, k_tail) if "tiled" in families else []
     if "pipelined" in families and configs is None:
         jobs += pipelined_jobs(dts, layouts, epilogues)
+    if "gemv" in families and configs is None:
+        jobs += gemv_jobs(dts, epilogues)
     return build_jobs(jobs, archs, workers, module_dir, progress)
 
 

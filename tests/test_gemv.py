@@ -1,0 +1,433 @@
+"""The GEMV family (kernels/gemv.py): products whose smaller output side is 1, through its entry points
+(choose_spec -> workspace_shape -> launch_args) and through the public API with ``family="gemv"``, on
+the CPU twin (and on CUDA where there is a GPU): M == 1 and N == 1, every layout, odd K and rows,
+strided vectors, batch broadcast, alpha/beta*C (broadcast, aliasing D), every dtype, K split into a
+workspace and not, NaN-prefilled outputs and workspaces, NaN/Inf propagation, against float64. Also:
+the planner's choice on a CUDA-like device, and an offline CUDA build of each kernel kind.
+
+Compiles are kept few (one CPU kernel per kind, dtypes, epilogue and split variant: ~1 s each)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+import warp as wp
+from conftest import make, nan_like, to_f64
+
+import warp_gemm
+import warp_gemm._compat as compat
+from warp_gemm.kernels import gemv
+from warp_gemm.tools.tolerance import compare, random_operands, round_to
+
+compat.init()
+DTYPES = ["float16", "float32", "float64"] + (["bfloat16"] if compat.HAS_BF16 else [])
+DEVICES = ["cpu"] + ([pytest.param("cuda", marks=pytest.mark.gpu)] if wp.get_cuda_device_count() else [])
+pytestmark = pytest.mark.skipif(not gemv.has_native_returns(),
+                                reason="this Warp's native snippets return nothing")
+_KEEP = []
+
+
+def _strided(x64: np.ndarray, dtype: str, device: str, layout: str, vstride: int = 1):
+    """A 3-D Warp view of the (nb, rows, cols) operand ``x64`` in ``layout`` ("N": stored as is; "T":
+    its transpose stored row-major, viewed (nb, cols, rows)); ``vstride`` > 1 stores each row of the
+    stored array ``vstride`` times wider (a leading dimension, e.g. a vector x with a stride)."""
+    st = x64 if layout == "N" else np.ascontiguousarray(np.swapaxes(x64, 1, 2))
+    nb, r, c = st.shape
+    buf = np.zeros((nb, r, c * vstride))
+    buf[:, :, :c] = st
+    arr = make(buf, dtype, "warp", device)
+    _KEEP.append(arr)
+    it = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}[dtype]
+    strides = (r * c * vstride * it, c * vstride * it, it)
+    return wp.array(ptr=arr.ptr, dtype=arr.dtype, shape=(nb, r, c), strides=strides, device=arr.device)
+
+
+def run_gemv(device, dtype, out_dtype, layout, M, N, K, batch, a_nb, b_nb, c_nb, alpha, beta, rng,
+             target=None, vstride=1, alias=False, poison=None):
+    """One product through the family's entry points; returns (comparison, spec, launches, result).
+    ``target``: the spec's target_warps (0: never split, large: split); ``poison``: ``(operand, index,
+    value)`` written into A or B before the product (NaN/Inf propagation)."""
+    dev = wp.get_device(device)
+    epilogue = "axpby" if c_nb else "scale"
+    spec = gemv.choose_spec(dev, dtype, layout[0], layout[1], M, N, K, batch, out_dtype, epilogue)
+    assert spec is not None, (M, N, K, layout)
+    if target is not None:
+        spec = dataclasses.replace(spec, target_warps=target)
+    a, _ = random_operands(M, N, K, dtype, rng, batch=a_nb)
+    _, b = random_operands(M, N, K, dtype, rng, batch=b_nb)
+    if poison is not None:
+        which, idx, value = poison
+        (a if which == "a" else b)[idx] = value
+    A = _strided(a, dtype, device, layout[0], vstride if M == 1 else 1)
+    B = _strided(b, dtype, device, layout[1], vstride if N == 1 and M != 1 else 1)
+    with np.errstate(invalid="ignore", over="ignore"):
+        ref = np.broadcast_to(alpha * np.matmul(a, b), (batch, M, N)).copy()
+    C = None
+    if c_nb:
+        c = round_to(rng.standard_normal((c_nb, M, N)), out_dtype)
+        ref = ref + beta * c
+        if alias:  # C is D: the output holds C when the kernel starts (the planner's c_into_d)
+            assert c_nb == batch
+            C = D = make(c, out_dtype, "warp", device)
+        else:
+            C = make(c, out_dtype, "warp", device)
+    if not (c_nb and alias):
+        D = nan_like("warp", (batch, M, N), out_dtype, device)
+    ws = None
+    shp = gemv.workspace_shape(spec, M, N, K, batch)
+    if shp is not None:  # NaN-prefilled too: every partial sum the finishing pass reads must be written
+        ws = wp.array(np.full(shp[0], np.nan), dtype=getattr(wp, shp[1]), device=device)
+    launches = gemv.launch_args(spec, A, B, C, D, alpha, beta, M, N, K, batch, a_nb, b_nb, c_nb or 1,
+                                workspace=ws)
+    for kernel, dim, inputs, block_dim in launches:  # plain kernels: wp.launch, never launch_tiled
+        kw = {"block_dim": block_dim} if block_dim else {}
+        wp.launch(kernel, dim=dim, inputs=inputs, device=dev, **kw)
+    wp.synchronize_device(dev)
+    tol_dtype = out_dtype if out_dtype in ("float16", "bfloat16") or out_dtype == dtype else "float32"
+    if dtype == "float64" and out_dtype != "float64":
+        tol_dtype = out_dtype
+    out = to_f64(D)
+    return compare(out, ref, tol_dtype), spec, launches, (out, ref)
+
+
+# (M, N, K, batch, a_nb, b_nb, c_nb): M == 1 and N == 1, K of 1, 7, 33, 1027, rows 1, 3, 129, batch
+# broadcast of each operand and of C.
+SHAPES = [
+    (1, 129, 1027, 1, 1, 1, 0),
+    (1, 3, 7, 2, 2, 1, 2),
+    (1, 1, 33, 3, 1, 3, 1),
+    (1, 129, 1, 2, 2, 2, 0),
+    (129, 1, 33, 2, 1, 2, 1),
+    (3, 1, 1027, 1, 1, 1, 1),
+    (129, 1, 7, 3, 3, 1, 0),
+]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("split", [False, True], ids=["whole-K", "split-K"])
+@pytest.mark.parametrize("layout", ["NN", "NT", "TN", "TT"])
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "M{}-N{}-K{}-b{}-a{}b{}c{}".format(*s))
+def test_gemv_shapes(device, shape, layout, split):
+    M, N, K, batch, a_nb, b_nb, c_nb = shape
+    rng = np.random.default_rng(np.random.SeedSequence().entropy % 2**31)
+    res, spec, launches, _ = run_gemv(device, "float32", "float32", layout, M, N, K, batch, a_nb, b_nb, c_nb,
+                                      0.75, -1.5, rng, target=100000 if split else 0)
+    assert res.ok, f"{spec.key}: {res}"
+    assert spec.kind == gemv.kind_for(layout[0], layout[1], M, N)
+    s, _ = gemv.splits(spec, M, N, K, batch)
+    assert len(launches) == (2 if s > 1 else 1) and launches[0][1][2] == s
+    step = 16 if spec.kind == "rowdot" else 1  # CPU: 4 float32 chunks of 4 elements; colsum: one row
+    assert (s > 1) == (split and K > step), "a large target_warps splits K of more than one K step"
+
+
+def test_kind_rule():
+    # M == 1: B stored (N, K) (layout T, F.linear's weight) has rows along K; N == 1: A stored (M, K).
+    assert gemv.kind_for("N", "T", 1, 64) == "rowdot" and gemv.kind_for("T", "T", 1, 64) == "rowdot"
+    assert gemv.kind_for("N", "N", 1, 64) == "colsum"
+    assert gemv.kind_for("N", "N", 64, 1) == "rowdot" and gemv.kind_for("T", "T", 64, 1) == "colsum"
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("layout,shape", [("NT", (1, 37, 150, 2, 2, 1, 1)), ("NN", (1, 37, 150, 2, 1, 2, 2)),
+                                          ("NN", (37, 1, 150, 2, 2, 2, 1)), ("TN", (37, 1, 150, 2, 1, 1, 2))],
+                         ids=["rowdot-M1", "colsum-M1", "rowdot-N1", "colsum-N1"])
+@pytest.mark.parametrize("split", [False, True], ids=["whole-K", "split-K"])
+def test_gemv_dtypes(device, dtype, layout, shape, split):
+    M, N, K, batch, a_nb, b_nb, c_nb = shape
+    rng = np.random.default_rng(np.random.SeedSequence().entropy % 2**31)
+    res, spec, launches, _ = run_gemv(device, dtype, dtype, layout, M, N, K, batch, a_nb, b_nb, c_nb, 0.5, 2.0,
+                                      rng, target=100000 if split else 0)
+    assert res.ok, f"{spec.key}: {res}"
+    assert len(launches) == (2 if split else 1)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype,out_dtype", [("float16", "float32"), ("bfloat16", "float32"),
+                                             ("float32", "float16"), ("float64", "float32")])
+@pytest.mark.parametrize("layout", ["NT", "NN"])
+def test_gemv_output_cast(device, dtype, out_dtype, layout):
+    if "bfloat16" in (dtype, out_dtype) and not compat.HAS_BF16:
+        pytest.skip("bfloat16 needs warp-lang >= 1.13")
+    rng = np.random.default_rng(np.random.SeedSequence().entropy % 2**31)
+    res, spec, _, _ = run_gemv(device, dtype, out_dtype, layout, 1, 40, 130, 1, 1, 1, 1, 1.25, 0.5, rng)
+    assert res.ok, f"{spec.key}: {res}"
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("layout,MN", [("TN", (1, 45)), ("TT", (1, 45)), ("NN", (45, 1)), ("TN", (45, 1))],
+                         ids=["x-strided-colsum", "x-strided-rowdot", "y-strided-rowdot", "y-strided-colsum"])
+@pytest.mark.parametrize("split", [False, True], ids=["whole-K", "split-K"])
+def test_gemv_strided_vector(device, layout, MN, split):
+    """The vector with a stride (A of layout T for M == 1: x's elements a row stride apart; B (K, 1)
+    inside a wider array for N == 1)."""
+    M, N = MN
+    if N == 1:  # B (b_nb, K, 1) stored with a leading dimension of 3 elements
+        layout = layout[0] + "N"
+    rng = np.random.default_rng(np.random.SeedSequence().entropy % 2**31)
+    res, spec, _, _ = run_gemv(device, "float16", "float16", layout, M, N, 77, 2, 2, 1, 1, 0.5, 2.0, rng,
+                               target=100000 if split else 0, vstride=3)
+    assert res.ok, f"{spec.key}: {res}"
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("layout,MN", [("NT", (1, 50)), ("NN", (1, 50)), ("NN", (50, 1)), ("TN", (50, 1))])
+@pytest.mark.parametrize("split", [False, True], ids=["whole-K", "split-K"])
+def test_gemv_c_aliases_d(device, layout, MN, split):
+    M, N = MN
+    rng = np.random.default_rng(np.random.SeedSequence().entropy % 2**31)
+    res, spec, _, _ = run_gemv(device, "float32", "float32", layout, M, N, 300, 3, 3, 1, 3, -0.5, 1.5, rng,
+                               target=100000 if split else 0, alias=True)
+    assert res.ok, f"{spec.key}: {res}"
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("layout,MN", [("NT", (1, 20)), ("NN", (1, 20)), ("NN", (20, 1)), ("TN", (20, 1))])
+@pytest.mark.parametrize("split", [False, True], ids=["whole-K", "split-K"])
+def test_gemv_nonfinite_propagates(device, layout, MN, split):
+    """A NaN and an Inf in the matrix reach exactly the outputs they feed (the reference's NaN/Inf
+    pattern, signs included); the rest stay right."""
+    M, N = MN
+    K = 100
+    mat = "b" if M == 1 else "a"
+    for value, idx in ((np.nan, 3), (np.inf, 11)):
+        rng = np.random.default_rng(np.random.SeedSequence().entropy % 2**31)
+        # b[0, k, n] (M == 1) / a[0, m, k] (N == 1): row or column `idx` of the output
+        where = (0, 40, idx) if mat == "b" else (0, idx, 40)
+        res, spec, _, (out, ref) = run_gemv(device, "float32", "float32", layout, M, N, K, 1, 1, 1, 0, 1.0, 0.0,
+                                            rng, target=100000 if split else 0, poison=(mat, where, value))
+        assert not np.isfinite(ref).all()
+        assert res.ok, f"{spec.key} {value}: {res}"
+
+
+def test_gemv_workspace_checked():
+    cpu = wp.get_device("cpu")
+    spec = dataclasses.replace(gemv.choose_spec(cpu, "float32", "N", "N", 1, 64, 1000, 1, "float32", "scale"),
+                               target_warps=1000)
+    assert gemv.choose_spec(cpu, "float32", "N", "N", 2, 64, 1000, 1, "float32", "scale") is None
+    assert gemv.choose_spec(cpu, "float32", "N", "N", 1, 64, 1000, 1, "float32", "splitk") is None
+    shape, dt = gemv.workspace_shape(spec, 1, 64, 1000, 1)
+    assert dt == "float32" and shape[1:] == (1, 64) and shape[0] > 1
+    A = wp.zeros((1, 1, 1000), dtype=wp.float32)
+    B = wp.zeros((1, 1000, 64), dtype=wp.float32)
+    D = wp.zeros((1, 1, 64), dtype=wp.float32)
+    with pytest.raises(ValueError, match="workspace"):
+        gemv.launch_args(spec, A, B, None, D, 1.0, 0.0, 1, 64, 1000, 1, 1, 1, 1, workspace=None)
+
+
+def test_split_rules():
+    """CUDA-like choices (pure arithmetic): colsum splits K to ~64 warps per SM; rowdot splits only
+    where its rows give fewer than 16 warps per SM (fp16 1x4096x4096: 4096 rows, one launch)."""
+
+    class Cuda:
+        is_cpu = False
+        sm_count = 132
+
+    nt = gemv.choose_spec(Cuda(), "float16", "N", "T", 1, 4096, 4096, 1, "float16", "scale")
+    nn = gemv.choose_spec(Cuda(), "float16", "N", "N", 1, 4096, 4096, 1, "float16", "scale")
+    assert (nt.kind, nt.lanes, nt.target_warps) == ("rowdot", 32, 64 * 132) and nn.kind == "colsum"
+    assert gemv.splits(nt, 1, 4096, 4096, 1) == (1, 4096) and gemv.workspace_shape(nt, 1, 4096, 4096, 1) is None
+    s, per = gemv.splits(nn, 1, 4096, 4096, 1)  # 256 column groups of 16 columns
+    assert (s, per) == (32, 128) and gemv.workspace_shape(nn, 1, 4096, 4096, 1) == ((32, 1, 4096), "float32")
+    s, per = gemv.splits(nt, 1, 16, 65536, 1)  # 16 rows: split, in whole unrolled warp steps
+    assert s > 1 and per % (32 * 8 * gemv.UNROLL) == 0
+    assert gemv.splits(nn, 1, 8, 2**20, 1)[0] == gemv.MAX_SPLITS  # the finishing pass's serial sum stays short
+    assert gemv.choose_spec(Cuda(), "float32", "T", "N", 4096, 1, 4096, 1, "float32", "axpby").kind == "colsum"
+
+
+# --- through the public API -------------------------------------------------------------------------------
+@pytest.fixture
+def planned(monkeypatch):
+    seen = []
+    from warp_gemm.core import execute
+    from warp_gemm.core import plan as plan_mod
+
+    real = plan_mod.make_plan
+
+    def spy(*a, **k):
+        p = real(*a, **k)
+        seen.append(p)
+        return p
+
+    monkeypatch.setattr(execute, "make_plan", spy)
+    return seen
+
+
+@pytest.mark.parametrize("case", ["x-row", "x-strided", "W-rows", "y-col", "A-T"])
+@pytest.mark.parametrize("kind", ["numpy", "warp"])
+def test_gemv_through_the_api(case, kind, rng, planned):
+    """``warp_gemm.gemm`` with ``family="gemv"`` on NumPy/Warp operands: a row x times B, a strided x
+    (every third element), x times a weight W (N, K) transposed, A times a column y, A^T times y."""
+    if compat.WIDEN_16BIT_INPUTS:
+        pytest.skip("Warp 1.7 (no tile_astype): the planner keeps every product on the tiled family")
+    M, N, K = {"x-row": (1, 33, 70), "x-strided": (1, 33, 70), "W-rows": (1, 33, 70), "y-col": (33, 1, 70),
+               "A-T": (33, 1, 70)}[case]
+    a, b = random_operands(M, N, K, "float32", rng)
+    c = round_to(rng.standard_normal(N), "float32")
+    ta = tb = False
+    if kind == "numpy":
+        if case == "x-strided":
+            big = np.zeros((2, 3 * K), np.float32)
+            big[0, ::3] = a[0]
+            A = big[:1, ::3]
+        elif case == "A-T":
+            A, ta = np.ascontiguousarray(a.T.astype(np.float32)), True
+        else:
+            A = a.astype(np.float32)
+        B = np.ascontiguousarray(b.T.astype(np.float32)) if case == "W-rows" else b.astype(np.float32)
+        tb = case == "W-rows"
+        out = np.full((M, N), np.nan, np.float32)
+    else:
+        if case == "x-strided":  # (1, K) with a stride of 3 elements
+            big = np.zeros((1, 3 * K))
+            big[0, ::3] = a[0]
+            store = make(big, "float32", "warp", "cpu")
+            _KEEP.append(store)
+            A = wp.array(ptr=store.ptr, dtype=wp.float32, shape=(1, K), strides=(12 * K, 12), device="cpu")
+        elif case == "A-T":
+            A, ta = make(np.ascontiguousarray(a.T), "float32", "warp", "cpu"), True
+        else:
+            A = make(a, "float32", "warp", "cpu")
+        tb = case == "W-rows"
+        B = make(np.ascontiguousarray(b.T) if tb else b, "float32", "warp", "cpu")
+        out = nan_like("warp", (M, N), "float32", "cpu")
+    with warp_gemm.options(family="gemv"):
+        warp_gemm.gemm(A, B, make(c, "float32", kind, "cpu"), alpha=0.5, beta=2.0, trans_a=ta, trans_b=tb, out=out)
+    assert [p.family for p in planned] == ["gemv"]
+    cmp = compare(to_f64(out), 0.5 * (a @ b) + 2.0 * c, "float32")
+    assert cmp.ok, f"{case} {kind}: {cmp}"
+
+
+class _CudaLike:
+    """A CUDA-like device for the planner, which reads is_cpu/is_cuda/arch/sm_count and str(). It
+    compares equal to "cpu", so that Warp resolves the planner's zero-copy views of the (CPU) operands."""
+
+    is_cpu = False
+    is_cuda = True
+    arch = 90
+    sm_count = 132
+    ordinal = 0
+    alias = "cuda:0"
+
+    def __str__(self):
+        return "cuda:0"
+
+    def __eq__(self, other):
+        return other is self or other == "cpu"
+
+    def __hash__(self):
+        return hash("cpu")
+
+
+@pytest.mark.parametrize("M,N,trans_b,allow_tf32,dtype,want", [
+    (1, 4096, False, False, "float16", "gemv"),
+    (1, 4096, True, False, "float16", "gemv"),
+    (4096, 1, False, False, "float16", "gemv"),
+    (1, 512, True, True, "float32", "gemv"),  # tf32 allowed: the exact fp32 GEMV still
+    (2, 4096, False, False, "float16", "skinny"),
+    (4096, 2, True, False, "float16", "skinny"),
+])
+def test_planner_picks_gemv_on_cuda(monkeypatch, M, N, trans_b, allow_tf32, dtype, want):
+    from warp_gemm.core import operands
+    from warp_gemm.core.lru import LRU
+    from warp_gemm.core.options import Options
+    from warp_gemm.core.plan import make_plan
+    from warp_gemm.core.problem import validate
+
+    if compat.WIDEN_16BIT_INPUTS:
+        pytest.skip("Warp 1.7 (no tile_astype): the planner keeps every product on the tiled family")
+    monkeypatch.setattr(operands, "_VIEWS", LRU(64))  # views made on the stand-in device stay here
+    K = 4096
+    a = np.zeros((M, K), dtype)
+    b = np.zeros((N, K) if trans_b else (K, N), dtype)
+    p = validate(a, b, None, 1.0, 0.0, False, trans_b, None, "gemm")
+    fake = _CudaLike()
+    p = dataclasses.replace(p, A=dataclasses.replace(p.A, device=fake), B=dataclasses.replace(p.B, device=fake),
+                            D=dataclasses.replace(p.D, device=fake))
+    plan = make_plan(p, 1.0, 0.0, allow_tf32, None, Options())
+    assert plan.family == want
+    if want == "gemv":
+        rowdot = (M == 1 and trans_b) or (N == 1)
+        assert plan.family_spec.kind == ("rowdot" if rowdot else "colsum")
+        assert plan.family_spec.lanes == 32 and plan.family_spec.target_warps == 64 * 132
+
+
+# --- offline CUDA builds -----------------------------------------------------------------------------------
+@pytest.mark.skipif(not compat.HAS_COMPILE_AOT, reason="wp.compile_aot_module arrived in warp-lang 1.9")
+@pytest.mark.parametrize("kind,dtype,arch,partial", [
+    ("rowdot", "float16", 90, False), ("colsum", "float16", 90, True),
+    ("rowdot", "float32", 80, True), ("colsum", "float64", 80, False),
+])
+def test_cuda_build_offline(kind, dtype, arch, partial, tmp_path):
+    """Each kernel kind compiles for CUDA without a GPU (NVRTC; under a second each): the snippet's
+    16-byte loads and warp shuffles are in the generated source, and, where Warp writes PTX, in the PTX."""
+    import inspect
+
+    k = gemv.get_kernel(gemv.GemvSpec(dtype, dtype, kind, "axpby"), partial)
+    wp.compile_aot_module(k.module, arch=[arch], module_dir=str(tmp_path / "cubin"))
+    built = sorted(p.name for p in (tmp_path / "cubin").rglob("*") if p.suffix in (".cubin", ".ptx"))
+    assert any(f"sm{arch}" in n for n in built), built
+    src = "".join(p.read_text() for p in (tmp_path / "cubin").rglob("*.cu"))
+    assert "__shfl_xor_sync(0xffffffffu" in src and "__ldg((const uint4*)" in src
+    if "use_ptx" in inspect.signature(wp.compile_aot_module).parameters:
+        wp.compile_aot_module(k.module, arch=[arch], module_dir=str(tmp_path / "ptx"), use_ptx=True)
+        ptx = "".join(p.read_text(errors="replace") for p in (tmp_path / "ptx").rglob("*.ptx"))
+        assert "ld.global.nc.v4.u32" in ptx and "shfl.sync.bfly" in ptx
+        assert "ld.local" not in ptx  # the colsum partial sums stay in registers
+
+
+# --- on a GPU (the lead's runs) ----------------------------------------------------------------------------
+@pytest.mark.gpu
+@pytest.mark.parametrize("M,N,K,trans_a,trans_b,dtype", [
+    (1, 4096, 4096, False, True, "float16"),  # x @ W^T, W (N, K): F.linear's decode case
+    (1, 4096, 4096, False, False, "float16"),
+    (1, 1000, 999, False, True, "float16"),
+    (1, 1000, 999, False, False, "float16"),
+    (4096, 1, 4096, False, False, "float16"),
+    (1000, 1, 999, True, False, "float16"),
+    (1, 1000, 999, True, True, "bfloat16"),
+    (999, 1, 1000, False, False, "float32"),
+    (1, 1000, 999, False, False, "float64"),
+], ids=lambda v: str(v))
+def test_gemv_gpu(M, N, K, trans_a, trans_b, dtype, rng, planned):
+    if dtype == "bfloat16" and not compat.HAS_BF16:
+        pytest.skip("bfloat16 needs warp-lang >= 1.13")
+    a, b = random_operands(M, N, K, dtype, rng)
+    c = round_to(rng.standard_normal((M, N)), dtype)
+    A = make(np.ascontiguousarray(a.T) if trans_a else a, dtype, "warp", "cuda")
+    B = make(np.ascontiguousarray(b.T) if trans_b else b, dtype, "warp", "cuda")
+    for use_c in (False, True):
+        out = nan_like("warp", (M, N), dtype, "cuda")
+        C = make(c, dtype, "warp", "cuda") if use_c else None
+        warp_gemm.gemm(A, B, C, alpha=0.5, beta=2.0 if use_c else 0.0, trans_a=trans_a, trans_b=trans_b, out=out)
+        wp.synchronize()
+        ref = 0.5 * (a @ b) + (2.0 * c if use_c else 0.0)
+        cmp = compare(to_f64(out), ref, dtype)
+        assert cmp.ok, f"{M}x{N}x{K} {dtype} ta={trans_a} tb={trans_b} c={use_c}: {cmp}"
+    assert {p.family for p in planned} == {"gemv"}
+
+
+def test_precompile_lists_the_gemv_family():
+    """`warp-gemm precompile` builds both GEMV kinds per dtype and epilogue, whole-K and split (tf32: the
+    exact float32 kernels, which the planner uses for tf32 calls)."""
+    from warp_gemm.tools.precompile import gemv_jobs, job_label
+
+    jobs = gemv_jobs(["float16", "tf32"], ("scale", "axpby"))
+    assert len(jobs) == 2 * 2 * 2 * 2
+    assert {(j[1].in_dtype, j[1].kind, j[1].epilogue, j[2]) for j in jobs} == {
+        (dt, kind, epi, part) for dt in ("float16", "float32") for kind in gemv.KINDS
+        for epi in ("scale", "axpby") for part in (False, True)}
+    assert all(job_label(j).startswith("wg_gemv_") for j in jobs)
+
+
+@pytest.mark.skipif(not compat.HAS_COMPILE_AOT, reason="wp.compile_aot_module arrived in warp-lang 1.9")
+def test_precompile_builds_a_gemv_kernel_offline(tmp_path):
+    from warp_gemm.tools.precompile import build_one, gemv_jobs
+
+    job = next(j for j in gemv_jobs(["float16"]) if j[1].kind == "colsum" and j[2])  # with the finishing pass
+    _, _, err = build_one(job, [90], str(tmp_path))
+    assert err == "", err
+    cubins = [p.name for p in tmp_path.rglob("*.cubin") if "sm90" in p.name]
+    assert any("wg_gemv_colsum" in n for n in cubins) and any("wg_skinny_finish" in n for n in cubins), cubins

@@ -1,0 +1,515 @@
+"""The GEMV family: products whose smaller output side is exactly 1 (M == 1 or N == 1), bandwidth-bound.
+
+A matrix-vector product does one multiply-add per element of its matrix, so its time is the time to
+stream the matrix once: fp16 1x4096x4096 moves 32 MiB, ~11-13 us at 2.5-3 TB/s (cuBLAS 20.7 us on the
+H100; the skinny family's 1x128 tiles through shared memory plus a K split took 31 us in the runner
+with a cold L2). This family reads the matrix straight from global memory with 16-byte loads, keeps
+the accumulator in registers and reduces across a warp with shuffles: no shared memory, no tiles.
+
+Every case is one of two kernels over 2-D/3-D strided views of the operands (no copies):
+
+- **rowdot** ``out[b, r] = sum_k Mat[b, r, k] * vec[b, k]``, Mat rows contiguous (unit stride along
+  k): M == 1 with B stored ``(N, K)`` (layout_b "T": ``F.linear(x, W)``, the decode case) and N == 1
+  with A stored ``(M, K)`` (layout_a "N"). One warp per output element: lane ``l`` takes the 16-byte
+  chunks ``l, l + 32, ...`` of the row (``UNROLL`` chunks in flight), then an xor-shuffle sum.
+- **colsum** ``out[b, r] = sum_k vec[b, k] * Mat[b, k, r]``, unit stride along r: M == 1 with B
+  stored ``(K, N)`` and N == 1 with A stored transposed. A warp covers 32 bytes of consecutive columns
+  (``cols``: fp16 16, fp32 8, fp64 4) and its lanes split the rows (lane ``l`` takes rows ``k0 + l,
+  k0 + l + 32, ...``); the ``cols`` partial sums are reduced across the warp and lane ``j`` writes
+  column ``j``.
+
+The vector operand may have any stride (A of layout T gives x with the row stride); it is read with
+16-byte loads only where it is contiguous and aligned (rowdot), else with scalar loads (it is small
+and cached). Vector loads of the matrix only where the row (rowdot) or the column group and the row
+stride (colsum) are 16-byte aligned and the chunk is whole; everything else takes bounds-checked
+scalar loads. Batch broadcast as elsewhere: ``min(b, nb - 1)`` for Mat, vec and C.
+
+K is split across a third launch dimension where the output alone would leave the GPU idle (about
+``target_warps`` warps per launch, 64 per SM): each split writes its float32/float64 partial sums into
+a caller-provided workspace ``W[s * batch + b, 0, r]`` / ``W[s * batch + b, r, 0]`` shaped
+``(splits * batch, M, N)`` exactly like the skinny family's, and skinny's finishing pass
+(``skinny.finish_launch``: ordered, deterministic) applies alpha, beta*C and the output cast. Without
+a split the kernel applies the epilogue itself (lane 0 / lane j, in Warp code). Where this departs
+from the issue's sketch: rowdot splits K too, but only where the rows give fewer than a quarter of
+``target_warps`` (a 1x16x65536 product would otherwise run on 16 warps); fp16 1x4096x4096 (4096 rows,
+31 warps per SM) is not split and takes one launch. Unmeasured on a GPU so far: the constants below
+are first choices for the lead's H100 runs.
+
+The CPU twin runs the same kernels with ``lanes == 1`` (one thread per output element / per column,
+``cols == 1``): the snippets' plain C++ branches, so CPU CI runs the same indexing, splits and
+epilogues. The workspace is the caller's (``workspace_shape``); this module never allocates it.
+"""
+
+# No `from __future__ import annotations`: Warp reads the kernels' annotations as objects.
+import dataclasses
+import functools
+import re
+import threading
+from dataclasses import dataclass
+
+import warp as wp
+
+from .. import _compat
+from . import skinny
+from .common import ITEM_BYTES, WP_DTYPES, acc_dtype_name
+
+# --- configuration -------------------------------------------------------------------------------------
+LANES = 32  # CUDA: one warp per output element (rowdot) / column group (colsum)
+# Resident warps per SM the K split aims at (H100: 64, i.e. 2048 threads): 8448 warps on 132 SMs.
+TARGET_WARPS_PER_SM = 64
+# rowdot: 16-byte chunks each lane has in flight per step. fp16 1x4096x4096: 4096 warps (31 per SM) x
+# 32 lanes x 4 x 16 B = 8 MiB requested per step, well over the ~3 MB that 3 TB/s x ~1 us of latency needs.
+UNROLL = 4
+# rowdot splits K only where batch * rows < target_warps / ROWDOT_SPLIT_BELOW (16 warps per SM).
+ROWDOT_SPLIT_BELOW = 4
+# At most this many K splits: the finishing pass sums an output's slabs one after another (fp16 M == 1,
+# N == 8, K == 2**20 in colsum would otherwise take 8192 splits of 128 rows).
+MAX_SPLITS = 64
+BLOCK_DIM = 256  # threads per block of the (non-tile) launch; a multiple of 32, so warps are whole
+KINDS = ("rowdot", "colsum")
+
+
+@dataclass(frozen=True)
+class GemvSpec:
+    """Every choice of one GEMV launch (hashable); ``kernel_key`` names the compiled kernel."""
+
+    in_dtype: str
+    out_dtype: str
+    kind: str  # "rowdot" or "colsum"
+    epilogue: str  # "scale" or "axpby"
+    lanes: int = LANES  # threads per output element / column group: 32 on CUDA, 1 for the CPU twin
+    block_dim: int = BLOCK_DIM  # launch-time only
+    target_warps: int = TARGET_WARPS_PER_SM * 132  # K is split until about this many warps (0: never)
+    unroll: int = UNROLL
+
+    @property
+    def acc_dtype(self) -> str:
+        return acc_dtype_name(self.in_dtype)
+
+    @property
+    def chunk(self) -> int:
+        """Elements per 16-byte chunk."""
+        return 16 // ITEM_BYTES[self.in_dtype]
+
+    @property
+    def cols(self) -> int:
+        """colsum: columns per warp (32 bytes of a row on CUDA; one column per thread on the CPU)."""
+        return 2 * self.chunk if self.lanes > 1 else 1
+
+    @property
+    def kernel_key(self) -> str:
+        """Names the compiled kernel: everything but the launch-time choices (block_dim, target_warps)."""
+        return (f"wg_gemv_{self.kind}_{self.in_dtype}_{self.out_dtype}_{self.epilogue}_l{self.lanes}"
+                f"_u{self.unroll}")
+
+    @property
+    def key(self) -> str:
+        return f"{self.kernel_key}_b{self.block_dim}_t{self.target_warps}"
+
+
+def _ceil(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def kind_for(layout_a: str, layout_b: str, M: int, N: int) -> str:
+    """``"rowdot"`` where the matrix operand's rows run along K (M == 1: B stored ``(N, K)``; N == 1:
+    A stored ``(M, K)``), else ``"colsum"``. M == 1 is read first (a 1x1 output: B is the matrix)."""
+    if M == 1:
+        return "rowdot" if layout_b == "T" else "colsum"
+    return "rowdot" if layout_a == "N" else "colsum"
+
+
+def splits(spec: GemvSpec, M: int, N: int, K: int, batch: int) -> tuple[int, int]:
+    """``(splits, rows_per_split)``: K split until the launch has about ``spec.target_warps`` warps (at
+    most ``MAX_SPLITS``), each split a multiple of the kernel's K step (rowdot ``lanes * chunk * unroll``
+    elements, colsum ``lanes`` rows), never an empty split. rowdot splits only where its rows give
+    fewer than ``target_warps / ROWDOT_SPLIT_BELOW`` warps."""
+    R = N if M == 1 else M
+    if spec.kind == "rowdot":
+        warps, step = batch * R, spec.lanes * spec.chunk * spec.unroll
+        split = warps * ROWDOT_SPLIT_BELOW < spec.target_warps
+    else:
+        warps, step = batch * _ceil(R, spec.cols), spec.lanes
+        split = warps < spec.target_warps
+    if not split or warps == 0 or K <= step:
+        return 1, max(K, 1)
+    s = min(_ceil(spec.target_warps, warps), _ceil(K, step), MAX_SPLITS)
+    per = _ceil(_ceil(K, s), step) * step
+    return _ceil(K, per), per
+
+
+def workspace_shape(spec: GemvSpec, M: int, N: int, K: int, batch: int):
+    """``((splits * batch, M, N), acc_dtype)`` where K is split, else None."""
+    s, _ = splits(spec, M, N, K, batch)
+    if s <= 1:
+        return None
+    return (s * batch, M, N), spec.acc_dtype
+
+
+def choose_spec(device, dtype: str, layout_a: str, layout_b: str, M: int, N: int, K: int, batch: int,
+                out_dtype: str, epilogue: str):
+    """The spec for this problem, or None where the family does not apply: the smaller output side not
+    1, an epilogue other than scale/axpby, a dtype Warp lacks, or a Warp whose native snippets cannot
+    return a value (:func:`has_native_returns`). CPU: the twin (``lanes`` 1); CUDA: a warp per output,
+    ``target_warps`` = 64 per SM."""
+    if epilogue not in ("scale", "axpby") or layout_a not in ("N", "T") or layout_b not in ("N", "T"):
+        return None
+    if dtype not in WP_DTYPES or out_dtype not in WP_DTYPES or min(M, N) != 1:
+        return None
+    if not has_native_returns():
+        return None
+    kind = kind_for(layout_a, layout_b, M, N)
+    is_cpu = getattr(device, "is_cpu", False) or str(device) == "cpu"
+    if is_cpu:
+        return GemvSpec(dtype, out_dtype, kind, epilogue, lanes=1, block_dim=1,
+                        target_warps=4 * max(1, (getattr(device, "cpu_count", 0) or 2)))
+    return GemvSpec(dtype, out_dtype, kind, epilogue,
+                    target_warps=TARGET_WARPS_PER_SM * _compat.sm_count(device))
+
+
+# --- the native snippets --------------------------------------------------------------------------------
+_ROWDOT = r"""
+    // sum_k Mat[bm, r, k] * vec[bv, k], k in [k0, k1), r = i: this lane's 16-byte chunks k0 + (lane + n *
+    // LANES) * E, then (CUDA) the sum over the warp: every lane returns the total. Mat rows: unit stride
+    // along k; vec: any stride. Assumes k0 is a multiple of E and the warp's 32 lanes call it together.
+    // CUDA: 16-byte loads, U chunks in flight, where the row is 16-byte aligned (vec's too where it is
+    // contiguous and aligned, else scalar); the rest scalar and bounds-checked. CPU (LANES 1): scalar.
+    const char* row = (const char*)Mat.data + (size_t)bm * Mat.strides[0] + (size_t)i * Mat.strides[1];
+    const char* v = (const char*)vec.data + (size_t)bv * vec.strides[0];
+    const size_t vs = (size_t)vec.strides[1];
+    const int step = {LANES} * {E};
+    int k = k0 + lane * {E};
+    {ACC} s = {ACC}(0);
+#if defined(__CUDA_ARCH__)
+    const bool vv = vs == {ITEM} && (size_t)(v + (size_t)k0 * {ITEM}) % 16 == 0;
+    if ((size_t)(row + (size_t)k0 * {ITEM}) % 16 == 0) {{
+        for (; k + ({U} - 1) * step + {E} <= k1; k += {U} * step) {{
+            uint4 a[{U}], x[{U}];
+#pragma unroll
+            for (int u = 0; u < {U}; ++u) {{
+                const int kk = k + u * step;
+                a[u] = __ldg((const uint4*)(row + (size_t)kk * {ITEM}));
+                if (vv) x[u] = __ldg((const uint4*)(v + (size_t)kk * {ITEM}));
+                else for (int e = 0; e < {E}; ++e)
+                    (({T}*)&x[u])[e] = *(const {T}*)(v + (size_t)(kk + e) * vs);
+            }}
+#pragma unroll
+            for (int u = 0; u < {U}; ++u)
+#pragma unroll
+                for (int e = 0; e < {E}; ++e)
+                    s += {ACC}(((const {T}*)&a[u])[e]) * {ACC}(((const {T}*)&x[u])[e]);
+        }}
+    }}
+#endif
+    for (; k < k1; k += step)
+        for (int e = 0; e < {E} && k + e < k1; ++e)
+            s += {ACC}(*(const {T}*)(row + (size_t)(k + e) * {ITEM}))
+                 * {ACC}(*(const {T}*)(v + (size_t)(k + e) * vs));
+#if defined(__CUDA_ARCH__)
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+#endif
+    return s;
+"""
+
+_COLSUM = r"""
+    // sum_k vec[bv, k] * Mat[bm, k, c0 + j] for the COLS columns j of the group at c0 = i, k in [k0, k1):
+    // this lane's rows k0 + lane + n * LANES, then (CUDA) each column summed over the warp; lane j < COLS
+    // returns column c0 + j, the other lanes 0. Mat: unit stride along the columns; vec: any stride.
+    // Assumes the warp's 32 lanes call it together. CUDA: COLS * ITEM = 32 bytes, two 16-byte loads per
+    // row where the group is whole and its start and the row stride are 16-byte aligned; else scalar,
+    // bounds-checked loads. CPU (LANES 1, COLS 1): the scalar loop.
+    const int R = Mat.shape[2];
+    const size_t rs = (size_t)Mat.strides[1];
+    const char* base = (const char*)Mat.data + (size_t)bm * Mat.strides[0] + (size_t)i * {ITEM};
+    const char* v = (const char*)vec.data + (size_t)bv * vec.strides[0];
+    const size_t vs = (size_t)vec.strides[1];
+    {ACC} acc[{COLS}];
+    for (int j = 0; j < {COLS}; ++j) acc[j] = {ACC}(0);
+#if defined(__CUDA_ARCH__)
+    const bool whole = i + {COLS} <= R && ((size_t)base | rs) % 16 == 0;
+#pragma unroll 4
+#endif
+    for (int k = k0 + lane; k < k1; k += {LANES}) {{
+        const {ACC} x = {ACC}(*(const {T}*)(v + (size_t)k * vs));
+        const char* p = base + (size_t)k * rs;
+#if defined(__CUDA_ARCH__)
+        if (whole) {{
+            const uint4 q[2] = {{__ldg((const uint4*)p), __ldg((const uint4*)p + 1)}};
+#pragma unroll
+            for (int j = 0; j < {COLS}; ++j) acc[j] += x * {ACC}(((const {T}*)q)[j]);
+            continue;
+        }}
+#endif
+        for (int j = 0; j < {COLS} && i + j < R; ++j)
+            acc[j] += x * {ACC}(*(const {T}*)(p + (size_t)j * {ITEM}));
+    }}
+#if defined(__CUDA_ARCH__)
+    {ACC} out = {ACC}(0);
+#pragma unroll
+    for (int j = 0; j < {COLS}; ++j) {{
+        for (int o = 16; o > 0; o >>= 1) acc[j] += __shfl_xor_sync(0xffffffffu, acc[j], o);
+        if (j == lane) out = acc[j];
+    }}
+    return out;
+#else
+    return acc[0];
+#endif
+"""
+
+_CTYPES = {"float16": "wp::float16", "bfloat16": "wp::bfloat16", "float32": "wp::float32",
+           "float64": "wp::float64"}
+
+
+def _snippet(spec: GemvSpec) -> str:
+    it = ITEM_BYTES[spec.in_dtype]
+    if spec.kind == "rowdot":
+        return _ROWDOT.format(T=_CTYPES[spec.in_dtype], ACC=_CTYPES[spec.acc_dtype], ITEM=it, E=spec.chunk,
+                              LANES=spec.lanes, U=spec.unroll)
+    return _COLSUM.format(T=_CTYPES[spec.in_dtype], ACC=_CTYPES[spec.acc_dtype], ITEM=it, COLS=spec.cols,
+                          LANES=spec.lanes)
+
+
+class _Named:
+    """``@_Named(name).func_native(snippet)``: ``wp.func_native(snippet)`` registered under ``name``.
+
+    Warp keys native functions by qualified name within the Python module, so each spec's snippet needs
+    its own; and Warp reads a native function's return type only from a stub whose one decorator is,
+    in its source, a call of an attribute named ``func_native`` (codegen's AST check; 1.7 also needs the
+    annotation spelled ``wp.float32``/``wp.float64``), hence a decorator rather than a plain call."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def func_native(self, snippet: str):
+        def register(stub):
+            stub.__name__ = stub.__qualname__ = self.name
+            return wp.func_native(snippet)(stub)
+
+        return register
+
+
+def _native_func(spec: GemvSpec):
+    """The kernel's snippet as a Warp function: rowdot ``dot(Mat, vec, bm, bv, r, k0, k1, lane)``,
+    colsum ``csum(Mat, vec, bm, bv, c0, k0, k1, lane)``, returning the accumulator dtype."""
+    IN = WP_DTYPES[spec.in_dtype]
+    snip = _snippet(spec)
+    name = re.sub(r"[^0-9A-Za-z_]", "_", spec.kernel_key + "_native")
+    if spec.acc_dtype == "float64":
+
+        @_Named(name).func_native(snip)
+        def f64(Mat: wp.array3d(dtype=IN), vec: wp.array2d(dtype=IN), bm: int, bv: int, i: int, k0: int,
+                k1: int, lane: int) -> wp.float64: ...
+
+        return f64
+
+    @_Named(name).func_native(snip)
+    def f32(Mat: wp.array3d(dtype=IN), vec: wp.array2d(dtype=IN), bm: int, bv: int, i: int, k0: int, k1: int,
+            lane: int) -> wp.float32: ...
+
+    return f32
+
+
+# --- the kernel factory ---------------------------------------------------------------------------------
+_factory_lock = threading.Lock()
+
+
+def get_kernel(spec: GemvSpec, partial: bool = False):
+    """The kernel for ``spec`` (``partial``: the K-split variant that writes partial sums into the
+    workspace), built once per process (thread-safe)."""
+    with _factory_lock:
+        return _build(dataclasses.replace(spec, block_dim=0, target_warps=0), partial)
+
+
+def kernels(spec: GemvSpec, partial: bool = False) -> list:
+    """Every kernel a launch of ``spec`` may use: the GEMV kernel, and with ``partial`` skinny's
+    finishing pass (for ``warp-gemm precompile``)."""
+    ks = [get_kernel(spec, partial)]
+    if partial:
+        ks.append(skinny.finish_kernel(spec.acc_dtype, spec.out_dtype))
+    return ks
+
+
+@functools.cache
+def _native_cached(spec: GemvSpec):
+    return _native_func(spec)
+
+
+@functools.cache
+def _build(spec: GemvSpec, partial: bool):
+    if spec.kind not in KINDS or spec.epilogue not in ("scale", "axpby"):
+        raise ValueError(f"bad gemv spec {spec}")
+    IN, OUT, ACC = WP_DTYPES[spec.in_dtype], WP_DTYPES[spec.out_dtype], WP_DTYPES[spec.acc_dtype]
+    L, COLS = spec.lanes, spec.cols
+    AXPBY = spec.epilogue == "axpby"
+    PARTIAL = partial
+    native = _native_cached(spec)
+    name = spec.kernel_key + ("_part" if partial else "")
+
+    if spec.kind == "rowdot":
+
+        def rowdot(Mat: wp.array3d(dtype=IN), vec: wp.array2d(dtype=IN), C: wp.array2d(dtype=OUT),
+                   D: wp.array2d(dtype=OUT), W: wp.array2d(dtype=ACC), alpha: ACC, beta: ACC, per: int,
+                   batch: int, m_nb: int, v_nb: int, c_nb: int):
+            b, t, s = wp.tid()
+            r = t // L
+            lane = t - r * L
+            k0 = s * per
+            k1 = wp.min(Mat.shape[2], k0 + per)
+            acc = native(Mat, vec, wp.min(b, m_nb - 1), wp.min(b, v_nb - 1), r, k0, k1, lane)
+            if lane == 0:
+                if wp.static(PARTIAL):
+                    W[s * batch + b, r] = acc
+                else:
+                    y = alpha * acc
+                    if wp.static(AXPBY):
+                        y = y + beta * ACC(C[wp.min(b, c_nb - 1), r])
+                    D[b, r] = OUT(y)
+
+        return _compat.make_kernel(rowdot, name)
+
+    def colsum(Mat: wp.array3d(dtype=IN), vec: wp.array2d(dtype=IN), C: wp.array2d(dtype=OUT),
+               D: wp.array2d(dtype=OUT), W: wp.array2d(dtype=ACC), alpha: ACC, beta: ACC, per: int,
+               batch: int, m_nb: int, v_nb: int, c_nb: int):
+        b, t, s = wp.tid()
+        g = t // L
+        lane = t - g * L
+        k0 = s * per
+        acc = native(Mat, vec, wp.min(b, m_nb - 1), wp.min(b, v_nb - 1), g * COLS, k0,
+                     wp.min(Mat.shape[1], k0 + per), lane)
+        c = g * COLS + lane
+        if lane < COLS and c < Mat.shape[2]:
+            if wp.static(PARTIAL):
+                W[s * batch + b, c] = acc
+            else:
+                y = alpha * acc
+                if wp.static(AXPBY):
+                    y = y + beta * ACC(C[wp.min(b, c_nb - 1), c])
+                D[b, c] = OUT(y)
+
+    return _compat.make_kernel(colsum, name)
+
+
+# --- launch ---------------------------------------------------------------------------------------------
+def _view(x, shape: tuple, strides: tuple):
+    """A non-owning Warp view of array ``x``'s memory (strides in bytes)."""
+    item = wp.types.type_size_in_bytes(x.dtype)
+    extent = sum((n - 1) * s for n, s in zip(shape, strides)) + item if all(shape) else item
+    return wp.array(ptr=x.ptr, dtype=x.dtype, shape=tuple(shape), strides=tuple(strides), capacity=extent,
+                    device=x.device)
+
+
+def _vector(X, K: int):
+    """``(nb, K)`` view of a ``(nb, 1, K)`` or ``(nb, K, 1)`` operand."""
+    k_dim = 2 if X.shape[2] == K else 1
+    if X.shape[3 - k_dim] != 1 or X.shape[k_dim] != K:
+        raise ValueError(f"gemv: the vector operand has shape {tuple(X.shape)}, expected (nb, 1, {K}) or "
+                         f"(nb, {K}, 1)")
+    return _view(X, (X.shape[0], K), (X.strides[0], X.strides[k_dim]))
+
+
+def operand_views(spec: GemvSpec, A, B, M: int, N: int, K: int):
+    """``(Mat, vec, m_is_a)``: the matrix as ``(nb, R, K)`` (rowdot) or ``(nb, K, R)`` (colsum) and the
+    vector as ``(nb, K)``, views of the 3-D kernel operands A (``(a_nb, M, K)``, layout T ``(a_nb, K,
+    M)``) and B (``(b_nb, K, N)``, T ``(b_nb, N, K)``); R is N for M == 1, else M."""
+    mat, vec = (B, A) if M == 1 else (A, B)
+    R = N if M == 1 else M
+    want = (R, K) if spec.kind == "rowdot" else (K, R)
+    if tuple(mat.shape[1:]) != want:
+        raise ValueError(f"gemv {spec.kind}: the matrix operand has shape {tuple(mat.shape)}, expected "
+                         f"(nb, {want[0]}, {want[1]}) for M={M} N={N} K={K}")
+    return mat, _vector(vec, K), M != 1
+
+
+def _side(X, M: int):
+    """``(nb, R)`` view of a ``(nb, M, N)`` output-shaped array with M == 1 or N == 1."""
+    d = 2 if M == 1 else 1
+    return _view(X, (X.shape[0], X.shape[d]), (X.strides[0], X.strides[d]))
+
+
+_empty: dict = {}
+
+
+def _no_workspace(dtype: str, device):
+    """An empty 2-D array of ``dtype`` on ``device`` (one per process), for the unsplit kernel's W."""
+    key = (dtype, str(device))
+    with _factory_lock:
+        if key not in _empty:
+            _empty[key] = wp.empty((0, 0), dtype=WP_DTYPES[dtype], device=device)
+        return _empty[key]
+
+
+def launch_args(spec: GemvSpec, A, B, C, D, alpha, beta, M, N, K, batch, a_nb, b_nb, c_nb, workspace=None):
+    """``[(kernel, dim, inputs, block_dim_or_None)]`` in launch order: the GEMV kernel over (batch,
+    outputs or column groups x lanes, K splits), then, where K is split, skinny's finishing pass over
+    (batch, M, N). These are plain (SIMT) kernels: launch each with ``wp.launch(kernel, dim=dim,
+    inputs=inputs, block_dim=block_dim)`` (None: Warp's default), never ``launch_tiled``.
+
+    A, B, C, D: 3-D Warp arrays as in the other families (A ``(a_nb, M, K)``, layout T ``(a_nb, K, M)``;
+    B ``(b_nb, K, N)``, T ``(b_nb, N, K)``; C ``(c_nb, M, N)`` or None for "scale" (C may be D); D
+    ``(batch, M, N)``), with ``min(M, N) == 1`` and the layouts ``spec.kind`` was chosen for. Where K is
+    split, ``workspace`` is a ``workspace_shape`` array."""
+    if batch == 0 or M == 0 or N == 0:
+        return []
+    if min(M, N) != 1:
+        raise ValueError(f"gemv needs M == 1 or N == 1, got M={M} N={N}")
+    if spec.epilogue == "axpby" and C is None:
+        raise ValueError("the axpby epilogue needs C")
+    mat, vec, m_is_a = operand_views(spec, A, B, M, N, K)
+    m_nb, v_nb = (a_nb, b_nb) if m_is_a else (b_nb, a_nb)
+    R = N if M == 1 else M
+    groups = R if spec.kind == "rowdot" else _ceil(R, spec.cols)
+    s, per = splits(spec, M, N, K, batch)
+    cc = C if C is not None else D
+    c_n = c_nb if C is not None else 1
+    block = spec.block_dim if spec.lanes > 1 else None
+    dim = (batch, groups * spec.lanes, s)
+    D2, C2 = _side(D, M), _side(cc, M)
+    if s <= 1:
+        inputs = [mat, vec, C2, D2, _no_workspace(spec.acc_dtype, D.device), float(alpha), float(beta), per,
+                  batch, m_nb, v_nb, c_n]
+        return [(get_kernel(spec, False), dim, inputs, block)]
+    want = (s * batch, M, N)
+    if workspace is None or tuple(workspace.shape) != want or workspace.dtype != WP_DTYPES[spec.acc_dtype]:
+        got = None if workspace is None else (tuple(workspace.shape), workspace.dtype)
+        raise ValueError(f"gemv {spec.key} M={M} N={N} K={K} batch={batch} needs a workspace of shape "
+                         f"{want}, {spec.acc_dtype}; got {got}")
+    it = ITEM_BYTES[spec.acc_dtype]
+    W2 = _view(workspace, (s * batch, R), (R * it, it))
+    inputs = [mat, vec, C2, D2, W2, 1.0, 0.0, per, batch, m_nb, v_nb, c_n]
+    c_fin = C if spec.epilogue == "axpby" else None
+    return [(get_kernel(spec, True), dim, inputs, block),
+            skinny.finish_launch(D, workspace, c_fin, alpha, beta, s, batch, c_n, spec.acc_dtype,
+                                 spec.out_dtype)]
+
+
+# --- where the family applies ---------------------------------------------------------------------------
+@functools.cache
+def _native_returns() -> bool:
+    """Whether this Warp's ``wp.func_native`` snippets return a value (the stub's return annotation
+    becomes the C++ return type). Probed by generating (not compiling) a tiny kernel's CUDA source."""
+    try:
+        from warp._src.context import ModuleBuilder  # 1.13+ layout
+    except ImportError:
+        try:
+            from warp.context import ModuleBuilder  # type: ignore[no-redef]
+        except ImportError:
+            return False
+    try:
+
+        @_Named("wg_gemv_probe_ret").func_native("    return x.shape[0] > 0 ? 1.0f : 0.0f;\n")
+        def ret(x: wp.array2d(dtype=wp.float32), i: int) -> wp.float32: ...
+
+        def probe(x: wp.array2d(dtype=wp.float32)):
+            x[0, 0] = ret(x, 0)
+
+        k = _compat.make_kernel(probe, "wg_gemv_probe")
+        src = ModuleBuilder(k.module, k.module.options).codegen("cuda")
+        return re.search(r"wp::float32\s+wg_gemv_probe_ret\w*\(", src) is not None
+    except Exception:
+        return False
+
+
+def has_native_returns() -> bool:
+    # The factory's lock: the probe registers a native function in this module, like _build does.
+    with _factory_lock:
+        return _native_returns()
