@@ -350,7 +350,7 @@ def _build(spec: GemvSpec, partial: bool):
         def rowdot(Mat: wp.array3d(dtype=IN), vec: wp.array2d(dtype=IN), C: wp.array2d(dtype=OUT),
                    D: wp.array2d(dtype=OUT), W: wp.array2d(dtype=ACC), alpha: ACC, beta: ACC, per: int,
                    batch: int, m_nb: int, v_nb: int, c_nb: int):
-            b, t, s = wp.tid()
+            b, s, t = wp.tid()  # t last: Warp's fastest-varying index, so a warp's lanes are consecutive t
             r = t // L
             lane = t - r * L
             k0 = s * per
@@ -370,7 +370,7 @@ def _build(spec: GemvSpec, partial: bool):
     def colsum(Mat: wp.array3d(dtype=IN), vec: wp.array2d(dtype=IN), C: wp.array2d(dtype=OUT),
                D: wp.array2d(dtype=OUT), W: wp.array2d(dtype=ACC), alpha: ACC, beta: ACC, per: int,
                batch: int, m_nb: int, v_nb: int, c_nb: int):
-        b, t, s = wp.tid()
+        b, s, t = wp.tid()  # t last: Warp's fastest-varying index, so a warp's lanes are consecutive t
         g = t // L
         lane = t - g * L
         k0 = s * per
@@ -440,7 +440,7 @@ def _no_workspace(dtype: str, device):
 
 def launch_args(spec: GemvSpec, A, B, C, D, alpha, beta, M, N, K, batch, a_nb, b_nb, c_nb, workspace=None):
     """``[(kernel, dim, inputs, block_dim_or_None)]`` in launch order: the GEMV kernel over (batch,
-    outputs or column groups x lanes, K splits), then, where K is split, skinny's finishing pass over
+    K splits, outputs or column groups x lanes), then, where K is split, skinny's finishing pass over
     (batch, M, N). These are plain (SIMT) kernels: launch each with ``wp.launch(kernel, dim=dim,
     inputs=inputs, block_dim=block_dim)`` (None: Warp's default), never ``launch_tiled``.
 
@@ -462,7 +462,9 @@ def launch_args(spec: GemvSpec, A, B, C, D, alpha, beta, M, N, K, batch, a_nb, b
     cc = C if C is not None else D
     c_n = c_nb if C is not None else 1
     block = spec.block_dim if spec.lanes > 1 else None
-    dim = (batch, groups * spec.lanes, s)
+    # The lanes' index last: Warp's launch index varies fastest in its last dimension, and the warp
+    # shuffles need one output's (or column group's) 32 lanes in one warp.
+    dim = (batch, s, groups * spec.lanes)
     D2, C2 = _side(D, M), _side(cc, M)
     if s <= 1:
         inputs = [mat, vec, C2, D2, _no_workspace(spec.acc_dtype, D.device), float(alpha), float(beta), per,
