@@ -117,7 +117,7 @@ def test_gemv_shapes(device, shape, layout, split):
     assert res.ok, f"{spec.key}: {res}"
     assert spec.kind == gemv.kind_for(layout[0], layout[1], M, N)
     s, _ = gemv.splits(spec, M, N, K, batch)
-    assert len(launches) == (2 if s > 1 else 1) and launches[0][1][2] == s
+    assert len(launches) == (2 if s > 1 else 1) and launches[0][1][1] == s  # dim (batch, splits, lanes)
     step = 16 if spec.kind == "rowdot" else 1  # CPU: 4 float32 chunks of 4 elements; colsum: one row
     assert (s > 1) == (split and K > step), "a large target_warps splits K of more than one K step"
 
