@@ -372,7 +372,7 @@ def test_cuda_build_offline(kind, dtype, arch, partial, tmp_path):
     built = sorted(p.name for p in (tmp_path / "cubin").rglob("*") if p.suffix in (".cubin", ".ptx"))
     assert any(f"sm{arch}" in n for n in built), built
     src = "".join(p.read_text() for p in (tmp_path / "cubin").rglob("*.cu"))
-    assert "__shfl_xor_sync(0xffffffffu" in src and "__ldg((const uint4*)" in src
+    assert "__shfl_xor_sync(0xffffffffu" in src and "__ldg(" in src and "uint4" in src
     if "use_ptx" in inspect.signature(wp.compile_aot_module).parameters:
         wp.compile_aot_module(k.module, arch=[arch], module_dir=str(tmp_path / "ptx"), use_ptx=True)
         ptx = "".join(p.read_text(errors="replace") for p in (tmp_path / "ptx").rglob("*.ptx"))

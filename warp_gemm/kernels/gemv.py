@@ -216,8 +216,8 @@ _COLSUM = r"""
     // this lane's rows k0 + lane + n * LANES, then (CUDA) each column summed over the warp; lane j < COLS
     // returns column c0 + j, the other lanes 0. Mat: unit stride along the columns; vec: any stride.
     // Assumes the warp's 32 lanes call it together. CUDA: COLS * ITEM = 32 bytes, two 16-byte loads per
-    // row where the group is whole and its start and the row stride are 16-byte aligned; else scalar,
-    // bounds-checked loads. CPU (LANES 1, COLS 1): the scalar loop.
+    // row (U rows in flight) where the group is whole and its start and the row stride are 16-byte
+    // aligned; else scalar, bounds-checked loads. CPU (LANES 1, COLS 1): the scalar loop.
     const int R = Mat.shape[2];
     const size_t rs = (size_t)Mat.strides[1];
     const char* base = (const char*)Mat.data + (size_t)bm * Mat.strides[0] + (size_t)i * {ITEM};
@@ -225,21 +225,30 @@ _COLSUM = r"""
     const size_t vs = (size_t)vec.strides[1];
     {ACC} acc[{COLS}];
     for (int j = 0; j < {COLS}; ++j) acc[j] = {ACC}(0);
+    int k = k0 + lane;
 #if defined(__CUDA_ARCH__)
-    const bool whole = i + {COLS} <= R && ((size_t)base | rs) % 16 == 0;
-#pragma unroll 4
+    // Whole, aligned groups: U rows' two 16-byte loads issued before their multiply-adds.
+    if (i + {COLS} <= R && ((size_t)base | rs) % 16 == 0) {{
+        for (; k + ({U} - 1) * {LANES} < k1; k += {U} * {LANES}) {{
+            uint4 q[{U}][2];
+            {ACC} x[{U}];
+#pragma unroll
+            for (int u = 0; u < {U}; ++u) {{
+                const uint4* p = (const uint4*)(base + (size_t)(k + u * {LANES}) * rs);
+                q[u][0] = __ldg(p);
+                q[u][1] = __ldg(p + 1);
+                x[u] = {ACC}(*(const {T}*)(v + (size_t)(k + u * {LANES}) * vs));
+            }}
+#pragma unroll
+            for (int u = 0; u < {U}; ++u)
+#pragma unroll
+                for (int j = 0; j < {COLS}; ++j) acc[j] += x[u] * {ACC}(((const {T}*)q[u])[j]);
+        }}
+    }}
 #endif
-    for (int k = k0 + lane; k < k1; k += {LANES}) {{
+    for (; k < k1; k += {LANES}) {{
         const {ACC} x = {ACC}(*(const {T}*)(v + (size_t)k * vs));
         const char* p = base + (size_t)k * rs;
-#if defined(__CUDA_ARCH__)
-        if (whole) {{
-            const uint4 q[2] = {{__ldg((const uint4*)p), __ldg((const uint4*)p + 1)}};
-#pragma unroll
-            for (int j = 0; j < {COLS}; ++j) acc[j] += x * {ACC}(((const {T}*)q)[j]);
-            continue;
-        }}
-#endif
         for (int j = 0; j < {COLS} && i + j < R; ++j)
             acc[j] += x * {ACC}(*(const {T}*)(p + (size_t)j * {ITEM}));
     }}
@@ -266,7 +275,7 @@ def _snippet(spec: GemvSpec) -> str:
         return _ROWDOT.format(T=_CTYPES[spec.in_dtype], ACC=_CTYPES[spec.acc_dtype], ITEM=it, E=spec.chunk,
                               LANES=spec.lanes, U=spec.unroll)
     return _COLSUM.format(T=_CTYPES[spec.in_dtype], ACC=_CTYPES[spec.acc_dtype], ITEM=it, COLS=spec.cols,
-                          LANES=spec.lanes)
+                          LANES=spec.lanes, U=spec.unroll)
 
 
 class _Named:
