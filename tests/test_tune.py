@@ -202,8 +202,10 @@ def test_tuned_pipe_table_changes_the_planner(cache_dir):
     _save_pipe({"sm90|float16|NN|pipe": {(4096, 4096, 4096): "pipe/128x128x64/s3/b256/o1",
                                          (256, 256, 256, 64): "pipe/128x64x128/s3/b256/o1"},
                 "sm90|float64|NN|pipe": {(4096, 4096, 4096): "pipe/128x64x32/s2/b256/o1"}})
-    tuned = _pipe_spec_for("float16", 4000, 4096, 4100)
+    tuned = _pipe_spec_for("float16", 4000, 4096, 4090)  # the same bucket (12, 12, 12)
     assert _fields(tuned) == "pipe/128x128x64/s3/b256/o1"
+    # a neighbouring bucket keeps the built-in choice: pipelined winners apply to their own bucket only
+    assert _pipe_spec_for("float16", 4000, 4096, 4100) == default
     assert (tuned.pad_ab, tuned.pad_c, tuned.chunk, tuned.in_dtype) == (default.pad_ab, default.pad_c, 16, "float16")
     assert _fields(_pipe_spec_for("bfloat16", 4096, 4096, 4096)) == "pipe/128x128x64/s3/b256/o1"
     nt = _pipe_spec_for("float16", 4096, 4096, 4096, layout="NT")

@@ -8,8 +8,9 @@ that file first and then the shipped default table measured on an H100 (``data/t
 A corrupt or stale file is ignored with a warning, never a crash.
 
 Shape buckets: ``(ceil(log2 M), ceil(log2 N), ceil(log2 K))`` with M clamped to >= 16 so all skinny
-problems share buckets, and the batch folded into M. A lookup takes the nearest tuned bucket within
-L1 distance 2 (a factor of 4 in one dimension); further away the heuristic decides.
+problems share buckets, and the batch folded into M. A tiled-family lookup takes the nearest tuned bucket
+within L1 distance 2 (a factor of 4 in one dimension); further away the heuristic decides. A pipelined
+lookup (the ``|pipe`` groups) takes its own bucket only (tile choices there follow wave counts).
 
 File layout (``FORMAT`` 1): ``{"format": 1, "entries": {group: {"m,n,k": configuration}}, ...}``. A group
 ``"sm90|float16|NN"`` holds tiled-family :class:`Config` strings (``128x128x64/b256/g8/o2``); a group with
@@ -98,8 +99,9 @@ def _bucket_key(text: str) -> tuple[int, int, int]:
     return m, n, k
 
 
-def _nearest(rows: dict, b: tuple[int, int, int]) -> Config | None:
-    best, best_d = None, 3
+def _nearest(rows: dict, b: tuple[int, int, int], reach: int = 2) -> Config | None:
+    """The entry of the nearest bucket within L1 distance ``reach``, or None."""
+    best, best_d = None, reach + 1
     for bb, cfg in rows.items():
         d = sum(abs(x - y) for x, y in zip(bb, b))
         if d < best_d:
@@ -158,7 +160,11 @@ def _lookup(device, dtype: str, layout: str, b: tuple[int, int, int], tf32: bool
             for lay in (layout, "NN"):  # untuned layouts borrow the NN winner of the bucket
                 rows = table.get(f"{arch}|{d}|{lay}{suffix}")
                 if rows:
-                    hit = _nearest(rows, b)
+                    # Pipelined winners apply to their own bucket only: their tile shapes follow wave
+                    # counts, which change abruptly between neighbouring buckets (fp16 256x2048x2048 took
+                    # the 1023x1025x1027 bucket's 96x128 tiles at distance 2 and ran 54.9 us against 31.2
+                    # with the built-in 64x32, H100, benchmarks/results/round5/r5f_fp16.txt).
+                    hit = _nearest(rows, b, 0 if suffix == PIPE else 2)
                     if hit is not None:
                         return hit
     return None
