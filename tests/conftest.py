@@ -100,6 +100,24 @@ def _fresh_call_plans():
 
 
 @pytest.fixture
+def planned(monkeypatch):
+    """Every plan the executor makes during the test, in order (``make_plan`` spied on)."""
+    from warp_gemm.core import execute
+    from warp_gemm.core import plan as plan_mod
+
+    seen = []
+    real = plan_mod.make_plan
+
+    def spy(*a, **k):
+        p = real(*a, **k)
+        seen.append(p)
+        return p
+
+    monkeypatch.setattr(execute, "make_plan", spy)
+    return seen
+
+
+@pytest.fixture
 def rng(request):
     return np.random.default_rng([SALT, zlib.crc32(request.node.nodeid.encode())])
 

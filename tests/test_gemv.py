@@ -241,23 +241,6 @@ def test_split_rules():
 
 
 # --- through the public API -------------------------------------------------------------------------------
-@pytest.fixture
-def planned(monkeypatch):
-    seen = []
-    from warp_gemm.core import execute
-    from warp_gemm.core import plan as plan_mod
-
-    real = plan_mod.make_plan
-
-    def spy(*a, **k):
-        p = real(*a, **k)
-        seen.append(p)
-        return p
-
-    monkeypatch.setattr(execute, "make_plan", spy)
-    return seen
-
-
 @pytest.mark.parametrize("case", ["x-row", "x-strided", "W-rows", "y-col", "A-T"])
 @pytest.mark.parametrize("kind", ["numpy", "warp"])
 def test_gemv_through_the_api(case, kind, rng, planned):

@@ -122,13 +122,8 @@ def _plan_family(base: Plan, p: Problem, allow_tf32: bool, opts: Options) -> Pla
         # skinny family's 1x128 tiles took 31 us for fp16 1x4096x4096 (cold L2, H100; cuBLAS 20.7). After
         # small: batched products whose whole outputs and K fit small's tiles stay there (a warp per
         # output would idle most lanes at K <= 128). tf32 too: the exact fp32 GEMV loses nothing.
-        spec = gemv.choose_spec(dev, p.in_dtype, la, lb, M, N, K, p.batch, p.out_dtype, epi)
-        # Only the rowdot kind unless asked: colsum (the vector times a row-major matrix) measured slower
-        # than the skinny family's 1x128 tiles (fp16 1x4096x4096 NN: 21.4 against 15.9 us by graph replay,
-        # 33.6 against 31.2 in the runner); rowdot 9.4 us (B stored transposed, F.linear's case) and
-        # 4096x1x4096 21.1 us in the runner against cuBLAS's 23.4 (H100, benchmarks/results/round5/).
-        if spec is not None and spec.kind != "rowdot" and want != "gemv":
-            spec = None
+        # colsum only where asked for (slower than skinny on the H100: gemv.choose_spec says why)
+        spec = gemv.choose_spec(dev, p.in_dtype, la, lb, M, N, K, p.batch, p.out_dtype, epi, colsum=want == "gemv")
         if spec is not None:
             return replace(base, family="gemv", family_spec=spec, c_into_d=c_into_d,
                            workspace=gemv.workspace_shape(spec, M, N, K, p.batch))

@@ -113,3 +113,16 @@ def _epilogue_store(rows: int, cols: int, acc_dtype: str, out_dtype: str, axpby:
     name = f"wg_epilogue_{acc_dtype}_{out_dtype}_{R}x{N}_{'axpby' if AXPBY else 'scale'}"
     store.__name__ = store.__qualname__ = name
     return wp.func(store, name=name)
+
+
+def cuda_source(kernel) -> str | None:
+    """The CUDA source Warp generates for ``kernel``'s module (generated, not compiled: no GPU needed), or
+    None where this Warp's module builder cannot be reached. For capability probes."""
+    try:
+        from warp._src.context import ModuleBuilder  # 1.13+ layout
+    except ImportError:
+        try:
+            from warp.context import ModuleBuilder  # type: ignore[no-redef]
+        except ImportError:
+            return None
+    return ModuleBuilder(kernel.module, kernel.module.options).codegen("cuda")

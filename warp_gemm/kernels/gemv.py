@@ -51,7 +51,7 @@ import warp as wp
 
 from .. import _compat
 from . import skinny
-from .common import ITEM_BYTES, WP_DTYPES, acc_dtype_name
+from .common import ITEM_BYTES, WP_DTYPES, acc_dtype_name, cuda_source, func_name
 
 # --- configuration -------------------------------------------------------------------------------------
 LANES = 32  # CUDA: one warp per output element (rowdot) / column group (colsum)
@@ -147,18 +147,24 @@ def workspace_shape(spec: GemvSpec, M: int, N: int, K: int, batch: int):
 
 
 def choose_spec(device, dtype: str, layout_a: str, layout_b: str, M: int, N: int, K: int, batch: int,
-                out_dtype: str, epilogue: str):
+                out_dtype: str, epilogue: str, colsum: bool = True):
     """The spec for this problem, or None where the family does not apply: the smaller output side not
-    1, an epilogue other than scale/axpby, a dtype Warp lacks, or a Warp whose native snippets cannot
-    return a value (:func:`has_native_returns`). CPU: the twin (``lanes`` 1); CUDA: a warp per output,
-    ``target_warps`` = 64 per SM."""
+    1, an epilogue other than scale/axpby, a dtype Warp lacks, a Warp whose native snippets cannot
+    return a value (:func:`has_native_returns`), or a colsum problem with ``colsum=False``. CPU: the twin
+    (``lanes`` 1); CUDA: a warp per output, ``target_warps`` = 64 per SM.
+
+    The planner passes ``colsum=False`` unless the family is asked for: colsum (the vector times a
+    row-major matrix) measured slower than the skinny family's 1x128 tiles (fp16 1x4096x4096 NN 20.5-21.4
+    against 15.5-15.9 us by graph replay, 30.9 against 30.1 cold), while rowdot took 9.4 us (B stored
+    (N, K), F.linear's case; skinny 29.9) and 4096x1x4096 21.1 us cold against cuBLAS's 23.4 (H100,
+    benchmarks/results/round5/)."""
     if epilogue not in ("scale", "axpby") or layout_a not in ("N", "T") or layout_b not in ("N", "T"):
         return None
     if dtype not in WP_DTYPES or out_dtype not in WP_DTYPES or min(M, N) != 1:
         return None
-    if not has_native_returns():
-        return None
     kind = kind_for(layout_a, layout_b, M, N)
+    if (kind == "colsum" and not colsum) or not has_native_returns():
+        return None
     is_cpu = getattr(device, "is_cpu", False) or str(device) == "cpu"
     if is_cpu:
         return GemvSpec(dtype, out_dtype, kind, epilogue, lanes=1, block_dim=1,
@@ -354,6 +360,21 @@ def _build(spec: GemvSpec, partial: bool):
     native = _native_cached(spec)
     name = spec.kernel_key + ("_part" if partial else "")
 
+    def store(D: wp.array2d(dtype=OUT), C: wp.array2d(dtype=OUT), W: wp.array2d(dtype=ACC), acc: ACC,
+              alpha: ACC, beta: ACC, b: int, s: int, batch: int, c_nb: int, r: int):
+        # One output element: the partial sum into the workspace (K split), else the epilogue.
+        if wp.static(PARTIAL):
+            W[s * batch + b, r] = acc
+        else:
+            y = alpha * acc
+            if wp.static(AXPBY):
+                y = y + beta * ACC(C[wp.min(b, c_nb - 1), r])
+            D[b, r] = OUT(y)
+
+    store_name = func_name(name, "store")
+    store.__name__ = store.__qualname__ = store_name
+    store = wp.func(store, name=store_name)
+
     if spec.kind == "rowdot":
 
         def rowdot(Mat: wp.array3d(dtype=IN), vec: wp.array2d(dtype=IN), C: wp.array2d(dtype=OUT),
@@ -366,13 +387,7 @@ def _build(spec: GemvSpec, partial: bool):
             k1 = wp.min(Mat.shape[2], k0 + per)
             acc = native(Mat, vec, wp.min(b, m_nb - 1), wp.min(b, v_nb - 1), r, k0, k1, lane)
             if lane == 0:
-                if wp.static(PARTIAL):
-                    W[s * batch + b, r] = acc
-                else:
-                    y = alpha * acc
-                    if wp.static(AXPBY):
-                        y = y + beta * ACC(C[wp.min(b, c_nb - 1), r])
-                    D[b, r] = OUT(y)
+                store(D, C, W, acc, alpha, beta, b, s, batch, c_nb, r)
 
         return _compat.make_kernel(rowdot, name)
 
@@ -387,13 +402,7 @@ def _build(spec: GemvSpec, partial: bool):
                      wp.min(Mat.shape[1], k0 + per), lane)
         c = g * COLS + lane
         if lane < COLS and c < Mat.shape[2]:
-            if wp.static(PARTIAL):
-                W[s * batch + b, c] = acc
-            else:
-                y = alpha * acc
-                if wp.static(AXPBY):
-                    y = y + beta * ACC(C[wp.min(b, c_nb - 1), c])
-                D[b, c] = OUT(y)
+            store(D, C, W, acc, alpha, beta, b, s, batch, c_nb, c)
 
     return _compat.make_kernel(colsum, name)
 
@@ -499,13 +508,6 @@ def _native_returns() -> bool:
     """Whether this Warp's ``wp.func_native`` snippets return a value (the stub's return annotation
     becomes the C++ return type). Probed by generating (not compiling) a tiny kernel's CUDA source."""
     try:
-        from warp._src.context import ModuleBuilder  # 1.13+ layout
-    except ImportError:
-        try:
-            from warp.context import ModuleBuilder  # type: ignore[no-redef]
-        except ImportError:
-            return False
-    try:
 
         @_Named("wg_gemv_probe_ret").func_native("    return x.shape[0] > 0 ? 1.0f : 0.0f;\n")
         def ret(x: wp.array2d(dtype=wp.float32), i: int) -> wp.float32: ...
@@ -514,8 +516,8 @@ def _native_returns() -> bool:
             x[0, 0] = ret(x, 0)
 
         k = _compat.make_kernel(probe, "wg_gemv_probe")
-        src = ModuleBuilder(k.module, k.module.options).codegen("cuda")
-        return re.search(r"wp::float32\s+wg_gemv_probe_ret\w*\(", src) is not None
+        src = cuda_source(k)
+        return src is not None and re.search(r"wp::float32\s+wg_gemv_probe_ret\w*\(", src) is not None
     except Exception:
         return False
 

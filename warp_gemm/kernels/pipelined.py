@@ -45,7 +45,7 @@ from dataclasses import dataclass
 import warp as wp
 
 from .. import _compat
-from .common import ITEM_BYTES, WP_DTYPES, acc_dtype_name, func_name, grouped_tile
+from .common import ITEM_BYTES, WP_DTYPES, acc_dtype_name, cuda_source, func_name, grouped_tile
 
 # --- configuration -------------------------------------------------------------------------------------
 # Where it stands (H100, warp-lang 1.19.0, TFLOP/s, benchmarks/results/pipelined/): fp16 4096^3 NN 150,
@@ -566,13 +566,6 @@ def _native_tile_args() -> bool:
     storage reachable as ``.data.ptr`` (1.19 does). Probed by generating (not compiling) the CUDA source
     of a tiny kernel. (HAS_NATIVE_TILE_ARGS below; a candidate for _compat, which the lead owns.)"""
     try:
-        from warp._src.context import ModuleBuilder  # 1.13+ layout; older Warps fail here -> False
-    except ImportError:
-        try:
-            from warp.context import ModuleBuilder  # type: ignore[no-redef]
-        except ImportError:
-            return False
-    try:
         snip = "#if defined(__CUDA_ARCH__)\n (void)dst.data.ptr;\n#endif\n"
         touch = _native(snip, "wg_pipe_probe_touch", _stub_copy(wp.float16, 16, 16))
 
@@ -583,8 +576,7 @@ def _native_tile_args() -> bool:
             wp.tile_store(a, v, offset=(0, 0))
 
         k = _compat.make_kernel(probe, "wg_pipe_probe")
-        builder = ModuleBuilder(k.module, k.module.options)
-        src = builder.codegen("cuda")
+        src = cuda_source(k) or ""
         return "dst.data.ptr" in src and "wg_pipe_probe_touch" in src
     except Exception:
         return False
