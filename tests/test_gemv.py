@@ -123,6 +123,34 @@ def test_gemv_shapes(device, shape, layout, split):
     assert (s > 1) == (split and K > step), "a large target_warps splits K of more than one K step"
 
 
+@pytest.mark.parametrize("split", [False, True], ids=["whole-K", "split-K"])
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+@pytest.mark.parametrize("shape", [(1, 129, 1027, 2, 1, 2, 2), (77, 1, 300, 1, 1, 1, 0)],
+                         ids=lambda s: "M{}-N{}-K{}-b{}-a{}b{}c{}".format(*s))
+def test_colsum_cuda_spec_on_cpu(shape, dtype, split):
+    """The CUDA colsum kernel's indexing (a block of threads per column strip, strips ragged at the
+    edge, K split in whole block steps, the epilogue and workspace) run on the CPU: a CUDA-shaped spec
+    (block 64, 4 chunks per row) built for the CPU takes the snippet's scalar branch, thread j < cols of
+    each strip computing column j."""
+    M, N, K, batch, a_nb, b_nb, c_nb = shape
+    layout = "NN" if M == 1 else "TN"
+    rng = np.random.default_rng(np.random.SeedSequence().entropy % 2**31)
+    cpu_spec = gemv.choose_spec(wp.get_device("cpu"), dtype, layout[0], layout[1], M, N, K, batch, dtype, "scale")
+    cuda_like = dataclasses.replace(cpu_spec, lanes=32, block_dim=64, col_lanes=4, target_warps=100000 if split else 0)
+    orig = gemv.choose_spec
+    try:
+        gemv.choose_spec = lambda *a, **k: dataclasses.replace(cuda_like, epilogue=orig(*a, **k).epilogue)
+        res, spec, launches, _ = run_gemv("cpu", dtype, dtype, layout, M, N, K, batch, a_nb, b_nb, c_nb,
+                                          0.75, -1.5, rng)
+    finally:
+        gemv.choose_spec = orig
+    assert res.ok, f"{spec.key}: {res}"
+    assert spec.kind == "colsum" and (spec.group, spec.row_groups) == (64, 16)
+    s, per = gemv.splits(spec, M, N, K, batch)
+    assert (s > 1) == split and (s == 1 or per % spec.row_groups == 0)
+    assert launches[0][1] == (batch, s, -(-max(M, N) // spec.cols) * 64)
+
+
 def test_kind_rule():
     # M == 1: B stored (N, K) (layout T, F.linear's weight) has rows along K; N == 1: A stored (M, K).
     assert gemv.kind_for("N", "T", 1, 64) == "rowdot" and gemv.kind_for("T", "T", 1, 64) == "rowdot"
@@ -221,8 +249,9 @@ def test_gemv_workspace_checked():
 
 
 def test_split_rules():
-    """CUDA-like choices (pure arithmetic): colsum splits K to ~64 warps per SM; rowdot splits only
-    where its rows give fewer than 16 warps per SM (fp16 1x4096x4096: 4096 rows, one launch)."""
+    """CUDA-like choices (pure arithmetic): rowdot splits K only where its rows give fewer than 16
+    warps per SM (fp16 1x4096x4096: 4096 rows, one launch); colsum (blocks of 512 threads over column
+    strips of 64 bytes) only where its blocks give fewer than 8 warps per SM."""
 
     class Cuda:
         is_cpu = False
@@ -232,8 +261,12 @@ def test_split_rules():
     nn = gemv.choose_spec(Cuda(), "float16", "N", "N", 1, 4096, 4096, 1, "float16", "scale")
     assert (nt.kind, nt.lanes, nt.target_warps) == ("rowdot", 32, 64 * 132) and nn.kind == "colsum"
     assert gemv.splits(nt, 1, 4096, 4096, 1) == (1, 4096) and gemv.workspace_shape(nt, 1, 4096, 4096, 1) is None
-    s, per = gemv.splits(nn, 1, 4096, 4096, 1)  # 256 column groups of 16 columns
-    assert (s, per) == (32, 128) and gemv.workspace_shape(nn, 1, 4096, 4096, 1) == ((32, 1, 4096), "float32")
+    assert (nn.block_dim, nn.cols, nn.group, nn.row_groups) == (512, 32, 512, 128)
+    # 128 strips of 32 columns x 16 warps: 2048 warps, over 1056 (8 per SM): one launch, no workspace
+    assert gemv.splits(nn, 1, 4096, 4096, 1) == (1, 4096) and gemv.workspace_shape(nn, 1, 4096, 4096, 1) is None
+    s, per = gemv.splits(nn, 1, 256, 65536, 1)  # 8 strips (128 warps): split toward 1056 warps, whole steps
+    assert (s, per) == (9, 7296) and per % nn.row_groups == 0
+    assert gemv.workspace_shape(nn, 1, 256, 65536, 1) == ((9, 1, 256), "float32")
     s, per = gemv.splits(nt, 1, 16, 65536, 1)  # 16 rows: split, in whole unrolled warp steps
     assert s > 1 and per % (32 * 8 * gemv.UNROLL) == 0
     assert gemv.splits(nn, 1, 8, 2**20, 1)[0] == gemv.MAX_SPLITS  # the finishing pass's serial sum stays short

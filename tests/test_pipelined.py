@@ -338,27 +338,40 @@ def test_precompile_builds_a_pipelined_kernel_offline(tmp_path):
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
 def test_staging_kernel_pads_rows(dtype, request):
-    """The staging copy (16-byte chunks, element-wise reads): a batched source with odd rows, a batch
-    stride and a non-unit column stride lands in the first c columns of 16-byte rows, zeros after, on the
-    CPU twin of the snippet (the CUDA build is compiled offline below)."""
+    """The staging copy (16-byte chunks, element-wise reads): batched sources with odd rows, a batch
+    stride and a non-unit column stride land in the first c columns of 16-byte rows, zeros after, on the
+    CPU twin of the snippet (the CUDA build is compiled offline below) -- one operand alone, and two of
+    different shapes in one launch (A and B of a call)."""
     if dtype == "bfloat16" and not _compat.HAS_BF16:
         pytest.skip("no bfloat16 in this Warp")
     from warp_gemm.core import launches
 
     rng = _rng(request)
     item = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}[dtype]
-    nb, r, c = 3, 5, 13
-    cp = -(-c * item // 16) * 16 // item
-    full = rng.standard_normal((nb, r, 2 * c)).astype(np.float32)  # every other column: column stride 2
-    src_full = _wp(full, dtype)
-    src = wp.array(ptr=src_full.ptr, dtype=src_full.dtype, shape=(nb, r, c),
-                   strides=(src_full.strides[0], src_full.strides[1], 2 * src_full.strides[2]), device="cpu")
-    dst = _wp(np.full((nb, r, cp), np.nan, np.float32), dtype)
-    launches.stage(dst, src, dtype)
-    got = _f64(dst, dtype)
-    want = _f64(src_full, dtype)[:, :, ::2]
-    np.testing.assert_array_equal(got[:, :, :c], want)
-    np.testing.assert_array_equal(got[:, :, c:], 0.0)
+
+    def job(nb, r, c):
+        cp = -(-c * item // 16) * 16 // item
+        full = rng.standard_normal((nb, r, 2 * c)).astype(np.float32)  # every other column: column stride 2
+        src_full = _wp(full, dtype)
+        src = wp.array(ptr=src_full.ptr, dtype=src_full.dtype, shape=(nb, r, c),
+                       strides=(src_full.strides[0], src_full.strides[1], 2 * src_full.strides[2]), device="cpu")
+        dst = _wp(np.full((nb, r, cp), np.nan, np.float32), dtype)
+        return dst, src, src_full
+
+    def check(dst, src_full, c):
+        got = _f64(dst, dtype)
+        want = _f64(src_full, dtype)[:, :, ::2]
+        np.testing.assert_array_equal(got[:, :, :c], want)
+        np.testing.assert_array_equal(got[:, :, c:], 0.0)
+
+    d1, s1, f1 = job(3, 5, 13)
+    launches.stage([(d1, s1)], dtype)
+    check(d1, f1, 13)
+    d2, s2, f2 = job(2, 7, 11)
+    d3, s3, f3 = job(1, 3, 17)
+    launches.stage([(d2, s2), (d3, s3)], dtype)
+    check(d2, f2, 11)
+    check(d3, f3, 17)
 
 
 @pytest.mark.skipif(not _compat.HAS_COMPILE_AOT, reason="wp.compile_aot_module arrived in warp-lang 1.9")

@@ -462,10 +462,8 @@ def _family(plan: Plan, p: Problem, Dk, alpha: float, beta: float, allocate) -> 
     dev = p.A.device
     Av = _kernel_operand(plan.A, False, allocate)
     Bv = _kernel_operand(plan.B, False, allocate)
-    if plan.stage[0]:
-        Av = _staged(Av, p.in_dtype, dev, "stage_a")
-    if plan.stage[1]:
-        Bv = _staged(Bv, p.in_dtype, dev, "stage_b")
+    if any(plan.stage):
+        Av, Bv = _staged((Av, Bv), plan.stage, p.in_dtype, dev)
     Cv, c_nb = _c_kernel_view(plan, Dk)
     args = (plan.family_spec, Av, Bv, Cv, Dk, alpha, beta, plan.M, plan.N, p.K, p.batch, Av.shape[0], Bv.shape[0], c_nb)
     if plan.family == "pipelined":
@@ -501,14 +499,22 @@ _retired: list = []
 _ws_lock = threading.Lock()
 
 
-def _staged(view, dtype: str, dev, slot: str):
-    """``view`` copied into a cached buffer whose rows start on 16-byte boundaries (same shape)."""
-    nb, r, c = view.shape
+def _staged(views, which, dtype: str, dev):
+    """``views`` (A, B) with those ``which`` selects copied into cached buffers whose rows start on 16-byte
+    boundaries (same shapes; one launch for both), the others as they are."""
     item = ITEMSIZE[dtype]
-    cp = -(-c * item // 16) * 16 // item
-    buf = workspace(dev, (nb, r, cp), dtype, slot)
-    launches.stage(buf, view, dtype)  # 16-byte stores (4x the element-per-thread copy's rate, H100)
-    return raw_view(buf.ptr, buf.dtype, (nb, r, c), (r * cp * item, cp * item, item), dev)
+    out, jobs = [], []
+    for view, slot, on in zip(views, ("stage_a", "stage_b"), which):
+        if not on:
+            out.append(view)
+            continue
+        nb, r, c = view.shape
+        cp = -(-c * item // 16) * 16 // item
+        buf = workspace(dev, (nb, r, cp), dtype, slot)
+        jobs.append((buf, view))
+        out.append(raw_view(buf.ptr, buf.dtype, (nb, r, c), (r * cp * item, cp * item, item), dev))
+    launches.stage(jobs, dtype)  # 16-byte stores (4x the element-per-thread copy's rate, H100)
+    return tuple(out)
 
 
 def workspace(dev, shape: tuple, dtype: str, slot: str = "ws"):

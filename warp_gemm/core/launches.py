@@ -190,15 +190,26 @@ def convert(dst, src, dst_dtype: str, src_dtype: str, scale: float = 1.0) -> Non
     launch(k, dst.shape, [dst, src, scale], dst.device)
 
 
-def stage(dst, src, dtype: str) -> None:
-    """``src`` (``(nb, r, c)``, any strides) into the first ``c`` columns of ``dst`` (``(nb, r, cp)``, rows
-    16-byte aligned, ``cp`` a whole number of 16-byte chunks), zeros in the rest."""
-    if dst.size == 0:
+def stage(jobs, dtype: str) -> None:
+    """Each ``(dst, src)`` of ``jobs`` (one or two): ``src`` (``(nb, r, c)``, any strides) into the first
+    ``c`` columns of ``dst`` (``(nb, r, cp)``, rows 16-byte aligned, ``cp`` a whole number of 16-byte
+    chunks), zeros in the rest -- one launch for both (``elementwise.stage_kernel``)."""
+    jobs = [(d, s) for d, s in jobs if d.size]
+    if not jobs:
         return
     with elementwise.lock:
         k = elementwise.stage_kernel(dtype)
-    nb, r, cp = dst.shape
-    launch(k, (nb, r, cp * dst.strides[2] // 16), [dst, src], dst.device)
+    counts = [d.size * d.strides[2] // 16 for d, _ in jobs]
+    for (d, _), n in zip(jobs, counts):
+        if n >= 2**31:  # the kernel indexes chunks with 32-bit ints
+            raise ValueError(f"cannot stage a {dtype} operand of shape {tuple(d.shape)}: {n} 16-byte chunks "
+                             f"(at most 2**31 - 1)")
+    if len(jobs) == 2 and sum(counts) < 2**31:
+        (da, sa), (db, sb) = jobs
+        launch(k, (sum(counts),), [da, sa, db, sb, counts[0]], da.device)
+        return
+    for (d, s), n in zip(jobs, counts):
+        launch(k, (n,), [d, s, d, s, n], d.device)
 
 
 def fill(dst, dtype: str, value: float = 0.0) -> None:

@@ -59,13 +59,20 @@ def fill_kernel(dtype: str):
     return _compat.make_kernel(fill, f"wg_fill_{dtype}")
 
 
-# --- staging: an operand copied into rows that start on 16-byte boundaries ------------------------------
+# --- staging: operands copied into rows that start on 16-byte boundaries ----------------------------------
 # One thread per 16-byte chunk of a destination row: the chunk's elements are read one by one (the source
 # rows are only element-aligned), packed, and stored with one 16-byte store; past the source row's end the
 # chunk is zero-filled (the destination's padding columns). fp16 4095x4095 on an H100: 26 us (2.6 TB/s)
-# against 112 us for convert_kernel's element-per-thread copy (benchmarks/probes/staging.py).
+# against 112 us for convert_kernel's element-per-thread copy (benchmarks/probes/staging.py). A and B are
+# staged by one launch (a 1-D grid over both operands' chunks): the second launch cost ~2.7 us of a 45 us
+# fp16 1023x1025x1027 call (H100, benchmarks/results/round5/diag6.txt).
 _STAGE = r"""
     // dst: (nb, r, cp) rows 16-byte aligned, cp a multiple of {E}; src: (nb, r, c) with any strides.
+    // t: the chunk's index in dst, row-major over (nb, r, cp / {E}).
+    const int per_row = dst.shape[2] / {E};
+    const int j = (t % per_row) * {E};
+    const int i = (t / per_row) % dst.shape[1];
+    const int b = t / (per_row * dst.shape[1]);
     const int nc = src.shape[2];
     const char* s = (const char*)src.data + (size_t)b * src.strides[0] + (size_t)i * src.strides[1];
     char* d = (char*)dst.data + (size_t)b * dst.strides[0] + (size_t)i * dst.strides[1] + (size_t)j * {ITEM};
@@ -87,19 +94,23 @@ _BITS = {2: "unsigned short", 4: "unsigned int", 8: "unsigned long long"}
 
 @functools.cache
 def stage_kernel(dtype: str):
-    """``stage(dst, src)`` launched over ``(nb, r, cp // (16 // itemsize))``: ``src`` (any strides) into
-    the first ``c`` columns of ``dst`` (``(nb, r, cp)``, 16-byte aligned rows), zeros after."""
+    """``stage(dst_a, src_a, dst_b, src_b, n_a)`` launched over ``n_a + n_b`` threads, ``n_x`` being
+    ``dst_x``'s 16-byte chunks: each ``src_x`` (any strides) into the first ``c`` columns of ``dst_x``
+    (``(nb, r, cp)``, 16-byte aligned rows), zeros after. One operand: ``n_b = 0`` (b's arrays unread)."""
     T = WP_DTYPES[dtype]
     item = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}[dtype]
 
-    def stub(dst: wp.array3d(dtype=T), src: wp.array3d(dtype=T), b: int, i: int, j: int): ...
+    def stub(dst: wp.array3d(dtype=T), src: wp.array3d(dtype=T), t: int): ...
 
     stub.__name__ = stub.__qualname__ = f"wg_stage_chunk_{dtype}"
     chunk = wp.func_native(_STAGE.format(E=16 // item, ITEM=item, BITS=_BITS[item]))(stub)
-    E = 16 // item
 
-    def stage(dst: wp.array3d(dtype=T), src: wp.array3d(dtype=T)):
-        b, i, jc = wp.tid()
-        chunk(dst, src, b, i, jc * E)
+    def stage(dst_a: wp.array3d(dtype=T), src_a: wp.array3d(dtype=T), dst_b: wp.array3d(dtype=T),
+              src_b: wp.array3d(dtype=T), n_a: int):
+        t = wp.tid()
+        if t < n_a:
+            chunk(dst_a, src_a, t)
+        else:
+            chunk(dst_b, src_b, t - n_a)
 
     return _compat.make_kernel(stage, f"wg_stage_{dtype}")

@@ -13,10 +13,13 @@ Every case is one of two kernels over 2-D/3-D strided views of the operands (no 
   with A stored ``(M, K)`` (layout_a "N"). One warp per output element: lane ``l`` takes the 16-byte
   chunks ``l, l + 32, ...`` of the row (``UNROLL`` chunks in flight), then an xor-shuffle sum.
 - **colsum** ``out[b, r] = sum_k vec[b, k] * Mat[b, k, r]``, unit stride along r: M == 1 with B
-  stored ``(K, N)`` and N == 1 with A stored transposed. A warp covers 32 bytes of consecutive columns
-  (``cols``: fp16 16, fp32 8, fp64 4) and its lanes split the rows (lane ``l`` takes rows ``k0 + l,
-  k0 + l + 32, ...``); the ``cols`` partial sums are reduced across the warp and lane ``j`` writes
-  column ``j``.
+  stored ``(K, N)`` and N == 1 with A stored transposed. One block covers a strip of ``cols``
+  consecutive columns (``col_lanes`` 16-byte chunks: fp16 32, fp32 16, fp64 8): ``col_lanes`` threads
+  read one row's strip with 16-byte loads (64 contiguous bytes), the block's ``block_dim / col_lanes``
+  row groups take rows ``k0 + g, k0 + g + groups, ...`` (``UNROLL`` rows in flight), then the partial
+  sums meet by warp shuffles and one pass through shared memory, and thread ``j`` writes column ``j``.
+  (Round 5's first colsum gave each lane its own row's 32 bytes, a warp's load touching 32 rows: 20.5
+  us by graph replay for fp16 1x4096x4096, slower than the skinny family's 15.5.)
 
 The vector operand may have any stride (A of layout T gives x with the row stride); it is read with
 16-byte loads only where it is contiguous and aligned (rowdot), else with scalar loads (it is small
@@ -62,6 +65,13 @@ TARGET_WARPS_PER_SM = 64
 UNROLL = 4
 # rowdot splits K only where batch * rows < target_warps / ROWDOT_SPLIT_BELOW (16 warps per SM).
 ROWDOT_SPLIT_BELOW = 4
+# colsum (CUDA): 16-byte chunks per row of a block's column strip (4: 64 contiguous bytes per row), and
+# threads per block (the row groups are block_dim / col_lanes). colsum splits K only where its blocks give
+# fewer than target_warps / COLSUM_SPLIT_BELOW warps (8 per SM): fp16 1x4096x4096 is 128 blocks of 16
+# warps, one launch, no workspace.
+COL_LANES = 4
+COLSUM_BLOCK = 512
+COLSUM_SPLIT_BELOW = 8
 # At most this many K splits: the finishing pass sums an output's slabs one after another (fp16 M == 1,
 # N == 8, K == 2**20 in colsum would otherwise take 8192 splits of 128 rows).
 MAX_SPLITS = 64
@@ -77,8 +87,9 @@ class GemvSpec:
     out_dtype: str
     kind: str  # "rowdot" or "colsum"
     epilogue: str  # "scale" or "axpby"
-    lanes: int = LANES  # threads per output element / column group: 32 on CUDA, 1 for the CPU twin
-    block_dim: int = BLOCK_DIM  # launch-time only
+    lanes: int = LANES  # rowdot: threads per output element, 32 on CUDA; 1 for the CPU twin (both kinds)
+    block_dim: int = BLOCK_DIM  # rowdot: launch-time only; colsum (CUDA): a column strip's threads
+    col_lanes: int = COL_LANES  # colsum (CUDA): 16-byte chunks per row of a strip
     target_warps: int = TARGET_WARPS_PER_SM * 132  # K is split until about this many warps (0: never)
     unroll: int = UNROLL
 
@@ -93,14 +104,29 @@ class GemvSpec:
 
     @property
     def cols(self) -> int:
-        """colsum: columns per warp (32 bytes of a row on CUDA; one column per thread on the CPU)."""
-        return 2 * self.chunk if self.lanes > 1 else 1
+        """colsum: columns per block (``col_lanes`` 16-byte chunks on CUDA; one column per thread on the CPU)."""
+        return self.col_lanes * self.chunk if self.lanes > 1 else 1
+
+    @property
+    def group(self) -> int:
+        """Threads that compute one output (rowdot) or one column strip (colsum) together: rowdot a warp's
+        ``lanes``, colsum a whole block (CUDA); 1 on the CPU."""
+        if self.lanes == 1:
+            return 1
+        return self.lanes if self.kind == "rowdot" else self.block_dim
+
+    @property
+    def row_groups(self) -> int:
+        """colsum: rows a block reads per step (``block_dim / col_lanes`` on CUDA, 1 on the CPU)."""
+        return self.block_dim // self.col_lanes if self.lanes > 1 else 1
 
     @property
     def kernel_key(self) -> str:
-        """Names the compiled kernel: everything but the launch-time choices (block_dim, target_warps)."""
+        """Names the compiled kernel: everything but the launch-time choices (target_warps; rowdot's
+        block_dim)."""
+        tail = f"_b{self.block_dim}_c{self.col_lanes}" if self.kind == "colsum" and self.lanes > 1 else ""
         return (f"wg_gemv_{self.kind}_{self.in_dtype}_{self.out_dtype}_{self.epilogue}_l{self.lanes}"
-                f"_u{self.unroll}")
+                f"_u{self.unroll}{tail}")
 
     @property
     def key(self) -> str:
@@ -122,18 +148,24 @@ def kind_for(layout_a: str, layout_b: str, M: int, N: int) -> str:
 def splits(spec: GemvSpec, M: int, N: int, K: int, batch: int) -> tuple[int, int]:
     """``(splits, rows_per_split)``: K split until the launch has about ``spec.target_warps`` warps (at
     most ``MAX_SPLITS``), each split a multiple of the kernel's K step (rowdot ``lanes * chunk * unroll``
-    elements, colsum ``lanes`` rows), never an empty split. rowdot splits only where its rows give
-    fewer than ``target_warps / ROWDOT_SPLIT_BELOW`` warps."""
+    elements, colsum ``row_groups`` rows), never an empty split. rowdot splits only where its rows give
+    fewer than ``target_warps / ROWDOT_SPLIT_BELOW`` warps, colsum on CUDA where its blocks give fewer
+    than ``target_warps / COLSUM_SPLIT_BELOW`` (the CPU twin: fewer than ``target_warps`` columns)."""
     R = N if M == 1 else M
+    goal = spec.target_warps
     if spec.kind == "rowdot":
         warps, step = batch * R, spec.lanes * spec.chunk * spec.unroll
         split = warps * ROWDOT_SPLIT_BELOW < spec.target_warps
+    elif spec.lanes > 1:
+        warps, step = batch * _ceil(R, spec.cols) * (spec.block_dim // 32), spec.row_groups
+        goal = spec.target_warps // COLSUM_SPLIT_BELOW
+        split = warps < goal
     else:
-        warps, step = batch * _ceil(R, spec.cols), spec.lanes
-        split = warps < spec.target_warps
+        warps, step = batch * R, 1
+        split = warps < goal
     if not split or warps == 0 or K <= step:
         return 1, max(K, 1)
-    s = min(_ceil(spec.target_warps, warps), _ceil(K, step), MAX_SPLITS)
+    s = min(_ceil(goal, warps), _ceil(K, step), MAX_SPLITS)
     per = _ceil(_ceil(K, s), step) * step
     return _ceil(K, per), per
 
@@ -169,7 +201,7 @@ def choose_spec(device, dtype: str, layout_a: str, layout_b: str, M: int, N: int
     if is_cpu:
         return GemvSpec(dtype, out_dtype, kind, epilogue, lanes=1, block_dim=1,
                         target_warps=4 * max(1, (getattr(device, "cpu_count", 0) or 2)))
-    return GemvSpec(dtype, out_dtype, kind, epilogue,
+    return GemvSpec(dtype, out_dtype, kind, epilogue, block_dim=COLSUM_BLOCK if kind == "colsum" else BLOCK_DIM,
                     target_warps=TARGET_WARPS_PER_SM * _compat.sm_count(device))
 
 
@@ -217,58 +249,75 @@ _ROWDOT = r"""
     return s;
 """
 
+_COLSUM_SCALAR = r"""
+    // column i + lane (lane < COLS) of the strip at i: sum_k vec[bv, k] * Mat[bm, k, i + lane], k in [k0, k1);
+    // other lanes return 0. Scalar loads: the CPU twin (one thread per column), and the CPU build of a
+    // CUDA spec (its threads run one at a time: thread j < COLS of each strip takes column j).
+    const int R = Mat.shape[2];
+    {ACC} out = {ACC}(0);
+    if (lane < {COLS} && i + lane < R) {{
+        const char* p = (const char*)Mat.data + (size_t)bm * Mat.strides[0] + (size_t)(i + lane) * {ITEM};
+        const char* v = (const char*)vec.data + (size_t)bv * vec.strides[0];
+        for (int k = k0; k < k1; ++k)
+            out += {ACC}(*(const {T}*)(v + (size_t)k * vec.strides[1]))
+                   * {ACC}(*(const {T}*)(p + (size_t)k * Mat.strides[1]));
+    }}
+    return out;
+"""
+
 _COLSUM = r"""
-    // sum_k vec[bv, k] * Mat[bm, k, c0 + j] for the COLS columns j of the group at c0 = i, k in [k0, k1):
-    // this lane's rows k0 + lane + n * LANES, then (CUDA) each column summed over the warp; lane j < COLS
-    // returns column c0 + j, the other lanes 0. Mat: unit stride along the columns; vec: any stride.
-    // Assumes the warp's 32 lanes call it together. CUDA: COLS * ITEM = 32 bytes, two 16-byte loads per
-    // row (U rows in flight) where the group is whole and its start and the row stride are 16-byte
-    // aligned; else scalar, bounds-checked loads. CPU (LANES 1, COLS 1): the scalar loop.
+    // sum_k vec[bv, k] * Mat[bm, k, i + j] for the COLS columns j of the strip at i, k in [k0, k1), by the
+    // block's {BLOCK} threads (lane: the thread's index in the block; every thread of the block calls
+    // this: there is a __syncthreads). Thread lane reads 16-byte chunk cl = lane % {CL} of the rows
+    // k0 + g, k0 + g + {RG}, ... (row group g = lane / {CL}), {U} rows in flight; the sums of one chunk's
+    // columns meet over the warp's row groups (xor shuffles), then over the block's {NW} warps (shared
+    // memory). Thread j < COLS returns column i + j, the others 0. Vector loads where the chunk is whole
+    // and its start and the row stride are 16-byte aligned; else scalar, bounds-checked loads.
+#if defined(__CUDA_ARCH__)
     const int R = Mat.shape[2];
     const size_t rs = (size_t)Mat.strides[1];
-    const char* base = (const char*)Mat.data + (size_t)bm * Mat.strides[0] + (size_t)i * {ITEM};
+    const int cl = lane % {CL};
+    const int c = i + cl * {E};
+    const char* base = (const char*)Mat.data + (size_t)bm * Mat.strides[0] + (size_t)c * {ITEM};
     const char* v = (const char*)vec.data + (size_t)bv * vec.strides[0];
     const size_t vs = (size_t)vec.strides[1];
-    {ACC} acc[{COLS}];
-    for (int j = 0; j < {COLS}; ++j) acc[j] = {ACC}(0);
-    int k = k0 + lane;
-#if defined(__CUDA_ARCH__)
-    // Whole, aligned groups: U rows' two 16-byte loads issued before their multiply-adds.
-    if (i + {COLS} <= R && ((size_t)base | rs) % 16 == 0) {{
-        for (; k + ({U} - 1) * {LANES} < k1; k += {U} * {LANES}) {{
-            uint4 q[{U}][2];
+    {ACC} acc[{E}];
+#pragma unroll
+    for (int e = 0; e < {E}; ++e) acc[e] = {ACC}(0);
+    int k = k0 + lane / {CL};
+    if (c + {E} <= R && ((size_t)base | rs) % 16 == 0) {{
+        for (; k + ({U} - 1) * {RG} < k1; k += {U} * {RG}) {{
+            uint4 q[{U}];
             {ACC} x[{U}];
 #pragma unroll
             for (int u = 0; u < {U}; ++u) {{
-                const uint4* p = (const uint4*)(base + (size_t)(k + u * {LANES}) * rs);
-                q[u][0] = __ldg(p);
-                q[u][1] = __ldg(p + 1);
-                x[u] = {ACC}(*(const {T}*)(v + (size_t)(k + u * {LANES}) * vs));
+                q[u] = __ldg((const uint4*)(base + (size_t)(k + u * {RG}) * rs));
+                x[u] = {ACC}(*(const {T}*)(v + (size_t)(k + u * {RG}) * vs));
             }}
 #pragma unroll
             for (int u = 0; u < {U}; ++u)
 #pragma unroll
-                for (int j = 0; j < {COLS}; ++j) acc[j] += x[u] * {ACC}(((const {T}*)q[u])[j]);
+                for (int e = 0; e < {E}; ++e) acc[e] += x[u] * {ACC}(((const {T}*)&q[u])[e]);
         }}
     }}
-#endif
-    for (; k < k1; k += {LANES}) {{
+    for (; k < k1; k += {RG}) {{
         const {ACC} x = {ACC}(*(const {T}*)(v + (size_t)k * vs));
         const char* p = base + (size_t)k * rs;
-        for (int j = 0; j < {COLS} && i + j < R; ++j)
-            acc[j] += x * {ACC}(*(const {T}*)(p + (size_t)j * {ITEM}));
+        for (int e = 0; e < {E} && c + e < R; ++e) acc[e] += x * {ACC}(*(const {T}*)(p + (size_t)e * {ITEM}));
     }}
-#if defined(__CUDA_ARCH__)
-    {ACC} out = {ACC}(0);
+    __shared__ {ACC} red[{NW}][{COLS}];
 #pragma unroll
-    for (int j = 0; j < {COLS}; ++j) {{
-        for (int o = 16; o > 0; o >>= 1) acc[j] += __shfl_xor_sync(0xffffffffu, acc[j], o);
-        if (j == lane) out = acc[j];
-    }}
+    for (int e = 0; e < {E}; ++e)
+        for (int o = {CL}; o < 32; o <<= 1) acc[e] += __shfl_xor_sync(0xffffffffu, acc[e], o);
+    if (lane % 32 < {CL})
+        for (int e = 0; e < {E}; ++e) red[lane / 32][cl * {E} + e] = acc[e];
+    __syncthreads();
+    {ACC} out = {ACC}(0);
+    if (lane < {COLS})
+        for (int w = 0; w < {NW}; ++w) out += red[w][lane];
     return out;
 #else
-    return acc[0];
-#endif
+""" + _COLSUM_SCALAR + """#endif
 """
 
 _CTYPES = {"float16": "wp::float16", "bfloat16": "wp::bfloat16", "float32": "wp::float32",
@@ -280,8 +329,14 @@ def _snippet(spec: GemvSpec) -> str:
     if spec.kind == "rowdot":
         return _ROWDOT.format(T=_CTYPES[spec.in_dtype], ACC=_CTYPES[spec.acc_dtype], ITEM=it, E=spec.chunk,
                               LANES=spec.lanes, U=spec.unroll)
+    if spec.lanes == 1:  # the CPU twin: one thread per column
+        return _COLSUM_SCALAR.format(T=_CTYPES[spec.in_dtype], ACC=_CTYPES[spec.acc_dtype], ITEM=it, COLS=1)
+    if spec.block_dim % 32 or 32 % spec.col_lanes or spec.block_dim < 32:
+        raise ValueError(f"gemv colsum: block_dim {spec.block_dim} must be a multiple of 32 and col_lanes "
+                         f"{spec.col_lanes} divide 32")
     return _COLSUM.format(T=_CTYPES[spec.in_dtype], ACC=_CTYPES[spec.acc_dtype], ITEM=it, COLS=spec.cols,
-                          LANES=spec.lanes, U=spec.unroll)
+                          E=spec.chunk, CL=spec.col_lanes, RG=spec.row_groups, NW=spec.block_dim // 32,
+                          BLOCK=spec.block_dim, U=spec.unroll)
 
 
 class _Named:
@@ -332,7 +387,8 @@ def get_kernel(spec: GemvSpec, partial: bool = False):
     """The kernel for ``spec`` (``partial``: the K-split variant that writes partial sums into the
     workspace), built once per process (thread-safe)."""
     with _factory_lock:
-        return _build(dataclasses.replace(spec, block_dim=0, target_warps=0), partial)
+        keep = spec.kind == "colsum" and spec.lanes > 1  # colsum's block is its column strip
+        return _build(dataclasses.replace(spec, block_dim=spec.block_dim if keep else 0, target_warps=0), partial)
 
 
 def kernels(spec: GemvSpec, partial: bool = False) -> list:
@@ -354,7 +410,7 @@ def _build(spec: GemvSpec, partial: bool):
     if spec.kind not in KINDS or spec.epilogue not in ("scale", "axpby"):
         raise ValueError(f"bad gemv spec {spec}")
     IN, OUT, ACC = WP_DTYPES[spec.in_dtype], WP_DTYPES[spec.out_dtype], WP_DTYPES[spec.acc_dtype]
-    L, COLS = spec.lanes, spec.cols
+    L, G, COLS = spec.lanes, spec.group, spec.cols
     AXPBY = spec.epilogue == "axpby"
     PARTIAL = partial
     native = _native_cached(spec)
@@ -394,9 +450,9 @@ def _build(spec: GemvSpec, partial: bool):
     def colsum(Mat: wp.array3d(dtype=IN), vec: wp.array2d(dtype=IN), C: wp.array2d(dtype=OUT),
                D: wp.array2d(dtype=OUT), W: wp.array2d(dtype=ACC), alpha: ACC, beta: ACC, per: int,
                batch: int, m_nb: int, v_nb: int, c_nb: int):
-        b, s, t = wp.tid()  # t last: Warp's fastest-varying index, so a warp's lanes are consecutive t
-        g = t // L
-        lane = t - g * L
+        b, s, t = wp.tid()  # t last: Warp's fastest-varying index, so a block's threads are consecutive t
+        g = t // G
+        lane = t - g * G
         k0 = s * per
         acc = native(Mat, vec, wp.min(b, m_nb - 1), wp.min(b, v_nb - 1), g * COLS, k0,
                      wp.min(Mat.shape[1], k0 + per), lane)
@@ -481,8 +537,9 @@ def launch_args(spec: GemvSpec, A, B, C, D, alpha, beta, M, N, K, batch, a_nb, b
     c_n = c_nb if C is not None else 1
     block = spec.block_dim if spec.lanes > 1 else None
     # The lanes' index last: Warp's launch index varies fastest in its last dimension, and the warp
-    # shuffles need one output's (or column group's) 32 lanes in one warp.
-    dim = (batch, s, groups * spec.lanes)
+    # shuffles need one output's 32 lanes in one warp (rowdot), a column strip's threads in one block
+    # (colsum: the last dimension is a whole number of blocks, so no block straddles two strips).
+    dim = (batch, s, groups * spec.group)
     D2, C2 = _side(D, M), _side(cc, M)
     if s <= 1:
         inputs = [mat, vec, C2, D2, _no_workspace(spec.acc_dtype, D.device), float(alpha), float(beta), per,

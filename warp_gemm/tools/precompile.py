@@ -106,7 +106,8 @@ def gemv_jobs(dtypes: list[str], epilogues: tuple[str, ...] = ("scale",)) -> lis
         for kind in gemv.KINDS:
             for epi in epilogues:
                 for partial in (False, True):
-                    jobs.append(("gemv", gemv.GemvSpec(base, base, kind, epi), partial))
+                    block = gemv.COLSUM_BLOCK if kind == "colsum" else gemv.BLOCK_DIM  # as choose_spec
+                    jobs.append(("gemv", gemv.GemvSpec(base, base, kind, epi, block_dim=block), partial))
     return jobs
 
 
@@ -138,8 +139,9 @@ def _build_gemv(spec, partial: bool, archs, module_dir) -> None:
 
     if spec.in_dtype == "bfloat16":
         _compat.bf16_dtype()
-    for kernel in gemv.kernels(spec, partial):  # plain kernels: the module is keyed by the launch's block size
-        kernel.module.options["block_dim"] = spec.block_dim
+    for n, kernel in enumerate(gemv.kernels(spec, partial)):
+        # plain kernels: the module is keyed by the launch's block size (the finishing pass: Warp's default)
+        kernel.module.options["block_dim"] = spec.block_dim if n == 0 else 256
         if archs and _compat.HAS_COMPILE_AOT:
             wp.compile_aot_module(kernel.module, arch=archs, module_dir=module_dir)
         else:

@@ -1,0 +1,199 @@
+"""Round 6 probes (H100): the redesigned colsum GEMV kernel, the split-K pipelined plan of 16-row products,
+and the odd shapes after staging both operands in one launch.
+
+Each variant patches module constants of the package in its own process (nothing in the package
+changes), checks its product against float64 first, then times one whole call two ways: CUDA-graph replay
+(GPU time, warm L2) and ``triton.testing.do_bench`` (L2 flushed between calls, launch included: the
+benchmark runner's method), with cuBLAS (torch.matmul) timed by do_bench in the same process.
+
+    python benchmarks/probes/round6.py warm -j 16        # compile every variant, parallel processes
+    python benchmarks/probes/round6.py time --json out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+# case: (batch, M, N, K, dtype, layout of B ("N": (K, N), "T": (N, K)), options)
+CASES = {
+    "gemv_4096": (1, 1, 4096, 4096, "float16", "N"),
+    "gemv_8192": (1, 1, 8192, 8192, "float16", "N"),
+    "gemv_4096_f32": (1, 1, 4096, 4096, "float32", "N"),
+    "gemv_512x16384": (1, 1, 512, 16384, "float16", "N"),
+    "m16_8192": (1, 16, 8192, 8192, "float16", "N"),
+    "odd_1023": (1, 1023, 1025, 1027, "float16", "N"),
+    "odd_127": (1, 127, 4099, 1031, "float16", "N"),
+    "odd_4095": (1, 4095, 4095, 4095, "float16", "N"),
+}
+GEMV = ["gemv_4096", "gemv_8192", "gemv_4096_f32", "gemv_512x16384"]
+# variant: (cases, {"family": ..., "gemv": {constant: value}, "skinny": {constant: value}})
+VARIANTS = {
+    "default": (GEMV + ["m16_8192", "odd_1023", "odd_127", "odd_4095"], {}),
+    "cs_b512_c4_u4": (GEMV, {"family": "gemv"}),
+    "cs_b256_c4_u4": (GEMV, {"family": "gemv", "gemv": {"COLSUM_BLOCK": 256}}),
+    "cs_b1024_c4_u4": (GEMV, {"family": "gemv", "gemv": {"COLSUM_BLOCK": 1024}}),
+    "cs_b512_c8_u4": (GEMV, {"family": "gemv", "gemv": {"COL_LANES": 8}}),
+    "cs_b512_c2_u4": (GEMV, {"family": "gemv", "gemv": {"COL_LANES": 2}}),
+    "cs_b512_c4_u8": (GEMV, {"family": "gemv", "gemv": {"UNROLL": 8}}),
+    "cs_b256_c4_u8": (GEMV, {"family": "gemv", "gemv": {"COLSUM_BLOCK": 256, "UNROLL": 8}}),
+    "cs_b512_c4_u4_s4": (GEMV, {"family": "gemv", "gemv": {"COLSUM_SPLIT_BELOW": 2}}),
+    "sp_s4": (["m16_8192"], {"skinny": {"_SPLIT_BLOCKS": 256}}),
+    "sp_s2": (["m16_8192"], {"skinny": {"_SPLIT_BLOCKS": 128}}),
+    "sp_tk64_st3_s8": (["m16_8192"], {"skinny": {"SPLIT_PIPE": {"tk": 64, "stages": 3}}}),
+    "sp_tk64_st3_s4": (["m16_8192"], {"skinny": {"SPLIT_PIPE": {"tk": 64, "stages": 3}, "_SPLIT_BLOCKS": 256}}),
+    "sp_tk64_st4_s4": (["m16_8192"], {"skinny": {"SPLIT_PIPE": {"tk": 64, "stages": 4}, "_SPLIT_BLOCKS": 256}}),
+    "sp_tn64_s4": (["m16_8192"], {"skinny": {"SPLIT_PIPE": {"tn": 64}, "_SPLIT_BLOCKS": 512}}),
+    "sp_tn64_s2": (["m16_8192"], {"skinny": {"SPLIT_PIPE": {"tn": 64}, "_SPLIT_BLOCKS": 256}}),
+    "sp_tn256_b256_s4": (["m16_8192"], {"skinny": {"SPLIT_PIPE": {"tn": 256, "tk": 64, "block_dim": 256},
+                                                    "_SPLIT_BLOCKS": 128}}),
+    "sp_b256_s4": (["m16_8192"], {"skinny": {"SPLIT_PIPE": {"block_dim": 256}, "_SPLIT_BLOCKS": 256}}),
+}
+
+
+def patch(over: dict) -> None:
+    from warp_gemm.kernels import gemv, skinny
+
+    for k, v in over.get("gemv", {}).items():
+        setattr(gemv, k, v)
+    for k, v in over.get("skinny", {}).items():
+        if k == "SPLIT_PIPE":
+            skinny.SPLIT_PIPE = {**skinny.SPLIT_PIPE, **v}
+        else:
+            setattr(skinny, k, v)
+
+
+def one(variant: str, case: str, timing: bool) -> dict:
+    import torch
+
+    import warp_gemm as wg
+
+    B, M, N, K, dt, lb = CASES[case]
+    over = VARIANTS[variant][1]
+    tdt = getattr(torch, dt)
+    g = torch.Generator(device="cuda").manual_seed(int.from_bytes(os.urandom(4), "little"))
+    a = torch.randn(M, K, device="cuda", generator=g).to(tdt)
+    b = torch.randn(K, N, device="cuda", generator=g).to(tdt)
+    if lb == "T":
+        b = b.t().contiguous().t()
+    out = torch.full((M, N), float("nan"), device="cuda", dtype=tdt)
+    fam = over.get("family")
+
+    def call():
+        with wg.options(family=fam):
+            wg.matmul(a, b, out=out)
+
+    call()
+    torch.cuda.synchronize()
+    ref = a.double() @ b.double()
+    err = float(((out.double() - ref).norm() / ref.norm()).item())
+    from warp_gemm.core.plan import make_plan
+    from warp_gemm.core.problem import validate
+
+    with wg.options(family=fam) as o:
+        pl = make_plan(validate(a, b, None, 1.0, 0.0, False, False, out, "matmul"), 1.0, 0.0, False, None, o)
+    spec = pl.family_spec
+    row = {"variant": variant, "case": case, "err": err, "family": pl.family,
+           "spec": str(getattr(spec, "key", spec))[:200], "stage": list(pl.stage)}
+    if not timing:
+        return row
+    import triton.testing as tt
+
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        call()
+    torch.cuda.current_stream().wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        call()
+    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    for _ in range(10):
+        graph.replay()
+    ts = []
+    for _ in range(7):
+        e0.record()
+        for _ in range(50):
+            graph.replay()
+        e1.record()
+        torch.cuda.synchronize()
+        ts.append(e0.elapsed_time(e1) / 50 * 1e3)
+    ts.sort()
+    cold = tt.do_bench(call, warmup=25, rep=200) * 1e3
+    cub = tt.do_bench(lambda: torch.matmul(a, b, out=out), warmup=25, rep=200) * 1e3
+    flops = 2 * B * M * N * K
+    row.update(graph_us=ts[len(ts) // 2], cold_us=cold, cublas_us=cub, tflops=flops / cold / 1e6,
+               ratio=cub / cold)
+    return row
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("mode", choices=["warm", "time", "child"])
+    ap.add_argument("-j", type=int, default=16)
+    ap.add_argument("--variant")
+    ap.add_argument("--case")
+    ap.add_argument("--timing", action="store_true")
+    ap.add_argument("--only", default="", help="comma-separated variants")
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    if args.mode == "child":
+        patch(VARIANTS[args.variant][1])
+        import warp_gemm as wg
+
+        wg.init("cuda")
+        cases = VARIANTS[args.variant][0] if args.case is None else [args.case]
+        for c in cases:
+            try:
+                print("ROW", json.dumps(one(args.variant, c, args.timing)), flush=True)
+            except Exception as e:  # noqa: BLE001
+                print("ROW", json.dumps({"variant": args.variant, "case": c, "error": repr(e)[:300]}), flush=True)
+        return 0
+
+    todo = [v for v in VARIANTS if not args.only or v in args.only.split(",")]
+
+    def run(v, timing, case=None):
+        cmd = [sys.executable, __file__, "child", "--variant", v] + (["--timing"] if timing else [])
+        cmd += [] if case is None else ["--case", case]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        rows = [json.loads(x[4:]) for x in r.stdout.splitlines() if x.startswith("ROW ")]
+        return rows, r.stderr[-800:] if r.returncode else ""
+
+    t = time.time()
+    if args.mode == "warm":
+        with ThreadPoolExecutor(args.j) as ex:
+            jobs = [(v, c) for v in todo for c in VARIANTS[v][0]]
+            for rows, err in ex.map(lambda j: run(j[0], False, j[1]), jobs):
+                print(json.dumps(rows), err, flush=True)
+        print(f"warm {time.time() - t:.0f}s")
+        return 0
+    allrows = []
+    for v in todo:
+        rows, err = run(v, True)
+        allrows += rows
+        if err:
+            print(v, err)
+        if args.json:
+            Path(args.json).write_text(json.dumps(allrows, indent=1))
+    print(f"{'variant':18} {'case':15} {'graph':>7} {'cold':>7} {'cuBLAS':>7} {'ratio':>6} {'TF':>6} {'err':>8}")
+    for r in allrows:
+        if "error" in r:
+            print(f"{r['variant']:18} {r['case']:15} ERROR {r['error'][:90]}")
+            continue
+        print(f"{r['variant']:18} {r['case']:15} {r['graph_us']:7.1f} {r['cold_us']:7.1f} {r['cublas_us']:7.1f} "
+              f"{r['ratio']:6.2f} {r['tflops']:6.1f} {r['err']:8.1e}")
+    print(f"time {time.time() - t:.0f}s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
