@@ -118,8 +118,9 @@ def test_gemv_shapes(device, shape, layout, split):
     assert spec.kind == gemv.kind_for(layout[0], layout[1], M, N)
     s, _ = gemv.splits(spec, M, N, K, batch)
     assert len(launches) == (2 if s > 1 else 1) and launches[0][1][1] == s  # dim (batch, splits, lanes)
-    # the kernel's K step: rowdot lanes x chunk x unroll elements (CPU 1x4x4, CUDA 32x4x4), colsum a row per lane
-    step = spec.lanes * spec.chunk * spec.unroll if spec.kind == "rowdot" else spec.lanes
+    # the kernel's K step: rowdot lanes x chunk x unroll elements (CPU 1x4x4, CUDA 32x4x4), colsum its row
+    # groups (CPU 1, CUDA block_dim / col_lanes)
+    step = spec.lanes * spec.chunk * spec.unroll if spec.kind == "rowdot" else spec.row_groups
     assert (s > 1) == (split and K > step), "a large target_warps splits K of more than one K step"
 
 
@@ -261,12 +262,15 @@ def test_split_rules():
     nn = gemv.choose_spec(Cuda(), "float16", "N", "N", 1, 4096, 4096, 1, "float16", "scale")
     assert (nt.kind, nt.lanes, nt.target_warps) == ("rowdot", 32, 64 * 132) and nn.kind == "colsum"
     assert gemv.splits(nt, 1, 4096, 4096, 1) == (1, 4096) and gemv.workspace_shape(nt, 1, 4096, 4096, 1) is None
-    assert (nn.block_dim, nn.cols, nn.group, nn.row_groups) == (512, 32, 512, 128)
-    # 128 strips of 32 columns x 16 warps: 2048 warps, over 1056 (8 per SM): one launch, no workspace
+    # 128 strips of 32 columns: one wave of 1024-thread blocks, one launch, no workspace
+    assert (nn.block_dim, nn.cols, nn.group, nn.row_groups) == (1024, 32, 1024, 256)
     assert gemv.splits(nn, 1, 4096, 4096, 1) == (1, 4096) and gemv.workspace_shape(nn, 1, 4096, 4096, 1) is None
-    s, per = gemv.splits(nn, 1, 256, 65536, 1)  # 8 strips (128 warps): split toward 1056 warps, whole steps
-    assert (s, per) == (9, 7296) and per % nn.row_groups == 0
-    assert gemv.workspace_shape(nn, 1, 256, 65536, 1) == ((9, 1, 256), "float32")
+    nn8 = gemv.choose_spec(Cuda(), "float16", "N", "N", 1, 8192, 8192, 1, "float16", "scale")
+    assert nn8.block_dim == 512 and gemv.splits(nn8, 1, 8192, 8192, 1) == (1, 8192)  # 256 strips: 2 per SM
+    sm = gemv.choose_spec(Cuda(), "float16", "N", "N", 1, 256, 65536, 1, "float16", "scale")
+    s, per = gemv.splits(sm, 1, 256, 65536, 1)  # 8 strips of 16 warps: split toward 32 warps per SM
+    assert sm.block_dim == 512 and (s, per) == (32, 2048) and per % sm.row_groups == 0
+    assert gemv.workspace_shape(sm, 1, 256, 65536, 1) == ((32, 1, 256), "float32")
     s, per = gemv.splits(nt, 1, 16, 65536, 1)  # 16 rows: split, in whole unrolled warp steps
     assert s > 1 and per % (32 * 8 * gemv.UNROLL) == 0
     assert gemv.splits(nn, 1, 8, 2**20, 1)[0] == gemv.MAX_SPLITS  # the finishing pass's serial sum stays short
@@ -341,7 +345,7 @@ class _CudaLike:
 
 
 @pytest.mark.parametrize("M,N,trans_b,allow_tf32,dtype,want", [
-    (1, 4096, False, False, "float16", "skinny"),  # colsum only when asked: slower than skinny (H100)
+    (1, 4096, False, False, "float16", "gemv"),  # colsum (round 6: ahead of skinny, H100)
     (1, 4096, True, False, "float16", "gemv"),
     (4096, 1, False, False, "float16", "gemv"),
     (1, 512, True, True, "float32", "gemv"),  # tf32 allowed: the exact fp32 GEMV still
@@ -368,7 +372,7 @@ def test_planner_picks_gemv_on_cuda(monkeypatch, M, N, trans_b, allow_tf32, dtyp
     plan = make_plan(p, 1.0, 0.0, allow_tf32, None, Options())
     assert plan.family == want
     if want == "gemv":
-        assert plan.family_spec.kind == "rowdot"
+        assert plan.family_spec.kind == gemv.kind_for("N", "T" if trans_b else "N", M, N)
         assert plan.family_spec.lanes == 32 and plan.family_spec.target_warps == 64 * 132
 
 
@@ -416,14 +420,10 @@ def test_gemv_gpu(M, N, K, trans_a, trans_b, dtype, rng, planned):
     c = round_to(rng.standard_normal((M, N)), dtype)
     A = make(np.ascontiguousarray(a.T) if trans_a else a, dtype, "warp", "cuda")
     B = make(np.ascontiguousarray(b.T) if trans_b else b, dtype, "warp", "cuda")
-    # The planner takes rowdot by itself; colsum (slower than skinny on the H100) only when asked.
-    rowdot = gemv.kind_for("T" if trans_a else "N", "T" if trans_b else "N", M, N) == "rowdot"
-    for use_c in (False, True):
+    for use_c in (False, True):  # the planner's own choice: both kinds are planned
         out = nan_like("warp", (M, N), dtype, "cuda")
         C = make(c, dtype, "warp", "cuda") if use_c else None
-        with warp_gemm.options(family=None if rowdot else "gemv"):
-            warp_gemm.gemm(A, B, C, alpha=0.5, beta=2.0 if use_c else 0.0, trans_a=trans_a, trans_b=trans_b,
-                           out=out)
+        warp_gemm.gemm(A, B, C, alpha=0.5, beta=2.0 if use_c else 0.0, trans_a=trans_a, trans_b=trans_b, out=out)
         wp.synchronize()
         ref = 0.5 * (a @ b) + (2.0 * c if use_c else 0.0)
         cmp = compare(to_f64(out), ref, dtype)
@@ -437,10 +437,12 @@ def test_precompile_lists_the_gemv_family():
     from warp_gemm.tools.precompile import gemv_jobs, job_label
 
     jobs = gemv_jobs(["float16", "tf32"], ("scale", "axpby"))
-    assert len(jobs) == 2 * 2 * 2 * 2
+    # per dtype and epilogue: rowdot whole-K and split; colsum whole-K at 512 and 1024 threads, split at 512
+    assert len(jobs) == 2 * 2 * 5
     assert {(j[1].in_dtype, j[1].kind, j[1].epilogue, j[2]) for j in jobs} == {
         (dt, kind, epi, part) for dt in ("float16", "float32") for kind in gemv.KINDS
         for epi in ("scale", "axpby") for part in (False, True)}
+    assert {(j[1].block_dim, j[2]) for j in jobs if j[1].kind == "colsum"} == {(512, False), (1024, False), (512, True)}
     assert all(job_label(j).startswith("wg_gemv_") for j in jobs)
 
 

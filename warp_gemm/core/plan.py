@@ -122,8 +122,7 @@ def _plan_family(base: Plan, p: Problem, allow_tf32: bool, opts: Options) -> Pla
         # skinny family's 1x128 tiles took 31 us for fp16 1x4096x4096 (cold L2, H100; cuBLAS 20.7). After
         # small: batched products whose whole outputs and K fit small's tiles stay there (a warp per
         # output would idle most lanes at K <= 128). tf32 too: the exact fp32 GEMV loses nothing.
-        # colsum only where asked for (slower than skinny on the H100: gemv.choose_spec says why)
-        spec = gemv.choose_spec(dev, p.in_dtype, la, lb, M, N, K, p.batch, p.out_dtype, epi, colsum=want == "gemv")
+        spec = gemv.choose_spec(dev, p.in_dtype, la, lb, M, N, K, p.batch, p.out_dtype, epi)
         if spec is not None:
             return replace(base, family="gemv", family_spec=spec, c_into_d=c_into_d,
                            workspace=gemv.workspace_shape(spec, M, N, K, p.batch))

@@ -66,12 +66,19 @@ UNROLL = 4
 # rowdot splits K only where batch * rows < target_warps / ROWDOT_SPLIT_BELOW (16 warps per SM).
 ROWDOT_SPLIT_BELOW = 4
 # colsum (CUDA): 16-byte chunks per row of a block's column strip (4: 64 contiguous bytes per row), and
-# threads per block (the row groups are block_dim / col_lanes). colsum splits K only where its blocks give
-# fewer than target_warps / COLSUM_SPLIT_BELOW warps (8 per SM): fp16 1x4096x4096 is 128 blocks of 16
-# warps, one launch, no workspace.
+# threads per block (the row groups are block_dim / col_lanes): 1024 where the strips fill one wave of SMs
+# at one block each (half to all of the SMs), else 512. K is split only where the strips are under half the
+# SMs (fewer than target_warps / COLSUM_SPLIT_BELOW warps of 512-thread blocks), then toward
+# target_warps / COLSUM_SPLIT_TO warps. H100, fp16, graph replay (benchmarks/results/round6/r6.txt):
+# 1x4096x4096 (128 strips) 10.4 us at 1024 threads, 12.2 at 512, 14.4 at 256 (skinny 16.0); 1x8192x8192
+# (256 strips) 55.5 at 512, 57.8 at 1024 (skinny 66.3); fp32 1x4096x4096 27.8 at 512 (skinny 35.0);
+# 1x512x16384 (16 strips) 9.0 us split toward 32 warps per SM, 13.2 toward 8 (skinny 16.3). 2, 4 or 8
+# chunks per row and 4 or 8 rows in flight: within 0.4 us of each other.
 COL_LANES = 4
 COLSUM_BLOCK = 512
+COLSUM_BLOCK_ONE_WAVE = 1024
 COLSUM_SPLIT_BELOW = 8
+COLSUM_SPLIT_TO = 2
 # At most this many K splits: the finishing pass sums an output's slabs one after another (fp16 M == 1,
 # N == 8, K == 2**20 in colsum would otherwise take 8192 splits of 128 rows).
 MAX_SPLITS = 64
@@ -158,8 +165,8 @@ def splits(spec: GemvSpec, M: int, N: int, K: int, batch: int) -> tuple[int, int
         split = warps * ROWDOT_SPLIT_BELOW < spec.target_warps
     elif spec.lanes > 1:
         warps, step = batch * _ceil(R, spec.cols) * (spec.block_dim // 32), spec.row_groups
-        goal = spec.target_warps // COLSUM_SPLIT_BELOW
-        split = warps < goal
+        split = warps < spec.target_warps // COLSUM_SPLIT_BELOW
+        goal = spec.target_warps // COLSUM_SPLIT_TO
     else:
         warps, step = batch * R, 1
         split = warps < goal
@@ -179,30 +186,33 @@ def workspace_shape(spec: GemvSpec, M: int, N: int, K: int, batch: int):
 
 
 def choose_spec(device, dtype: str, layout_a: str, layout_b: str, M: int, N: int, K: int, batch: int,
-                out_dtype: str, epilogue: str, colsum: bool = True):
+                out_dtype: str, epilogue: str):
     """The spec for this problem, or None where the family does not apply: the smaller output side not
-    1, an epilogue other than scale/axpby, a dtype Warp lacks, a Warp whose native snippets cannot
-    return a value (:func:`has_native_returns`), or a colsum problem with ``colsum=False``. CPU: the twin
-    (``lanes`` 1); CUDA: a warp per output, ``target_warps`` = 64 per SM.
+    1, an epilogue other than scale/axpby, a dtype Warp lacks, or a Warp whose native snippets cannot
+    return a value (:func:`has_native_returns`). CPU: the twin (``lanes`` 1); CUDA: rowdot a warp per
+    output, colsum a block of 512 or 1024 threads per column strip, ``target_warps`` = 64 per SM.
 
-    The planner passes ``colsum=False`` unless the family is asked for: colsum (the vector times a
-    row-major matrix) measured slower than the skinny family's 1x128 tiles (fp16 1x4096x4096 NN 20.5-21.4
-    against 15.5-15.9 us by graph replay, 30.9 against 30.1 cold), while rowdot took 9.4 us (B stored
-    (N, K), F.linear's case; skinny 29.9) and 4096x1x4096 21.1 us cold against cuBLAS's 23.4 (H100,
-    benchmarks/results/round5/)."""
+    H100 (benchmarks/results/round5/, round6/): rowdot fp16 1x4096x4096 with B stored (N, K) (F.linear's
+    case) 9.4 us by graph replay against the skinny family's 29.9, 4096x1x4096 21.1 us cold against
+    cuBLAS's 23.4; colsum (B stored (K, N)) 10.4 us against skinny's 16.0 by graph replay, 27.6 against
+    31.4 cold (cuBLAS 20.9), 1x8192x8192 55.5 / 67.7 against 66.3 / 77.1 (cuBLAS 58 cold)."""
     if epilogue not in ("scale", "axpby") or layout_a not in ("N", "T") or layout_b not in ("N", "T"):
         return None
     if dtype not in WP_DTYPES or out_dtype not in WP_DTYPES or min(M, N) != 1:
         return None
     kind = kind_for(layout_a, layout_b, M, N)
-    if (kind == "colsum" and not colsum) or not has_native_returns():
+    if not has_native_returns():
         return None
     is_cpu = getattr(device, "is_cpu", False) or str(device) == "cpu"
     if is_cpu:
         return GemvSpec(dtype, out_dtype, kind, epilogue, lanes=1, block_dim=1,
                         target_warps=4 * max(1, (getattr(device, "cpu_count", 0) or 2)))
-    return GemvSpec(dtype, out_dtype, kind, epilogue, block_dim=COLSUM_BLOCK if kind == "colsum" else BLOCK_DIM,
-                    target_warps=TARGET_WARPS_PER_SM * _compat.sm_count(device))
+    sms = _compat.sm_count(device)
+    spec = GemvSpec(dtype, out_dtype, kind, epilogue, block_dim=BLOCK_DIM, target_warps=TARGET_WARPS_PER_SM * sms)
+    if kind == "colsum":
+        strips = batch * _ceil(N if M == 1 else M, dataclasses.replace(spec, block_dim=COLSUM_BLOCK).cols)
+        spec = dataclasses.replace(spec, block_dim=COLSUM_BLOCK_ONE_WAVE if sms // 2 <= strips <= sms else COLSUM_BLOCK)
+    return spec
 
 
 # --- the native snippets --------------------------------------------------------------------------------

@@ -320,7 +320,10 @@ def finish_kernel(acc_dtype: str, out_dtype: str):
 # Measured (fp16 16x8192x8192, H100): 8 splits 74.5 us, 16 88.5, 32 117.6 (2 stages); 3 stages 111.7,
 # 4 stages 113.6; 16x256x64 tiles, 4 stages 86.4; M=4: 70.8 (the scalar kernel above: 64.9).
 SPLIT_PIPE = dict(tm=16, tn=128, tk=128, stages=2, block_dim=128, pad_ab=8, pad_c=8, chunk=16)
-_SPLIT_BLOCKS = 512  # ~4 blocks per SM: 8 splits x 64 column tiles measured best
+# Blocks the K split aims at: 16x8192x8192 fp16 (64 column tiles) ran 75.8 us (graph replay) at 8 splits
+# (512 blocks, more than the 2 per SM that fit: two waves), 65.5 at 4, 97.0 at 2 (H100, benchmarks/
+# results/round6/r6.txt; 3-4 stages of 64-deep K, 16x64 tiles or 256 threads: 65.3-66.7).
+_SPLIT_BLOCKS = 256
 
 
 def split_pipe_config(device, dtype: str, layout_a: str, layout_b: str, M: int, N: int, K: int, batch: int,

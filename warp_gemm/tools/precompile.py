@@ -106,8 +106,10 @@ def gemv_jobs(dtypes: list[str], epilogues: tuple[str, ...] = ("scale",)) -> lis
         for kind in gemv.KINDS:
             for epi in epilogues:
                 for partial in (False, True):
-                    block = gemv.COLSUM_BLOCK if kind == "colsum" else gemv.BLOCK_DIM  # as choose_spec
-                    jobs.append(("gemv", gemv.GemvSpec(base, base, kind, epi, block_dim=block), partial))
+                    # the block sizes choose_spec takes (colsum: two, the split kernel only at the smaller)
+                    blocks = [gemv.BLOCK_DIM] if kind == "rowdot" else [gemv.COLSUM_BLOCK] + (
+                        [] if partial else [gemv.COLSUM_BLOCK_ONE_WAVE])
+                    jobs += [("gemv", gemv.GemvSpec(base, base, kind, epi, block_dim=bd), partial) for bd in blocks]
     return jobs
 
 
