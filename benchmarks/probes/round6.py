@@ -70,9 +70,23 @@ SET2 = {
     "sp_tn64_st3_s2": (["m16_8192"], {"skinny": {"SPLIT_PIPE": {"tn": 64, "stages": 3}}}),
     "sp_tn64_tk64_st4_s2": (["m16_8192"], {"skinny": {"SPLIT_PIPE": {"tn": 64, "tk": 64, "stages": 4}}}),
 }
+# Third run (R6_SET=3): colsum strips of other widths (col_lanes chunks per row: 8 = 128 bytes, 16 = 256,
+# K split where the strips are few) and rows in flight, fields of the planner's spec replaced ("spec").
+G2 = ["gemv_4096", "gemv_8192"]
+SET3 = {
+    "default": (G2, {}),
+    "cs_c8": (G2, {"spec": {"col_lanes": 8}}),
+    "cs_c16": (G2, {"spec": {"col_lanes": 16}}),
+    "cs_c16_b512": (G2, {"spec": {"col_lanes": 16, "block_dim": 512}}),
+    "cs_c8_b512": (G2, {"spec": {"col_lanes": 8, "block_dim": 512}}),
+    "cs_u8": (G2, {"spec": {"unroll": 8}}),
+    "cs_c2": (G2, {"spec": {"col_lanes": 2}}),
+}
 REPS = 1
 if os.environ.get("R6_SET") == "2":
     VARIANTS, REPS = SET2, 3
+elif os.environ.get("R6_SET") == "3":
+    VARIANTS, REPS = SET3, 3
 
 
 def patch(over: dict) -> None:
@@ -80,6 +94,16 @@ def patch(over: dict) -> None:
 
     for k, v in over.get("gemv", {}).items():
         setattr(gemv, k, v)
+    if over.get("spec"):
+        import dataclasses
+
+        orig = gemv.choose_spec
+
+        def choose(*a, **k):
+            spec = orig(*a, **k)
+            return None if spec is None else dataclasses.replace(spec, **over["spec"])
+
+        gemv.choose_spec = choose
     for k, v in over.get("skinny", {}).items():
         if k == "SPLIT_PIPE":
             skinny.SPLIT_PIPE = {**skinny.SPLIT_PIPE, **v}
