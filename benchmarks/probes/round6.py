@@ -34,6 +34,10 @@ CASES = {
     "odd_1023": (1, 1023, 1025, 1027, "float16", "N"),
     "odd_127": (1, 127, 4099, 1031, "float16", "N"),
     "odd_4095": (1, 4095, 4095, 4095, "float16", "N"),
+    "m127_1024": (1, 127, 4104, 1024, "float16", "N"),  # 127x4099x1031 with aligned rows and K
+    "m256_2048": (1, 256, 2048, 2048, "float16", "N"),
+    "m512_1024": (1, 512, 1024, 1024, "float16", "N"),
+    "m128_4096": (1, 128, 4096, 4096, "float16", "N"),
 }
 GEMV = ["gemv_4096", "gemv_8192", "gemv_4096_f32", "gemv_512x16384"]
 # variant: (cases, {"family": ..., "gemv": {constant: value}, "skinny": {constant: value}})
@@ -82,8 +86,22 @@ SET3 = {
     "cs_u8": (G2, {"spec": {"unroll": 8}}),
     "cs_c2": (G2, {"spec": {"col_lanes": 2}}),
 }
+# Fourth run (R6_SET=4): small grids through the split-K pipelined plan (K slices as a batch into the
+# workspace, skinny's finishing pass), its M limit lifted, against the default (64x32 tiles, one pass).
+MID = ["m127_1024", "m256_2048", "m512_1024", "m128_4096"]
+_SP = {"MAX_SMALL": 1024}
+SET4 = {
+    "default": (MID, {}),
+    "mid_128x64_s264": (MID, {"skinny": {**_SP, "SPLIT_PIPE": {"tm": 128, "tn": 64, "block_dim": 256}, "_SPLIT_BLOCKS": 264}}),
+    "mid_128x64_s132": (MID, {"skinny": {**_SP, "SPLIT_PIPE": {"tm": 128, "tn": 64, "block_dim": 256}, "_SPLIT_BLOCKS": 132}}),
+    "mid_128x128_s132": (MID, {"skinny": {**_SP, "SPLIT_PIPE": {"tm": 128, "tn": 128, "block_dim": 256}, "_SPLIT_BLOCKS": 132}}),
+    "mid_64x64_s264": (MID, {"skinny": {**_SP, "SPLIT_PIPE": {"tm": 64, "tn": 64, "block_dim": 128}, "_SPLIT_BLOCKS": 264}}),
+    "mid_64x64_s528": (MID, {"skinny": {**_SP, "SPLIT_PIPE": {"tm": 64, "tn": 64, "block_dim": 128}, "_SPLIT_BLOCKS": 528}}),
+}
 REPS = 1
-if os.environ.get("R6_SET") == "2":
+if os.environ.get("R6_SET") == "4":
+    VARIANTS, REPS = SET4, 2
+elif os.environ.get("R6_SET") == "2":
     VARIANTS, REPS = SET2, 3
 elif os.environ.get("R6_SET") == "3":
     VARIANTS, REPS = SET3, 3

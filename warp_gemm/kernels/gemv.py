@@ -27,16 +27,15 @@ and cached). Vector loads of the matrix only where the row (rowdot) or the colum
 stride (colsum) are 16-byte aligned and the chunk is whole; everything else takes bounds-checked
 scalar loads. Batch broadcast as elsewhere: ``min(b, nb - 1)`` for Mat, vec and C.
 
-K is split across a third launch dimension where the output alone would leave the GPU idle (about
-``target_warps`` warps per launch, 64 per SM): each split writes its float32/float64 partial sums into
-a caller-provided workspace ``W[s * batch + b, 0, r]`` / ``W[s * batch + b, r, 0]`` shaped
+K is split across a third launch dimension where the output alone would leave the GPU idle: rowdot
+where its rows give fewer than ``target_warps / ROWDOT_SPLIT_BELOW`` warps (``target_warps``: 64 per SM),
+colsum where its strips fill under half the SMs. Each split writes its float32/float64 partial sums
+into a caller-provided workspace ``W[s * batch + b, 0, r]`` / ``W[s * batch + b, r, 0]`` shaped
 ``(splits * batch, M, N)`` exactly like the skinny family's, and skinny's finishing pass
 (``skinny.finish_launch``: ordered, deterministic) applies alpha, beta*C and the output cast. Without
-a split the kernel applies the epilogue itself (lane 0 / lane j, in Warp code). Where this departs
-from the issue's sketch: rowdot splits K too, but only where the rows give fewer than a quarter of
-``target_warps`` (a 1x16x65536 product would otherwise run on 16 warps); fp16 1x4096x4096 (4096 rows,
-31 warps per SM) is not split and takes one launch. Unmeasured on a GPU so far: the constants below
-are first choices for the lead's H100 runs.
+a split the kernel applies the epilogue itself (in Warp code). fp16 1x4096x4096 takes one launch in
+either layout (rowdot: 4096 warps; colsum: 128 strips of 1024 threads). The constants below were
+measured on the H100 (benchmarks/results/round5/, round6/).
 
 The CPU twin runs the same kernels with ``lanes == 1`` (one thread per output element / per column,
 ``cols == 1``): the snippets' plain C++ branches, so CPU CI runs the same indexing, splits and
