@@ -38,6 +38,8 @@ CASES = {
     "m256_2048": (1, 256, 2048, 2048, "float16", "N"),
     "m512_1024": (1, 512, 1024, 1024, "float16", "N"),
     "m128_4096": (1, 128, 4096, 4096, "float16", "N"),
+    "sq_1000": (1, 1000, 1000, 1000, "float16", "N"),
+    "sq_512": (1, 512, 512, 512, "float16", "N"),
 }
 GEMV = ["gemv_4096", "gemv_8192", "gemv_4096_f32", "gemv_512x16384"]
 # variant: (cases, {"family": ..., "gemv": {constant: value}, "skinny": {constant: value}})
@@ -98,8 +100,17 @@ SET4 = {
     "mid_64x64_s264": (MID, {"skinny": {**_SP, "SPLIT_PIPE": {"tm": 64, "tn": 64, "block_dim": 128}, "_SPLIT_BLOCKS": 264}}),
     "mid_64x64_s528": (MID, {"skinny": {**_SP, "SPLIT_PIPE": {"tm": 64, "tn": 64, "block_dim": 128}, "_SPLIT_BLOCKS": 528}}),
 }
+# Fifth run (R6_SET=5): more stages in flight for small grids (per-step latency, not the MMA, bounds
+# them: 127x4099x1031 spends ~2.2 us per 128-deep K step with 64x32 tiles), through Options.pipe_config.
+SMALLG = ["m127_1024", "odd_127", "m256_2048", "m512_1024", "m128_4096", "sq_1000", "sq_512"]
+SET5 = {"default": (SMALLG, {})}
+for _pc in ("pipe/64x32x128/s3/b128/o1", "pipe/64x32x64/s4/b128/o1", "pipe/64x32x64/s3/b128/o2",
+            "pipe/64x64x64/s4/b128/o1", "pipe/128x64x64/s4/b256/o1", "pipe/64x64x128/s3/b128/o1"):
+    SET5[_pc.replace("pipe/", "").replace("/", "_")] = (SMALLG, {"pipe": _pc})
 REPS = 1
-if os.environ.get("R6_SET") == "4":
+if os.environ.get("R6_SET") == "5":
+    VARIANTS, REPS = SET5, 2
+elif os.environ.get("R6_SET") == "4":
     VARIANTS, REPS = SET4, 2
 elif os.environ.get("R6_SET") == "2":
     VARIANTS, REPS = SET2, 3
@@ -144,9 +155,12 @@ def one(variant: str, case: str, timing: bool) -> dict:
         b = b.t().contiguous().t()
     out = torch.full((M, N), float("nan"), device="cuda", dtype=tdt)
     fam = over.get("family")
+    pc = over.get("pipe")
+    if pc:
+        fam = "pipelined"
 
     def call():
-        with wg.options(family=fam):
+        with wg.options(family=fam, pipe_config=pc):
             wg.matmul(a, b, out=out)
 
     call()
@@ -156,7 +170,7 @@ def one(variant: str, case: str, timing: bool) -> dict:
     from warp_gemm.core.plan import make_plan
     from warp_gemm.core.problem import validate
 
-    with wg.options(family=fam) as o:
+    with wg.options(family=fam, pipe_config=pc) as o:
         pl = make_plan(validate(a, b, None, 1.0, 0.0, False, False, out, "matmul"), 1.0, 0.0, False, None, o)
     spec = pl.family_spec
     row = {"variant": variant, "case": case, "err": err, "family": pl.family,
