@@ -40,6 +40,14 @@ CASES = {
     "m128_4096": (1, 128, 4096, 4096, "float16", "N"),
     "sq_1000": (1, 1000, 1000, 1000, "float16", "N"),
     "sq_512": (1, 512, 512, 512, "float16", "N"),
+    # a grid of exactly one block per SM (132 entries of one 128x128 output tile each), or two waves
+    "b132_k128": (132, 128, 128, 128, "float16", "N"),
+    "b132_k512": (132, 128, 128, 512, "float16", "N"),
+    "b132_k2048": (132, 128, 128, 2048, "float16", "N"),
+    "b264_k128": (264, 128, 128, 128, "float16", "N"),
+    "b264_k2048": (264, 128, 128, 2048, "float16", "N"),
+    "b528_64x32_k128": (528, 64, 32, 128, "float16", "N"),
+    "b528_64x32_k1024": (528, 64, 32, 1024, "float16", "N"),
 }
 GEMV = ["gemv_4096", "gemv_8192", "gemv_4096_f32", "gemv_512x16384"]
 # variant: (cases, {"family": ..., "gemv": {constant: value}, "skinny": {constant: value}})
@@ -107,8 +115,17 @@ SET5 = {"default": (SMALLG, {})}
 for _pc in ("pipe/64x32x128/s3/b128/o1", "pipe/64x32x64/s4/b128/o1", "pipe/64x32x64/s3/b128/o2",
             "pipe/64x64x64/s4/b128/o1", "pipe/128x64x64/s4/b256/o1", "pipe/64x64x128/s3/b128/o1"):
     SET5[_pc.replace("pipe/", "").replace("/", "_")] = (SMALLG, {"pipe": _pc})
+# Sixth run (R6_SET=6): where a block's time goes -- the fixed cost (launch, prologue, epilogue) against
+# the cost per K step, from batched grids of one output tile per entry and K of 1 to 16 steps.
+FIX = ["b132_k128", "b132_k512", "b132_k2048", "b264_k128", "b264_k2048"]
+SET6 = {
+    "t128": (FIX, {"pipe": "pipe/128x128x128/s2/b256/o1"}),
+    "t64x32": (["b528_64x32_k128", "b528_64x32_k1024"], {"pipe": "pipe/64x32x128/s2/b128/o1"}),
+}
 REPS = 1
-if os.environ.get("R6_SET") == "5":
+if os.environ.get("R6_SET") == "6":
+    VARIANTS, REPS = SET6, 2
+elif os.environ.get("R6_SET") == "5":
     VARIANTS, REPS = SET5, 2
 elif os.environ.get("R6_SET") == "4":
     VARIANTS, REPS = SET4, 2
@@ -149,11 +166,12 @@ def one(variant: str, case: str, timing: bool) -> dict:
     over = VARIANTS[variant][1]
     tdt = getattr(torch, dt)
     g = torch.Generator(device="cuda").manual_seed(int.from_bytes(os.urandom(4), "little"))
-    a = torch.randn(M, K, device="cuda", generator=g).to(tdt)
-    b = torch.randn(K, N, device="cuda", generator=g).to(tdt)
+    lead = (B,) if B > 1 else ()
+    a = torch.randn(*lead, M, K, device="cuda", generator=g).to(tdt)
+    b = torch.randn(*lead, K, N, device="cuda", generator=g).to(tdt)
     if lb == "T":
-        b = b.t().contiguous().t()
-    out = torch.full((M, N), float("nan"), device="cuda", dtype=tdt)
+        b = b.transpose(-1, -2).contiguous().transpose(-1, -2)
+    out = torch.full((*lead, M, N), float("nan"), device="cuda", dtype=tdt)
     fam = over.get("family")
     pc = over.get("pipe")
     if pc:
