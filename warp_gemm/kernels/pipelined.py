@@ -348,6 +348,7 @@ def _build(spec: PipeSpec):
     SAR, SBR = S * AR, S * BR
     TNC = TN + spec.pad_c
     PAD_C = spec.pad_c > 0
+    EMPTY = _compat.HAS_TILE_EMPTY
     key = spec.key
 
     cp_a = _native(_copy_snippet(spec, AR, AC, ACP), key + "_cp_a", _stub_copy(IN, SAR, ACP))
@@ -383,8 +384,14 @@ def _build(spec: PipeSpec):
         Bb = B[wp.min(bi, b_nb - 1)]
         # The shared tiles are made here, in the kernel body, and only passed to the helpers: Warp then
         # allocates them once per block (a tile made inside a wp.func lives for one call).
-        ba = wp.tile_zeros(shape=(SAR, ACP), dtype=IN, storage="shared")  # fully overwritten: no zeroing
-        bb = wp.tile_zeros(shape=(SBR, BCP), dtype=IN, storage="shared")
+        # Every element a tile_matmul reads is written by a copy first (zeros past the edges included; the
+        # padding columns are never read): uninitialized where Warp allows it (HAS_TILE_EMPTY).
+        if wp.static(EMPTY):
+            ba = wp.tile_empty(shape=(SAR, ACP), dtype=IN, storage="shared")
+            bb = wp.tile_empty(shape=(SBR, BCP), dtype=IN, storage="shared")
+        else:
+            ba = wp.tile_zeros(shape=(SAR, ACP), dtype=IN, storage="shared")
+            bb = wp.tile_zeros(shape=(SBR, BCP), dtype=IN, storage="shared")
         if wp.static(PAD_C):
             acc = wp.tile_view(wp.tile_zeros(shape=(TM, TNC), dtype=ACC, storage="shared"),
                                offset=(0, 0), shape=(TM, TN))
