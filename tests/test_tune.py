@@ -295,36 +295,26 @@ def test_shipped_pipe_configs_and_precompile(tmp_path, monkeypatch):
 
 
 @needs_pipe
-def test_forced_pipe_config_through_the_api_on_cpu(rng, monkeypatch):
+def test_forced_pipe_config_through_the_api_on_cpu(rng, planned):
     """options(family="pipelined", pipe_config=...) plans exactly that configuration (block 1 and no
     launch bound on the CPU) through the public call path; the result matches float64; another
     configuration is another plan (the option is part of the call-plan key); one that does not fit raises."""
     import warp_gemm
-    from warp_gemm.core import execute
     from warp_gemm.tools.tolerance import compare, random_operands
 
-    seen = []
-    real = _plan.make_plan
-
-    def spy(*a, **k):
-        p = real(*a, **k)
-        seen.append(p)
-        return p
-
-    monkeypatch.setattr(execute, "make_plan", spy)
     a, b = random_operands(45, 61, 70, "float64", rng, batch=2)  # odd rows: staged to 16-byte rows
     out = np.empty((2, 45, 61))
     for text in ("pipe/32x64x32/s3/b128/o2", "pipe/64x32x16/s2/b256/o1"):
-        n = len(seen)
+        n = len(planned)
         with warp_gemm.options(family="pipelined", pipe_config=text, cpu_backend="tiles"):
             for _ in range(2):
                 out.fill(np.nan)
                 warp_gemm.matmul(a, b, out=out)
                 cmp = compare(out, np.matmul(a, b), "float64")
                 assert cmp.ok, f"{text}: {cmp}"
-        assert len(seen) > n  # the same operands under another configuration: planned again
-        spec = seen[-1].family_spec
-        assert seen[-1].family == "pipelined"
+        assert len(planned) > n  # the same operands under another configuration: planned again
+        spec = planned[-1].family_spec
+        assert planned[-1].family == "pipelined"
         want = PipeConfig.parse(text)
         assert (spec.tm, spec.tn, spec.tk, spec.stages, spec.block_dim, spec.min_blocks) == \
             (want.tm, want.tn, want.tk, want.stages, 1, 0)
