@@ -419,7 +419,7 @@ def _build(spec: GemvSpec, partial: bool):
     if spec.kind not in KINDS or spec.epilogue not in ("scale", "axpby"):
         raise ValueError(f"bad gemv spec {spec}")
     IN, OUT, ACC = WP_DTYPES[spec.in_dtype], WP_DTYPES[spec.out_dtype], WP_DTYPES[spec.acc_dtype]
-    L, G, COLS = spec.lanes, spec.group, spec.cols
+    G, COLS = spec.group, spec.cols
     AXPBY = spec.epilogue == "axpby"
     PARTIAL = partial
     native = _native_cached(spec)
@@ -440,36 +440,31 @@ def _build(spec: GemvSpec, partial: bool):
     store.__name__ = store.__qualname__ = store_name
     store = wp.func(store, name=store_name)
 
-    if spec.kind == "rowdot":
+    # The two kinds differ only in which Mat dimension runs along K and in a group's outputs: rowdot one
+    # (every lane holds the warp's total; lane 0 stores it), colsum a strip of COLS (thread j stores j).
+    ROWDOT = spec.kind == "rowdot"
+    PER_GROUP = 1 if ROWDOT else COLS
 
-        def rowdot(Mat: wp.array3d(dtype=IN), vec: wp.array2d(dtype=IN), C: wp.array2d(dtype=OUT),
-                   D: wp.array2d(dtype=OUT), W: wp.array2d(dtype=ACC), alpha: ACC, beta: ACC, per: int,
-                   batch: int, m_nb: int, v_nb: int, c_nb: int):
-            b, s, t = wp.tid()  # t last: Warp's fastest-varying index, so a warp's lanes are consecutive t
-            r = t // L
-            lane = t - r * L
-            k0 = s * per
-            k1 = wp.min(Mat.shape[2], k0 + per)
-            acc = native(Mat, vec, wp.min(b, m_nb - 1), wp.min(b, v_nb - 1), r, k0, k1, lane)
-            if lane == 0:
-                store(D, C, W, acc, alpha, beta, b, s, batch, c_nb, r)
-
-        return _compat.make_kernel(rowdot, name)
-
-    def colsum(Mat: wp.array3d(dtype=IN), vec: wp.array2d(dtype=IN), C: wp.array2d(dtype=OUT),
-               D: wp.array2d(dtype=OUT), W: wp.array2d(dtype=ACC), alpha: ACC, beta: ACC, per: int,
-               batch: int, m_nb: int, v_nb: int, c_nb: int):
-        b, s, t = wp.tid()  # t last: Warp's fastest-varying index, so a block's threads are consecutive t
+    def gemv(Mat: wp.array3d(dtype=IN), vec: wp.array2d(dtype=IN), C: wp.array2d(dtype=OUT),
+             D: wp.array2d(dtype=OUT), W: wp.array2d(dtype=ACC), alpha: ACC, beta: ACC, per: int,
+             batch: int, m_nb: int, v_nb: int, c_nb: int):
+        # t last: Warp's fastest-varying index, so a group's threads (a warp's lanes, a block) are consecutive t
+        b, s, t = wp.tid()
         g = t // G
         lane = t - g * G
         k0 = s * per
-        acc = native(Mat, vec, wp.min(b, m_nb - 1), wp.min(b, v_nb - 1), g * COLS, k0,
-                     wp.min(Mat.shape[1], k0 + per), lane)
-        c = g * COLS + lane
-        if lane < COLS and c < Mat.shape[2]:
-            store(D, C, W, acc, alpha, beta, b, s, batch, c_nb, c)
+        if wp.static(ROWDOT):
+            k1 = wp.min(Mat.shape[2], k0 + per)
+            outs = Mat.shape[1]
+        else:
+            k1 = wp.min(Mat.shape[1], k0 + per)
+            outs = Mat.shape[2]
+        acc = native(Mat, vec, wp.min(b, m_nb - 1), wp.min(b, v_nb - 1), g * PER_GROUP, k0, k1, lane)
+        r = g * PER_GROUP + lane
+        if lane < PER_GROUP and r < outs:
+            store(D, C, W, acc, alpha, beta, b, s, batch, c_nb, r)
 
-    return _compat.make_kernel(colsum, name)
+    return _compat.make_kernel(gemv, name)
 
 
 # --- launch ---------------------------------------------------------------------------------------------
