@@ -21,6 +21,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _graph import replay_us  # noqa: E402
 
 # name: (M, N, K, dtype, container, config or None, options)
 CASES = {
@@ -148,23 +151,7 @@ def measure(case):
     Module.load = orig
     # pure GPU time: one call captured in a CUDA graph, replayed
     try:
-        s = torch.cuda.Stream()
-        s.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s):
-            fn()
-        torch.cuda.current_stream().wait_stream(s)
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            fn()
-        for _ in range(5):
-            g.replay()
-        torch.cuda.synchronize()
-        e0.record()
-        for _ in range(n):
-            g.replay()
-        e1.record()
-        torch.cuda.synchronize()
-        row["graph_us"] = e0.elapsed_time(e1) / n * 1e3
+        row["graph_us"] = replay_us(fn, warm=5, rounds=1, reps=n)
     except Exception as e:  # noqa: BLE001
         row["graph_us"] = f"{type(e).__name__}: {e}"[:200]
     # kernels per call

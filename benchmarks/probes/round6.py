@@ -23,6 +23,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _graph import replay_us  # noqa: E402
 
 # case: (batch, M, N, K, dtype, layout of B ("N": (K, N), "T": (N, K)), options)
 CASES = {
@@ -197,26 +200,7 @@ def one(variant: str, case: str, timing: bool) -> dict:
         return row
     import triton.testing as tt
 
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        call()
-    torch.cuda.current_stream().wait_stream(s)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        call()
-    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    for _ in range(10):
-        graph.replay()
-    ts = []
-    for _ in range(7):
-        e0.record()
-        for _ in range(50):
-            graph.replay()
-        e1.record()
-        torch.cuda.synchronize()
-        ts.append(e0.elapsed_time(e1) / 50 * 1e3)
-    ts.sort()
+    graph_us = replay_us(call)
     colds, cubs = [], []
     for _ in range(REPS):
         colds.append(tt.do_bench(call, warmup=25, rep=200) * 1e3)
@@ -224,7 +208,7 @@ def one(variant: str, case: str, timing: bool) -> dict:
     cold, cub = sorted(colds)[len(colds) // 2], sorted(cubs)[len(cubs) // 2]
     row.update(cold_all=colds, cublas_all=cubs)
     flops = 2 * B * M * N * K
-    row.update(graph_us=ts[len(ts) // 2], cold_us=cold, cublas_us=cub, tflops=flops / cold / 1e6,
+    row.update(graph_us=graph_us, cold_us=cold, cublas_us=cub, tflops=flops / cold / 1e6,
                ratio=cub / cold)
     return row
 

@@ -25,6 +25,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _graph import replay_us  # noqa: E402
 
 VARIANTS = {
     "default": {},
@@ -123,27 +126,8 @@ def one(variant: str, shape, timing: bool) -> dict:
            "spec": getattr(pl.family_spec, "key", str(pl.family_spec))[:80], "err": err}
     if not timing:
         return row
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        wg.matmul(a, b, out=out, allow_tf32=tf32)
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        wg.matmul(a, b, out=out, allow_tf32=tf32)
+    us = replay_us(lambda: wg.matmul(a, b, out=out, allow_tf32=tf32))
     e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    for _ in range(10):
-        g.replay()
-    ts = []
-    for _ in range(7):
-        e0.record()
-        for _ in range(50):
-            g.replay()
-        e1.record()
-        torch.cuda.synchronize()
-        ts.append(e0.elapsed_time(e1) / 50 * 1e3)
-    ts.sort()
-    us = ts[len(ts) // 2]
     for _ in range(10):
         a @ b
     e0.record()
