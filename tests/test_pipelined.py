@@ -61,8 +61,9 @@ def _f64(a: wp.array, dtype: str) -> np.ndarray:
 
 
 def _run(spec: P.PipeSpec, M, N, K, rng, *, batch=1, a_nb=1, b_nb=1, c_nb=1, alpha=1.25, beta=-0.5,
-         lda=None, ldb=None, chunk_check=True, a=None, b=None, group_m=2):
-    """Run ``spec`` on fresh operands; returns (D as float64, float64 reference)."""
+         lda=None, ldb=None, ldd=None, chunk_check=True, a=None, b=None, group_m=2):
+    """Run ``spec`` on fresh operands; returns (D as float64, float64 reference). ``ldd``: D is a column
+    view of a wider array (row stride ``ldd``) whose other columns must come back untouched."""
     dt = spec.in_dtype
     nb = max(a_nb, b_nb, batch)
     if a is None:
@@ -74,11 +75,14 @@ def _run(spec: P.PipeSpec, M, N, K, rng, *, batch=1, a_nb=1, b_nb=1, c_nb=1, alp
         assert P.max_chunk(A, dt) >= spec.chunk and P.max_chunk(B, dt) >= spec.chunk
     c = round_to(rng.standard_normal((c_nb, M, N)), spec.out_dtype) if spec.epilogue == "axpby" else None
     C = _wp(c, spec.out_dtype) if c is not None else None
-    D = _wp(np.full((batch, M, N), np.nan), spec.out_dtype)
+    D = _wp(np.full((batch, M, N), np.nan), spec.out_dtype, ldd)
     k, dim, inputs, block = P.launch_args(spec, A, B, C, D, alpha, beta, M, N, K, batch, a_nb, b_nb,
                                           c_nb if C is not None else 1, group_m=group_m)
     wp.launch_tiled(k, dim=dim, inputs=inputs, block_dim=block, device="cpu")
     wp.synchronize_device("cpu")
+    if ldd is not None and ldd != N:
+        wide = wp.array(ptr=D.ptr, dtype=D.dtype, shape=(batch, M, ldd), device="cpu")
+        np.testing.assert_array_equal(_f64(wide, spec.out_dtype)[:, :, N:], 7.0)  # nothing written past N
     ai = np.minimum(np.arange(batch), a_nb - 1)
     bi = np.minimum(np.arange(batch), b_nb - 1)
     with np.errstate(invalid="ignore", over="ignore"):
@@ -197,6 +201,40 @@ def test_infinities_in_edge_tiles(chunk, request):
     _assert_close(out, ref, "float32")
 
 
+STORE_CASES = [("float16", "float16", False), ("float16", "float32", False), ("float32", "float32", False),
+               ("float64", "float64", False)] + \
+    ([("bfloat16", "bfloat16", False)] if _compat.HAS_BF16 else []) + \
+    ([("float32", "float32", True)] if _compat.HAS_TF32 else [])
+
+
+@pytest.mark.skipif(not _compat.HAS_TILE_EMPTY, reason="the native accumulator needs tile_empty (1.19)")
+@pytest.mark.parametrize("dtype,out_dtype,tf32", STORE_CASES, ids=lambda v: str(v))
+@pytest.mark.parametrize("N,ldd", [(40, None), (37, None), (43, 48), (35, 41)], ids=lambda v: str(v))
+def test_native_accumulator_and_store(dtype, out_dtype, tf32, N, ldd, request):
+    """The padded shared accumulator zero-filled by a snippet and the "scale" epilogue's snippet stores
+    (the GPU's padded configuration, here on the CPU twin with 32x32 tiles, two tile rows and columns):
+    whole vector stores where D's rows allow them (N 40; a view of rows 48 wide), element stores where
+    they do not (odd N 37 and 35: every row misaligned; a view of rows 41 wide), and the N edge inside a
+    vector; nothing past N written. 2 K tiles and a partial one (the accumulator is read back per step)."""
+    pads = {"float16": (8, 8), "bfloat16": (8, 8), "float32": (4, 8), "float64": (4, 4)}[dtype]
+    spec = _spec(dtype, epilogue="scale", tf32=tf32, chunk=P.ITEM_BYTES[dtype], pad_ab=pads[0], pad_c=pads[1])
+    spec = P.PipeSpec(**{**spec.__dict__, "out_dtype": out_dtype})
+    assert P.native_acc(spec) and P.native_store(spec)
+    out, ref = _run(spec, 45, N, 75, _rng(request), alpha=-1.5, ldd=ldd, batch=2, a_nb=2, b_nb=1)
+    _assert_close(out, ref, out_dtype if out_dtype != "float32" or dtype != "float16" else "float16", tf32)
+
+
+def test_native_paths_are_chosen_where_they_apply():
+    """Padded shared accumulators zero-fill natively; the epilogue snippet only for "scale" without bias
+    or activation (the others keep Warp's tile epilogue); register accumulators (pad_c 0) neither."""
+    s = P.default_spec("float16", epilogue="scale")
+    assert P.native_acc(s) == _compat.HAS_TILE_EMPTY and P.native_store(s) == _compat.HAS_TILE_EMPTY
+    for over in (dict(epilogue="axpby"), dict(bias=True), dict(activation="relu")):
+        t = P.PipeSpec(**{**s.__dict__, **over})
+        assert P.native_acc(t) == _compat.HAS_TILE_EMPTY and not P.native_store(t)
+    assert not P.native_acc(P.default_spec("float32")) and not P.native_store(P.default_spec("float32"))
+
+
 ACTS = [None, "relu", "gelu", "gelu_tanh", "silu", "tanh"]
 
 
@@ -304,6 +342,22 @@ def test_cuda_build_offline(dtype, tf32, tmp_path):
     assert any(f"sm{archs[0]}" in n for n in built), built
     src = "".join(p.read_text() for p in tmp_path.rglob("*.cu"))
     assert "cp.async.cg.shared.global" in src and f"cp.async.wait_group {spec.stages - 1}" in src
+
+
+@pytest.mark.skipif(not (_compat.HAS_COMPILE_AOT and _compat.HAS_TILE_EMPTY), reason="needs compile_aot_module and tile_empty")
+@pytest.mark.parametrize("dtype", ["float16", "float64"])
+def test_cuda_build_offline_native_store(dtype, tmp_path):
+    """The "scale" kernels' snippets (16-byte zero fill, vector stores: 8 bytes of fp16, 16 of fp64)
+    compile for sm_90 without a GPU."""
+    spec = P.default_spec(dtype, epilogue="scale")
+    assert P.native_store(spec)
+    k = P.get_kernel(spec)
+    k.module.options["block_dim"] = spec.block_dim
+    wp.compile_aot_module(k.module, arch=[90], module_dir=str(tmp_path))
+    assert any("sm90" in p.name for p in tmp_path.rglob("*") if p.suffix in (".cubin", ".ptx"))
+    src = "".join(p.read_text() for p in tmp_path.rglob("*.cu"))
+    vt = "unsigned long long" if dtype == "float16" else "::uint4"
+    assert "make_uint4(0u, 0u, 0u, 0u)" in src and f"*({vt}*)g = *(const {vt}*)v" in src
 
 
 def test_precompile_lists_the_pipelined_family():

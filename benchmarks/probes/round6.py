@@ -51,6 +51,10 @@ CASES = {
     "b264_k2048": (264, 128, 128, 2048, "float16", "N"),
     "b528_64x32_k128": (528, 64, 32, 128, "float16", "N"),
     "b528_64x32_k1024": (528, 64, 32, 1024, "float16", "N"),
+    "b4096_32": (4096, 32, 32, 32, "float16", "N"),
+    "b64_256": (64, 256, 256, 256, "float16", "N"),
+    "odd_4097": (1, 4097, 4097, 4097, "float16", "N"),
+    "sq_4096": (1, 4096, 4096, 4096, "float16", "N"),
 }
 GEMV = ["gemv_4096", "gemv_8192", "gemv_4096_f32", "gemv_512x16384"]
 # variant: (cases, {"family": ..., "gemv": {constant: value}, "skinny": {constant: value}})
@@ -125,8 +129,20 @@ SET6 = {
     "t128": (FIX, {"pipe": "pipe/128x128x128/s2/b256/o1"}),
     "t64x32": (["b528_64x32_k128", "b528_64x32_k1024"], {"pipe": "pipe/64x32x128/s2/b128/o1"}),
 }
+# Seventh run (R6_SET=7, round 7): after the accumulator's snippet zero fill and the "scale" epilogue's snippet
+# stores (kernels/pipelined.py) -- the defaults, and the pipelined family for the batched small products
+# (the small family plans 4096 x 32^3; 128x128 tiles plan 64 x 256^3) now that a block's fixed cost fell.
+SET7 = {"default": (["m16_8192", "odd_4095", "odd_4097", "sq_4096", "sq_1000", "sq_512", "odd_127", "odd_1023",
+                     "b4096_32", "b64_256"], {})}
+for _pc in ("pipe/32x32x32/s2/b32/o0", "pipe/32x32x32/s2/b64/o0", "pipe/32x32x32/s2/b128/o0"):
+    SET7[_pc.replace("pipe/", "").replace("/", "_")] = (["b4096_32"], {"pipe": _pc})
+for _pc in ("pipe/64x64x128/s2/b128/o2", "pipe/128x64x128/s2/b256/o1", "pipe/64x128x128/s2/b128/o1",
+            "pipe/64x64x64/s2/b128/o3", "pipe/128x128x64/s2/b256/o1", "pipe/64x32x128/s2/b128/o1"):
+    SET7[_pc.replace("pipe/", "").replace("/", "_")] = (["b64_256"], {"pipe": _pc})
 REPS = 1
-if os.environ.get("R6_SET") == "6":
+if os.environ.get("R6_SET") == "7":
+    VARIANTS, REPS = SET7, 2
+elif os.environ.get("R6_SET") == "6":
     VARIANTS, REPS = SET6, 2
 elif os.environ.get("R6_SET") == "5":
     VARIANTS, REPS = SET5, 2

@@ -275,6 +275,90 @@ _WAIT = r"""
 """
 
 
+# The shared accumulator's zero fill and the "scale" epilogue's stores, as snippets: Warp's tile_zeros and
+# tile_store compute an index per element and store 4 / 2 bytes at a time; at 128x128 tiles they were ~45%
+# (with the stage buffers' fill, since removed) and ~19% of the instructions of a one-K-step block (ncu,
+# H100, benchmarks/results/round6/).
+_ZERO_ACC = r"""
+    // Zero the whole shared accumulator (every row with its padding: {N16} 16-byte words; Warp aligns
+    // shared tiles to 16 bytes), then a block barrier. CPU: the same, byte by byte.
+    char* p = (char*)acc.data.ptr;
+    for (int i = WP_TILE_THREAD_IDX; i < {N16}; i += WP_TILE_BLOCK_DIM) {{
+#if defined(__CUDA_ARCH__)
+        ((::uint4*)p)[i] = make_uint4(0u, 0u, 0u, 0u);
+#else
+        for (int b = 0; b < 16; ++b) p[(size_t)i * 16 + b] = 0;
+#endif
+    }}
+    WP_TILE_SYNC();
+"""
+
+_STORE = r"""
+    // dst[m0 + r, n0 + c] = {OT}(alpha * acc[r, c]) for the block's {TM} x {TN} tile (acc: row stride {TNC});
+    // rows and columns past dst's extent are dropped. Each thread takes {E} consecutive accumulator
+    // elements (one 16-byte shared load on CUDA) and stores them with one {VW}-byte store where dst's
+    // rows allow it (unit column stride, base and row stride multiples of {VW} bytes), else one by one.
+    const int nr = dst.shape[0];
+    const int nc = dst.shape[1];
+    char* base = (char*)dst.data;
+    const size_t ld = (size_t)dst.strides[0];
+    const size_t cs = (size_t)dst.strides[1];
+    const bool vec = cs == {OI} && (size_t)base % {VW} == 0 && (nr <= 1 || ld % {VW} == 0);
+    const {AT}* a = (const {AT}*)acc.data.ptr;
+    for (int c = WP_TILE_THREAD_IDX; c < {TOTAL}; c += WP_TILE_BLOCK_DIM) {{
+        const int r = c / {CPR};
+        const int cc = (c - r * {CPR}) * {E};
+        const int gr = m0 + r;
+        const int gc = n0 + cc;
+        if (gr >= nr || gc >= nc)
+            continue;
+        alignas(16) {AT} x[{E}];
+#if defined(__CUDA_ARCH__)
+        *(::uint4*)x = *(const ::uint4*)(a + (size_t)r * {TNC} + cc);
+#else
+        for (int e = 0; e < {E}; ++e) x[e] = a[(size_t)r * {TNC} + cc + e];
+#endif
+        char* g = base + (size_t)gr * ld + (size_t)gc * cs;
+        if (vec && gc + {E} <= nc) {{
+            alignas(16) {OT} v[{E}];
+            for (int e = 0; e < {E}; ++e) v[e] = {OT}(alpha * x[e]);
+#if defined(__CUDA_ARCH__)
+            *({VT}*)g = *(const {VT}*)v;
+#else
+            for (int b = 0; b < {VW}; ++b) g[b] = ((const char*)v)[b];
+#endif
+        }} else {{
+            for (int e = 0; e < {E} && gc + e < nc; ++e) *({OT}*)(g + (size_t)e * cs) = {OT}(alpha * x[e]);
+        }}
+    }}
+"""
+_C_TYPES = {"float16": "wp::float16", "bfloat16": "wp::bfloat16", "float32": "wp::float32", "float64": "wp::float64"}
+_VEC_TYPES = {8: "unsigned long long", 16: "::uint4"}
+
+
+def native_acc(spec: PipeSpec) -> bool:
+    """Whether the kernel zero-fills its shared accumulator with :data:`_ZERO_ACC` (a shared accumulator,
+    ``pad_c > 0``, whose rows are whole 16-byte words, in a Warp with ``tile_empty``)."""
+    it = ITEM_BYTES[spec.acc_dtype]
+    return spec.pad_c > 0 and _compat.HAS_TILE_EMPTY and (spec.tn + spec.pad_c) * it % 16 == 0
+
+
+def native_store(spec: PipeSpec) -> bool:
+    """Whether the kernel's epilogue is the :data:`_STORE` snippet: a :func:`native_acc` accumulator, the
+    "scale" epilogue, no bias, no activation (the others keep Warp's tile epilogue, :func:`_epilogue`)."""
+    e = 16 // ITEM_BYTES[spec.acc_dtype]
+    return (native_acc(spec) and spec.epilogue == "scale" and not spec.bias and spec.activation is None
+            and spec.tn % e == 0)
+
+
+def _store_snippet(spec: PipeSpec) -> str:
+    ai, oi = ITEM_BYTES[spec.acc_dtype], ITEM_BYTES[spec.out_dtype]
+    e = 16 // ai
+    return _STORE.format(OT=_C_TYPES[spec.out_dtype], AT=_C_TYPES[spec.acc_dtype], TM=spec.tm, TN=spec.tn,
+                         TNC=spec.tn + spec.pad_c, E=e, VW=e * oi, VT=_VEC_TYPES[e * oi], OI=oi,
+                         TOTAL=spec.tm * (spec.tn // e), CPR=spec.tn // e)
+
+
 def _copy_snippet(spec: PipeSpec, rows: int, cols: int, dld: int, checked: bool = False) -> str:
     it = ITEM_BYTES[spec.in_dtype]  # checked: tile_gemm_func's run-time alignment check (_copy_check)
     ch = spec.chunk
@@ -358,7 +442,14 @@ def _build(spec: PipeSpec):
     wait0 = _native(_WAIT.format(N=0), key + "_wait0", _stub_int())
 
     copy_stage = _stage_copier(spec, cp_a, cp_b)
-    epilogue = _epilogue(spec)
+    ZERO_ACC, STORE = native_acc(spec), native_store(spec)
+    if ZERO_ACC:
+        zero_acc = _native(_ZERO_ACC.format(N16=TM * TNC * ITEM_BYTES[spec.acc_dtype] // 16), key + "_zero_acc",
+                           _stub_acc(ACC, TM, TNC))
+    if STORE:
+        store = _native(_store_snippet(spec), key + "_store", _stub_store(OUT, ACC, TM, TNC))
+    else:
+        epilogue = _epilogue(spec)
 
     def gemm(
         A: wp.array3d(dtype=IN),
@@ -392,7 +483,11 @@ def _build(spec: PipeSpec):
         else:
             ba = wp.tile_zeros(shape=(SAR, ACP), dtype=IN, storage="shared")
             bb = wp.tile_zeros(shape=(SBR, BCP), dtype=IN, storage="shared")
-        if wp.static(PAD_C):
+        if wp.static(ZERO_ACC):
+            acc_s = wp.tile_empty(shape=(TM, TNC), dtype=ACC, storage="shared")
+            zero_acc(acc_s)
+            acc = wp.tile_view(acc_s, offset=(0, 0), shape=(TM, TN))
+        elif wp.static(PAD_C):
             acc = wp.tile_view(wp.tile_zeros(shape=(TM, TNC), dtype=ACC, storage="shared"),
                                offset=(0, 0), shape=(TM, TN))
         else:
@@ -429,7 +524,10 @@ def _build(spec: PipeSpec):
             else:
                 wp.tile_matmul(a, b, acc)
         wait0(0)  # no copy outlives the kernel (all groups past k_tiles are empty; cheap)
-        epilogue(D, C, bias, acc, alpha, beta, bi, c_nb, m0, n0)
+        if wp.static(STORE):
+            store(D[bi], acc_s, alpha, m0, n0)  # tile_matmul ended with a block sync: acc is complete
+        else:
+            epilogue(D, C, bias, acc, alpha, beta, bi, c_nb, m0, n0)
 
     bounds = (spec.block_dim, spec.min_blocks) if spec.min_blocks else None
     return _compat.make_kernel(gemm, key, bounds)
@@ -524,6 +622,18 @@ def _epilogue(spec: PipeSpec):
 
 def _stub_copy(IN, R, CP):
     def stub(dst: wp.tile(dtype=IN, shape=(R, CP)), d0: int, src: wp.array2d(dtype=IN), r0: int, c0: int): ...
+
+    return stub
+
+
+def _stub_acc(ACC, R, CP):
+    def stub(acc: wp.tile(dtype=ACC, shape=(R, CP))): ...
+
+    return stub
+
+
+def _stub_store(OUT, ACC, R, CP):
+    def stub(dst: wp.array2d(dtype=OUT), acc: wp.tile(dtype=ACC, shape=(R, CP)), alpha: ACC, m0: int, n0: int): ...
 
     return stub
 
