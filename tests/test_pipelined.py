@@ -207,32 +207,36 @@ STORE_CASES = [("float16", "float16", False), ("float16", "float32", False), ("f
     ([("float32", "float32", True)] if _compat.HAS_TF32 else [])
 
 
-@pytest.mark.skipif(not _compat.HAS_TILE_EMPTY, reason="the native accumulator needs tile_empty (1.19)")
+@pytest.mark.parametrize("zero", [False, True], ids=["tile_zeros", "zero_snippet"])
 @pytest.mark.parametrize("dtype,out_dtype,tf32", STORE_CASES, ids=lambda v: str(v))
 @pytest.mark.parametrize("N,ldd", [(40, None), (37, None), (43, 48), (35, 41)], ids=lambda v: str(v))
-def test_native_accumulator_and_store(dtype, out_dtype, tf32, N, ldd, request):
-    """The padded shared accumulator zero-filled by a snippet and the "scale" epilogue's snippet stores
-    (the GPU's padded configuration, here on the CPU twin with 32x32 tiles, two tile rows and columns):
+def test_native_accumulator_and_store(dtype, out_dtype, tf32, N, ldd, zero, request, monkeypatch):
+    """The "scale" epilogue's snippet stores from the padded shared accumulator, zero-filled by
+    tile_zeros or (ZERO_ACC_SNIPPET, off by default) by its snippet (the GPU's padded configuration, here
+    on the CPU twin with 32x32 tiles, two tile rows and columns):
     whole vector stores where D's rows allow them (N 40; a view of rows 48 wide), element stores where
     they do not (odd N 37 and 35: every row misaligned; a view of rows 41 wide), and the N edge inside a
     vector; nothing past N written. 2 K tiles and a partial one (the accumulator is read back per step)."""
     pads = {"float16": (8, 8), "bfloat16": (8, 8), "float32": (4, 8), "float64": (4, 4)}[dtype]
     spec = _spec(dtype, epilogue="scale", tf32=tf32, chunk=P.ITEM_BYTES[dtype], pad_ab=pads[0], pad_c=pads[1])
     spec = P.PipeSpec(**{**spec.__dict__, "out_dtype": out_dtype})
-    assert P.native_acc(spec) and P.native_store(spec)
+    if zero and not _compat.HAS_TILE_EMPTY:
+        pytest.skip("the zero-fill snippet needs tile_empty (1.19)")
+    monkeypatch.setattr(P, "ZERO_ACC_SNIPPET", zero)
+    assert P.native_acc(spec) == zero and P.native_store(spec) and spec.key.endswith("_za") == zero
     out, ref = _run(spec, 45, N, 75, _rng(request), alpha=-1.5, ldd=ldd, batch=2, a_nb=2, b_nb=1)
     _assert_close(out, ref, out_dtype if out_dtype != "float32" or dtype != "float16" else "float16", tf32)
 
 
 def test_native_paths_are_chosen_where_they_apply():
-    """Padded shared accumulators zero-fill natively; the epilogue snippet only for "scale" without bias
-    or activation (the others keep Warp's tile epilogue); register accumulators (pad_c 0) neither."""
+    """The epilogue snippet only for "scale" without bias or activation (the others keep Warp's tile
+    epilogue) from a shared accumulator (register accumulators, pad_c 0: never)."""
     s = P.default_spec("float16", epilogue="scale")
-    assert P.native_acc(s) == _compat.HAS_TILE_EMPTY and P.native_store(s) == _compat.HAS_TILE_EMPTY
+    assert P.native_store(s) and not P.native_acc(s)  # ZERO_ACC_SNIPPET: off by default
     for over in (dict(epilogue="axpby"), dict(bias=True), dict(activation="relu")):
-        t = P.PipeSpec(**{**s.__dict__, **over})
-        assert P.native_acc(t) == _compat.HAS_TILE_EMPTY and not P.native_store(t)
-    assert not P.native_acc(P.default_spec("float32")) and not P.native_store(P.default_spec("float32"))
+        assert not P.native_store(P.PipeSpec(**{**s.__dict__, **over}))
+    assert not P.native_store(P.default_spec("float32"))  # exact float32: register accumulator
+    assert P.native_acc(s) is False and not s.key.endswith("_za")
 
 
 ACTS = [None, "relu", "gelu", "gelu_tanh", "silu", "tanh"]
@@ -346,18 +350,19 @@ def test_cuda_build_offline(dtype, tf32, tmp_path):
 
 @pytest.mark.skipif(not (_compat.HAS_COMPILE_AOT and _compat.HAS_TILE_EMPTY), reason="needs compile_aot_module and tile_empty")
 @pytest.mark.parametrize("dtype", ["float16", "float64"])
-def test_cuda_build_offline_native_store(dtype, tmp_path):
-    """The "scale" kernels' snippets (16-byte zero fill, vector stores: 8 bytes of fp16, 16 of fp64)
-    compile for sm_90 without a GPU."""
+def test_cuda_build_offline_native_store(dtype, tmp_path, monkeypatch):
+    """The "scale" kernels' store snippet (vector stores: 8 bytes of fp16, 16 of fp64) compiles for sm_90
+    without a GPU; the accumulator's zero-fill snippet too (fp64, ZERO_ACC_SNIPPET)."""
+    monkeypatch.setattr(P, "ZERO_ACC_SNIPPET", dtype == "float64")
     spec = P.default_spec(dtype, epilogue="scale")
-    assert P.native_store(spec)
+    assert P.native_store(spec) and P.native_acc(spec) == (dtype == "float64")
     k = P.get_kernel(spec)
     k.module.options["block_dim"] = spec.block_dim
     wp.compile_aot_module(k.module, arch=[90], module_dir=str(tmp_path))
     assert any("sm90" in p.name for p in tmp_path.rglob("*") if p.suffix in (".cubin", ".ptx"))
     src = "".join(p.read_text() for p in tmp_path.rglob("*.cu"))
     vt = "unsigned long long" if dtype == "float16" else "::uint4"
-    assert "make_uint4(0u, 0u, 0u, 0u)" in src and f"*({vt}*)g = *(const {vt}*)v" in src
+    assert ("make_uint4(0u, 0u, 0u, 0u)" in src) == (dtype == "float64") and f"*({vt}*)g = *(const {vt}*)v" in src
 
 
 def test_precompile_lists_the_pipelined_family():
@@ -459,3 +464,45 @@ def test_narrow_rows_rule_and_kernel(request):
         spec = P.PipeSpec(**{**spec.__dict__, "block_dim": 1})
         out, ref = _run(spec, 100, 136, 152, rng)  # 16-byte rows, partial tiles in M, N and K
         _assert_close(out, ref, "float16")
+
+
+def test_tiny_batched_rule_and_kernel(request):
+    """Batched 16-bit products of 17-32 output sides (K <= 128, >= 256 entries) are the family's on CUDA
+    (32x32 tiles, 64-deep K tiles past K 32); sides of 16, wider outputs, longer K, fewer entries and
+    other dtypes stay with the small family. The CUDA tile (padded shared rows, the accumulator and
+    store snippets) on the CPU twin: edges in M, N and K, two K tiles, B broadcast, both epilogues."""
+    assert P.tiny_batched("float16", 32, 32, 32, 4096) and P.tiny_batched("bfloat16", 17, 32, 128, 256)
+    for args in (("float16", 16, 32, 32, 4096), ("float16", 32, 33, 32, 4096), ("float16", 32, 32, 129, 4096),
+                 ("float16", 32, 32, 32, 255), ("float32", 32, 32, 32, 4096), ("float16", 24, 24, 0, 4096)):
+        assert not P.tiny_batched(*args), args
+    s = P.default_spec("float16", M=32, N=32, K=32, batch=4096)
+    assert (s.tm, s.tn, s.tk, s.block_dim, s.min_blocks, s.stages) == (32, 32, 32, 64, 0, 2)
+    assert P.default_spec("float16", M=24, N=30, K=100, batch=4096).tk == 64
+    rng = _rng(request)
+    for epi in ("scale", "axpby"):
+        spec = P.default_spec("float16", M=24, N=30, K=100, batch=5, epilogue=epi)
+        if not _compat.HAS_STRIDED_MATMUL_OPERANDS:
+            spec = P.PipeSpec(**{**spec.__dict__, "pad_ab": 0, "pad_c": 0})
+        spec = P.PipeSpec(**{**spec.__dict__, "block_dim": 1})
+        out, ref = _run(spec, 24, 24, 104, rng, batch=5, a_nb=5, b_nb=1, c_nb=5)  # 16-byte rows, K 2 tiles
+        _assert_close(out, ref, "float16")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_tiny_batched_planned_on_cuda(dtype, planned, request):
+    """On CUDA the planner gives 300 x 24x32x40 (16-bit, aligned rows) to the pipelined family and
+    300 x 16^3 to the small family; both match float64."""
+    from conftest import make, nan_like, to_f64
+
+    import warp_gemm
+
+    if dtype == "bfloat16" and not _compat.HAS_BF16:
+        pytest.skip("no bfloat16 in this Warp")
+    rng = _rng(request)
+    for (M, N, K), fam in (((24, 32, 40), "pipelined"), ((16, 16, 16), "small")):
+        a, b = random_operands(M, N, K, dtype, rng, batch=300)
+        out = nan_like("warp", (300, M, N), dtype, "cuda")
+        warp_gemm.matmul(make(a, dtype, "warp", "cuda"), make(b, dtype, "warp", "cuda"), out=out)
+        assert planned[-1].family == fam, (M, N, K, planned[-1].family)
+        _assert_close(to_f64(out), np.matmul(a, b), dtype)

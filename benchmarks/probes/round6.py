@@ -55,6 +55,15 @@ CASES = {
     "b64_256": (64, 256, 256, 256, "float16", "N"),
     "odd_4097": (1, 4097, 4097, 4097, "float16", "N"),
     "sq_4096": (1, 4096, 4096, 4096, "float16", "N"),
+    "b1024_32": (1024, 32, 32, 32, "float16", "N"),
+    "b256_32": (256, 32, 32, 32, "float16", "N"),
+    "b4096_32_k128": (4096, 32, 32, 128, "float16", "N"),
+    "b4096_24": (4096, 24, 24, 24, "float16", "N"),
+    "b4096_16": (4096, 16, 16, 16, "float16", "N"),
+    "b4096_32_bf16": (4096, 32, 32, 32, "bfloat16", "N"),
+    "b4096_32_T": (4096, 32, 32, 32, "float16", "T"),
+    "b4096_32_f32": (4096, 32, 32, 32, "float32", "N"),
+    "b10000_16_f32": (10000, 16, 16, 16, "float32", "N"),
 }
 GEMV = ["gemv_4096", "gemv_8192", "gemv_4096_f32", "gemv_512x16384"]
 # variant: (cases, {"family": ..., "gemv": {constant: value}, "skinny": {constant: value}})
@@ -139,8 +148,34 @@ for _pc in ("pipe/32x32x32/s2/b32/o0", "pipe/32x32x32/s2/b64/o0", "pipe/32x32x32
 for _pc in ("pipe/64x64x128/s2/b128/o2", "pipe/128x64x128/s2/b256/o1", "pipe/64x128x128/s2/b128/o1",
             "pipe/64x64x64/s2/b128/o3", "pipe/128x128x64/s2/b256/o1", "pipe/64x32x128/s2/b128/o1"):
     SET7[_pc.replace("pipe/", "").replace("/", "_")] = (["b64_256"], {"pipe": _pc})
+# Eighth run (R6_SET=8): how far the pipelined 32x32x32 tiles' lead over the small family reaches (batch,
+# K, sides, dtypes, a transposed B), and 16x16x16 tiles.
+B32 = ["b4096_32", "b1024_32", "b256_32", "b4096_32_k128", "b4096_24", "b4096_32_bf16", "b4096_32_T", "b4096_32_f32"]
+B16 = ["b4096_16", "b10000_16_f32"]
+SET8 = {"default": (B32 + B16, {}), "32x32x32_s2_b64_o0": (B32 + B16, {"pipe": "pipe/32x32x32/s2/b64/o0"}),
+        "32x32x32_s2_b32_o0": (B32, {"pipe": "pipe/32x32x32/s2/b32/o0"}),
+        "32x32x32_s2_b128_o0": (["b1024_32", "b256_32", "b4096_32_k128"], {"pipe": "pipe/32x32x32/s2/b128/o0"}),
+        "32x32x64_s2_b64_o0": (["b4096_32_k128"], {"pipe": "pipe/32x32x64/s2/b64/o0"}),
+        "16x16x16_s2_b32_o0": (B16, {"pipe": "pipe/16x16x16/s2/b32/o0"})}
+# Ninth run (R6_SET=9): the snippets of round 7 switched off one at a time (the pipelined module's
+# native_store / native_acc replaced), on the split-K plan of 16x8192x8192 (slower after them?) and controls.
+_OFF = lambda spec: False  # noqa: E731
+R9 = ["m16_8192", "sq_4096", "b64_256", "sq_1000"]
+SET9 = {"default": (R9, {}), "no_store": (R9, {"pipelined": {"native_store": _OFF}}),
+        "no_snippets": (R9, {"pipelined": {"native_store": _OFF, "native_acc": _OFF}})}
+# Tenth run (R6_SET=10): the store snippet over tile_zeros' accumulator (the new default), against the zero
+# snippet too (round 7's first form) and neither (round 6's kernels).
+R10 = R9 + ["odd_4095", "b4096_32", "sq_512"]
+SET10 = {"default": (R10, {}), "zero_snippet": (R10, {"pipelined": {"ZERO_ACC_SNIPPET": True}}),
+         "no_store": (R10, {"pipelined": {"native_store": _OFF}})}
 REPS = 1
-if os.environ.get("R6_SET") == "7":
+if os.environ.get("R6_SET") == "10":
+    VARIANTS, REPS = SET10, 3
+elif os.environ.get("R6_SET") == "9":
+    VARIANTS, REPS = SET9, 3
+elif os.environ.get("R6_SET") == "8":
+    VARIANTS, REPS = SET8, 2
+elif os.environ.get("R6_SET") == "7":
     VARIANTS, REPS = SET7, 2
 elif os.environ.get("R6_SET") == "6":
     VARIANTS, REPS = SET6, 2
@@ -155,8 +190,10 @@ elif os.environ.get("R6_SET") == "3":
 
 
 def patch(over: dict) -> None:
-    from warp_gemm.kernels import gemv, skinny
+    from warp_gemm.kernels import gemv, pipelined, skinny
 
+    for k, v in over.get("pipelined", {}).items():
+        setattr(pipelined, k, v)
     for k, v in over.get("gemv", {}).items():
         setattr(gemv, k, v)
     if over.get("spec"):

@@ -101,6 +101,7 @@ class PipeSpec:
         occ = f"_o{self.min_blocks}" if self.min_blocks else ""
         bias = "_bias" if self.bias else ""
         act = f"_{self.activation}" if self.activation else ""
+        act += "_za" if native_acc(self) else ""  # the accumulator's zero-fill snippet (ZERO_ACC_SNIPPET)
         return (f"wg_pipe_{self.in_dtype}_{self.out_dtype}_{self.layout_a}{self.layout_b}_"
                 f"{self.tm}x{self.tn}x{self.tk}_s{self.stages}_b{self.block_dim}{occ}_c{self.chunk}_"
                 f"p{self.pad_ab}-{self.pad_c}_{self.epilogue}{tf}{bias}{act}")
@@ -115,13 +116,15 @@ class PipeSpec:
 
 def default_spec(in_dtype: str, out_dtype: str | None = None, *, tf32: bool = False, layout: str = "NN",
                  epilogue: str = "scale", chunk: int = 16, device_is_cpu: bool = False, M: int | None = None,
-                 N: int | None = None, batch: int = 1, sm_count: int = 132, **over) -> PipeSpec:
+                 N: int | None = None, batch: int = 1, sm_count: int = 132, K: int | None = None,
+                 **over) -> PipeSpec:
     """The measured best configuration per dtype on an H100 (warp-lang 1.19.0; benchmarks/results/
     pipelined/pipelined_h100_r*.json, TFLOP/s at 4096^3 / 8192^3 / 1000^3, NN unless said); ``over``
     replaces fields. With ``M``/``N`` given, problems whose 128x64 output tiles fit in one wave (1000^3:
     128 tiles on 132 SMs) get the small-problem configuration; 16-bit inputs then take 64x32 tiles where
     those 128x64 tiles fill under half the SMs, and 96-row tiles where 128-row ones waste most of a wave
-    (``_narrow_rows``). On the CPU: 32x32x32 tiles, block 1, no
+    (``_narrow_rows``), and outputs of at most 32x32 (batched small products) 32x32 tiles (K tiles of 64
+    where ``K`` > 32). On the CPU: 32x32x32 tiles, block 1, no
     padding (nothing to tune, and compiles stay short)."""
     out_dtype = out_dtype or in_dtype
     # The small-problem configuration (128x64 tiles, one block per SM) only where its blocks fit in one
@@ -149,6 +152,14 @@ def default_spec(in_dtype: str, out_dtype: str | None = None, *, tf32: bool = Fa
                     pad_ab=8, pad_c=8)
         if quarter:
             base.update(tm=64, tn=32, block_dim=128)
+        if M is not None and N is not None and max(M, N) <= TINY_SIDE:
+            # Batched small products (the planner sends 16-bit ones of sides 17-32 here, TINY_MIN_BATCH):
+            # one 32x32 tile per entry, 64 threads, many blocks per SM. H100, graph replay / cold L2 (cuBLAS
+            # cold), benchmarks/results/round7/r8p.txt: 4096 x 32^3 14.2 / 20.2 us (small family 19.9 / 27.2,
+            # cuBLAS 20.9); 1024 x 32^3 5.8 / 10.1 (9.9 / 19.7; 10.3); 256 x 32^3 4.5 / 8.0 (6.6 / 17.0;
+            # 7.2); 4096 x 24^3 14.0 / 18.5 (32.9 / 47.5; 20.7); 4096 x 32x32x128 with 64-deep K tiles
+            # 32.9 / 41.1, 32-deep 36.3 / 44.6 (61.0 / 66.9; 38.3). Block 32: within 5%, 128: slower cold.
+            base.update(tm=32, tn=32, tk=64 if K is not None and K > 32 else 32, block_dim=64, min_blocks=0)
     elif in_dtype == "float32" and tf32:
         # 128x128x64 s2: NN 82/85, NT 87/86-89; 128x128x32 s3/s4 66-68; block 512 76/79; 64x128x64 s3 52/54.
         # Small: 128x64x64 s3: 44 NN, 45 NT (128x128x64: 32-33).
@@ -166,6 +177,21 @@ def default_spec(in_dtype: str, out_dtype: str | None = None, *, tf32: bool = Fa
     base.update(over)
     return PipeSpec(in_dtype=in_dtype, out_dtype=out_dtype, layout_a=layout[0], layout_b=layout[1],
                     epilogue=epilogue, tf32=tf32, chunk=chunk, **base)
+
+
+# Batched 16-bit products whose output sides are both in 17..TINY_SIDE, K <= 128, and at least
+# TINY_MIN_BATCH entries run here rather than in the small family (measured from 256 entries up; sides
+# of 16 and less stay in the small family: 4096 x 16^3 8.7 us there against 13.3 here, graph replay).
+TINY_SIDE = 32
+TINY_MIN_BATCH = 256
+TINY_MAX_K = 128
+
+
+def tiny_batched(in_dtype: str, M: int, N: int, K: int, batch: int) -> bool:
+    """Whether the planner gives this product to the family's 32x32 tiles instead of the small family
+    (16-bit inputs, both output sides 17-32, K <= 128, >= 256 entries; the caller checks rows and device)."""
+    return (in_dtype in ("float16", "bfloat16") and 16 < min(M, N) and max(M, N) <= TINY_SIDE
+            and 0 < K <= TINY_MAX_K and batch >= TINY_MIN_BATCH)
 
 
 # A 96x128 block of the 16-bit large configuration takes ~0.84 of a 128x128 block's time (H100, fp16, one
@@ -336,18 +362,29 @@ _C_TYPES = {"float16": "wp::float16", "bfloat16": "wp::bfloat16", "float32": "wp
 _VEC_TYPES = {8: "unsigned long long", 16: "::uint4"}
 
 
+# Whether shared accumulators are zero-filled by _ZERO_ACC (after tile_empty) instead of tile_zeros. Off: see
+# native_acc.
+ZERO_ACC_SNIPPET = False
+
+
+def _acc_rows_16(spec: PipeSpec) -> bool:
+    """A shared accumulator (``pad_c > 0``) whose rows are whole 16-byte words."""
+    return spec.pad_c > 0 and (spec.tn + spec.pad_c) * ITEM_BYTES[spec.acc_dtype] % 16 == 0
+
+
 def native_acc(spec: PipeSpec) -> bool:
-    """Whether the kernel zero-fills its shared accumulator with :data:`_ZERO_ACC` (a shared accumulator,
-    ``pad_c > 0``, whose rows are whole 16-byte words, in a Warp with ``tile_empty``)."""
-    it = ITEM_BYTES[spec.acc_dtype]
-    return spec.pad_c > 0 and _compat.HAS_TILE_EMPTY and (spec.tn + spec.pad_c) * it % 16 == 0
+    """Whether the kernel zero-fills its shared accumulator with :data:`_ZERO_ACC` (tile_empty, then 16-byte
+    stores) rather than ``tile_zeros``: only with :data:`ZERO_ACC_SNIPPET`, off because it measured slower,
+    for reasons not found (H100, graph replay, benchmarks/results/round7/r9p.txt: 16x8192x8192's split-K
+    plan 73.1 us against 60.4 without it, 4096^3 899.5 against 852.6 (both without the store snippet)."""
+    return ZERO_ACC_SNIPPET and _compat.HAS_TILE_EMPTY and _acc_rows_16(spec)
 
 
 def native_store(spec: PipeSpec) -> bool:
-    """Whether the kernel's epilogue is the :data:`_STORE` snippet: a :func:`native_acc` accumulator, the
-    "scale" epilogue, no bias, no activation (the others keep Warp's tile epilogue, :func:`_epilogue`)."""
+    """Whether the kernel's epilogue is the :data:`_STORE` snippet: a shared accumulator with 16-byte rows,
+    the "scale" epilogue, no bias, no activation (the others keep Warp's tile epilogue, :func:`_epilogue`)."""
     e = 16 // ITEM_BYTES[spec.acc_dtype]
-    return (native_acc(spec) and spec.epilogue == "scale" and not spec.bias and spec.activation is None
+    return (_acc_rows_16(spec) and spec.epilogue == "scale" and not spec.bias and spec.activation is None
             and spec.tn % e == 0)
 
 
@@ -411,11 +448,11 @@ _factory_lock = threading.Lock()
 def get_kernel(spec: PipeSpec):
     """The kernel for ``spec``, built once per process (thread-safe)."""
     with _factory_lock:
-        return _build(spec)
+        return _build(spec, native_acc(spec))
 
 
 @functools.cache
-def _build(spec: PipeSpec):
+def _build(spec: PipeSpec, zero_acc_snippet: bool):
     _check(spec)
     TM, TN, TK, S = spec.tm, spec.tn, spec.tk, spec.stages
     IN = WP_DTYPES[spec.in_dtype]
@@ -442,7 +479,7 @@ def _build(spec: PipeSpec):
     wait0 = _native(_WAIT.format(N=0), key + "_wait0", _stub_int())
 
     copy_stage = _stage_copier(spec, cp_a, cp_b)
-    ZERO_ACC, STORE = native_acc(spec), native_store(spec)
+    ZERO_ACC, STORE = zero_acc_snippet, native_store(spec)
     if ZERO_ACC:
         zero_acc = _native(_ZERO_ACC.format(N16=TM * TNC * ITEM_BYTES[spec.acc_dtype] // 16), key + "_zero_acc",
                            _stub_acc(ACC, TM, TNC))
@@ -483,13 +520,13 @@ def _build(spec: PipeSpec):
         else:
             ba = wp.tile_zeros(shape=(SAR, ACP), dtype=IN, storage="shared")
             bb = wp.tile_zeros(shape=(SBR, BCP), dtype=IN, storage="shared")
-        if wp.static(ZERO_ACC):
-            acc_s = wp.tile_empty(shape=(TM, TNC), dtype=ACC, storage="shared")
-            zero_acc(acc_s)
+        if wp.static(PAD_C):
+            if wp.static(ZERO_ACC):
+                acc_s = wp.tile_empty(shape=(TM, TNC), dtype=ACC, storage="shared")
+                zero_acc(acc_s)
+            else:
+                acc_s = wp.tile_zeros(shape=(TM, TNC), dtype=ACC, storage="shared")
             acc = wp.tile_view(acc_s, offset=(0, 0), shape=(TM, TN))
-        elif wp.static(PAD_C):
-            acc = wp.tile_view(wp.tile_zeros(shape=(TM, TNC), dtype=ACC, storage="shared"),
-                               offset=(0, 0), shape=(TM, TN))
         else:
             # pad_c == 0: Warp's default (register) storage, as in the tiled family's dense kernels; the
             # exact-fp32 and fp64 kernels then fit two or three blocks per SM.
