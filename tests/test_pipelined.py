@@ -212,7 +212,7 @@ STORE_CASES = [("float16", "float16", False), ("float16", "float32", False), ("f
 @pytest.mark.parametrize("N,ldd", [(40, None), (37, None), (43, 48), (35, 41)], ids=lambda v: str(v))
 def test_native_accumulator_and_store(dtype, out_dtype, tf32, N, ldd, zero, request, monkeypatch):
     """The "scale" epilogue's snippet stores from the padded shared accumulator, zero-filled by
-    tile_zeros or (ZERO_ACC_SNIPPET, off by default) by its snippet (the GPU's padded configuration, here
+    tile_zeros (ZERO_ACC_SNIPPET off) or by its snippet (the GPU's padded configuration, here
     on the CPU twin with 32x32 tiles, two tile rows and columns):
     whole vector stores where D's rows allow them (N 40; a view of rows 48 wide), element stores where
     they do not (odd N 37 and 35: every row misaligned; a view of rows 41 wide), and the N edge inside a
@@ -229,14 +229,17 @@ def test_native_accumulator_and_store(dtype, out_dtype, tf32, N, ldd, zero, requ
 
 
 def test_native_paths_are_chosen_where_they_apply():
-    """The epilogue snippet only for "scale" without bias or activation (the others keep Warp's tile
-    epilogue) from a shared accumulator (register accumulators, pad_c 0: never)."""
+    """Shared accumulators of 32+ rows are zero-filled by the snippet (tile_empty); the epilogue snippet
+    only for "scale" without bias or activation (the others keep Warp's tile epilogue); register
+    accumulators (pad_c 0) and 16-row tiles (the split-K plan: slower with them) neither."""
     s = P.default_spec("float16", epilogue="scale")
-    assert P.native_store(s) and not P.native_acc(s)  # ZERO_ACC_SNIPPET: off by default
+    assert P.native_store(s) and P.native_acc(s) == _compat.HAS_TILE_EMPTY
+    assert s.key.endswith("_za") == _compat.HAS_TILE_EMPTY
     for over in (dict(epilogue="axpby"), dict(bias=True), dict(activation="relu")):
-        assert not P.native_store(P.PipeSpec(**{**s.__dict__, **over}))
-    assert not P.native_store(P.default_spec("float32"))  # exact float32: register accumulator
-    assert P.native_acc(s) is False and not s.key.endswith("_za")
+        t = P.PipeSpec(**{**s.__dict__, **over})
+        assert not P.native_store(t) and P.native_acc(t) == _compat.HAS_TILE_EMPTY
+    for t in (P.default_spec("float32"), P.PipeSpec(**{**s.__dict__, "tm": 16})):  # register acc; 16 rows
+        assert not P.native_store(t) and not P.native_acc(t)
 
 
 ACTS = [None, "relu", "gelu", "gelu_tanh", "silu", "tanh"]
@@ -294,7 +297,7 @@ def test_spec_key_and_checks():
     assert P.default_spec("float16", M=127, N=4099).tn == 32 and P.default_spec("float32", M=127, N=4099, tf32=True).tn == 64
     assert P.smem_bytes(s) == 2 * 2 * 128 * 136 * 2 + 128 * 136 * 4 <= P.SMEM_LIMIT
     assert P.smem_bytes(P.PipeSpec(**{**s.__dict__, "pad_c": 0})) == 2 * 2 * 128 * 136 * 2
-    assert P.PipeSpec(**{**s.__dict__, "bias": True, "activation": "gelu"}).key.endswith("_axpby_bias_gelu")
+    assert "_axpby_bias_gelu" in P.PipeSpec(**{**s.__dict__, "bias": True, "activation": "gelu"}).key
     for bad in (dict(chunk=2, in_dtype="float32"), dict(stages=5), dict(chunk=16, pad_ab=4), dict(activation="elu")):
         with pytest.raises(ValueError):
             P._check(P.PipeSpec(**{**s.__dict__, **bad}))

@@ -362,26 +362,33 @@ _C_TYPES = {"float16": "wp::float16", "bfloat16": "wp::bfloat16", "float32": "wp
 _VEC_TYPES = {8: "unsigned long long", 16: "::uint4"}
 
 
-# Whether shared accumulators are zero-filled by _ZERO_ACC (after tile_empty) instead of tile_zeros. Off: see
-# native_acc.
-ZERO_ACC_SNIPPET = False
+# Whether shared accumulators may be zero-filled by _ZERO_ACC (after tile_empty) instead of tile_zeros
+# (native_acc); the probes switch it off.
+ZERO_ACC_SNIPPET = True
+# Tiles of fewer rows keep tile_zeros and Warp's epilogue: the split-K plan's 16x128 tiles ran slower with
+# either snippet, for reasons not found (the K loop's source is identical, the shared memory too):
+# 16x8192x8192 60.4-60.7 us without them against 72.2-73.3 with one or both (H100, graph replay,
+# benchmarks/results/round7/r9p.txt, r10p.txt).
+SNIPPET_MIN_TM = 32
 
 
 def _acc_rows_16(spec: PipeSpec) -> bool:
-    """A shared accumulator (``pad_c > 0``) whose rows are whole 16-byte words."""
-    return spec.pad_c > 0 and (spec.tn + spec.pad_c) * ITEM_BYTES[spec.acc_dtype] % 16 == 0
+    """A shared accumulator (``pad_c > 0``) of at least SNIPPET_MIN_TM rows of whole 16-byte words."""
+    return (spec.pad_c > 0 and spec.tm >= SNIPPET_MIN_TM
+            and (spec.tn + spec.pad_c) * ITEM_BYTES[spec.acc_dtype] % 16 == 0)
 
 
 def native_acc(spec: PipeSpec) -> bool:
     """Whether the kernel zero-fills its shared accumulator with :data:`_ZERO_ACC` (tile_empty, then 16-byte
-    stores) rather than ``tile_zeros``: only with :data:`ZERO_ACC_SNIPPET`, off because it measured slower,
-    for reasons not found (H100, graph replay, benchmarks/results/round7/r9p.txt: 16x8192x8192's split-K
-    plan 73.1 us against 60.4 without it, 4096^3 899.5 against 852.6 (both without the store snippet)."""
+    stores) rather than ``tile_zeros``. With the store snippet, against neither (H100, graph replay,
+    benchmarks/results/round7/r9p.txt, r10p.txt): 4096^3 fp16 837-844 us against 851-853, 64 x 256^3
+    23.6-24.5 against 27.1-29.6, 4096 x 32^3 14.2 against 20.6, 4095^3 900 against 922; the store snippet
+    alone: 858, 25.6, 15.4, 920."""
     return ZERO_ACC_SNIPPET and _compat.HAS_TILE_EMPTY and _acc_rows_16(spec)
 
 
 def native_store(spec: PipeSpec) -> bool:
-    """Whether the kernel's epilogue is the :data:`_STORE` snippet: a shared accumulator with 16-byte rows,
+    """Whether the kernel's epilogue is the :data:`_STORE` snippet: a shared accumulator (``_acc_rows_16``),
     the "scale" epilogue, no bias, no activation (the others keep Warp's tile epilogue, :func:`_epilogue`)."""
     e = 16 // ITEM_BYTES[spec.acc_dtype]
     return (_acc_rows_16(spec) and spec.epilogue == "scale" and not spec.bias and spec.activation is None
