@@ -351,7 +351,8 @@ def test_cuda_build_offline(dtype, tf32, tmp_path):
     assert "cp.async.cg.shared.global" in src and f"cp.async.wait_group {spec.stages - 1}" in src
 
 
-@pytest.mark.skipif(not (_compat.HAS_COMPILE_AOT and _compat.HAS_TILE_EMPTY), reason="needs compile_aot_module and tile_empty")
+@pytest.mark.skipif(not (_compat.HAS_COMPILE_AOT and _compat.HAS_TILE_EMPTY),
+                    reason="needs compile_aot_module and tile_empty")
 @pytest.mark.parametrize("dtype", ["float16", "float64"])
 def test_cuda_build_offline_native_store(dtype, tmp_path, monkeypatch):
     """The "scale" kernels' store snippet (vector stores: 8 bytes of fp16, 16 of fp64) compiles for sm_90
