@@ -383,6 +383,8 @@ def test_precompile_lists_the_pipelined_family():
         for epi in ("scale", "axpby"):
             for side in (4096, 1000):
                 assert P.default_spec("float16", "float16", layout=lay, epilogue=epi, M=side, N=side).key in keys
+    for k in (32, 128):  # the 32x32 tiles of batched small 16-bit products
+        assert P.default_spec("float16", "float16", layout="NN", epilogue="scale", M=32, N=32, K=k).key in keys
     assert not any(j[1].in_dtype == "float32" for j in jobs)  # exact float32 stays on the tiled family
     assert any(j[1].in_dtype == "float64" for j in jobs)
     assert all(job_label(j).startswith("wg_pipe_") for j in jobs)

@@ -126,11 +126,15 @@ SET4 = {
 }
 # Fifth run (R6_SET=5): more stages in flight for small grids (per-step latency, not the MMA, bounds
 # them: 127x4099x1031 spends ~2.2 us per 128-deep K step with 64x32 tiles), through Options.pipe_config.
+def pipe_variants(cases: list, *configs: str) -> dict:
+    """One variant per ``Options.pipe_config`` text, named by its fields (``64x32x128_s3_b128_o1``)."""
+    return {pc.replace("pipe/", "").replace("/", "_"): (cases, {"pipe": pc}) for pc in configs}
+
+
 SMALLG = ["m127_1024", "odd_127", "m256_2048", "m512_1024", "m128_4096", "sq_1000", "sq_512"]
-SET5 = {"default": (SMALLG, {})}
-for _pc in ("pipe/64x32x128/s3/b128/o1", "pipe/64x32x64/s4/b128/o1", "pipe/64x32x64/s3/b128/o2",
-            "pipe/64x64x64/s4/b128/o1", "pipe/128x64x64/s4/b256/o1", "pipe/64x64x128/s3/b128/o1"):
-    SET5[_pc.replace("pipe/", "").replace("/", "_")] = (SMALLG, {"pipe": _pc})
+SET5 = {"default": (SMALLG, {}),
+        **pipe_variants(SMALLG, "pipe/64x32x128/s3/b128/o1", "pipe/64x32x64/s4/b128/o1", "pipe/64x32x64/s3/b128/o2",
+                        "pipe/64x64x64/s4/b128/o1", "pipe/128x64x64/s4/b256/o1", "pipe/64x64x128/s3/b128/o1")}
 # Sixth run (R6_SET=6): where a block's time goes -- the fixed cost (launch, prologue, epilogue) against
 # the cost per K step, from batched grids of one output tile per entry and K of 1 to 16 steps.
 FIX = ["b132_k128", "b132_k512", "b132_k2048", "b264_k128", "b264_k2048"]
@@ -142,21 +146,19 @@ SET6 = {
 # stores (kernels/pipelined.py) -- the defaults, and the pipelined family for the batched small products
 # (the small family plans 4096 x 32^3; 128x128 tiles plan 64 x 256^3) now that a block's fixed cost fell.
 SET7 = {"default": (["m16_8192", "odd_4095", "odd_4097", "sq_4096", "sq_1000", "sq_512", "odd_127", "odd_1023",
-                     "b4096_32", "b64_256"], {})}
-for _pc in ("pipe/32x32x32/s2/b32/o0", "pipe/32x32x32/s2/b64/o0", "pipe/32x32x32/s2/b128/o0"):
-    SET7[_pc.replace("pipe/", "").replace("/", "_")] = (["b4096_32"], {"pipe": _pc})
-for _pc in ("pipe/64x64x128/s2/b128/o2", "pipe/128x64x128/s2/b256/o1", "pipe/64x128x128/s2/b128/o1",
-            "pipe/64x64x64/s2/b128/o3", "pipe/128x128x64/s2/b256/o1", "pipe/64x32x128/s2/b128/o1"):
-    SET7[_pc.replace("pipe/", "").replace("/", "_")] = (["b64_256"], {"pipe": _pc})
+                     "b4096_32", "b64_256"], {}),
+        **pipe_variants(["b4096_32"], "pipe/32x32x32/s2/b32/o0", "pipe/32x32x32/s2/b64/o0", "pipe/32x32x32/s2/b128/o0"),
+        **pipe_variants(["b64_256"], "pipe/64x64x128/s2/b128/o2", "pipe/128x64x128/s2/b256/o1",
+                        "pipe/64x128x128/s2/b128/o1", "pipe/64x64x64/s2/b128/o3", "pipe/128x128x64/s2/b256/o1",
+                        "pipe/64x32x128/s2/b128/o1")}
 # Eighth run (R6_SET=8): how far the pipelined 32x32x32 tiles' lead over the small family reaches (batch,
 # K, sides, dtypes, a transposed B), and 16x16x16 tiles.
 B32 = ["b4096_32", "b1024_32", "b256_32", "b4096_32_k128", "b4096_24", "b4096_32_bf16", "b4096_32_T", "b4096_32_f32"]
 B16 = ["b4096_16", "b10000_16_f32"]
-SET8 = {"default": (B32 + B16, {}), "32x32x32_s2_b64_o0": (B32 + B16, {"pipe": "pipe/32x32x32/s2/b64/o0"}),
-        "32x32x32_s2_b32_o0": (B32, {"pipe": "pipe/32x32x32/s2/b32/o0"}),
-        "32x32x32_s2_b128_o0": (["b1024_32", "b256_32", "b4096_32_k128"], {"pipe": "pipe/32x32x32/s2/b128/o0"}),
-        "32x32x64_s2_b64_o0": (["b4096_32_k128"], {"pipe": "pipe/32x32x64/s2/b64/o0"}),
-        "16x16x16_s2_b32_o0": (B16, {"pipe": "pipe/16x16x16/s2/b32/o0"})}
+SET8 = {"default": (B32 + B16, {}), **pipe_variants(B32 + B16, "pipe/32x32x32/s2/b64/o0"),
+        **pipe_variants(B32, "pipe/32x32x32/s2/b32/o0"),
+        **pipe_variants(["b1024_32", "b256_32", "b4096_32_k128"], "pipe/32x32x32/s2/b128/o0"),
+        **pipe_variants(["b4096_32_k128"], "pipe/32x32x64/s2/b64/o0"), **pipe_variants(B16, "pipe/16x16x16/s2/b32/o0")}
 # Ninth run (R6_SET=9): the snippets of round 7 switched off one at a time (the pipelined module's
 # native_store / native_acc replaced), on the split-K plan of 16x8192x8192 (slower after them?) and controls.
 _OFF = lambda spec: False  # noqa: E731
@@ -168,25 +170,10 @@ SET9 = {"default": (R9, {}), "no_store": (R9, {"pipelined": {"native_store": _OF
 R10 = R9 + ["odd_4095", "b4096_32", "sq_512"]
 SET10 = {"default": (R10, {}), "zero_snippet": (R10, {"pipelined": {"ZERO_ACC_SNIPPET": True}}),
          "no_store": (R10, {"pipelined": {"native_store": _OFF}})}
-REPS = 1
-if os.environ.get("R6_SET") == "10":
-    VARIANTS, REPS = SET10, 3
-elif os.environ.get("R6_SET") == "9":
-    VARIANTS, REPS = SET9, 3
-elif os.environ.get("R6_SET") == "8":
-    VARIANTS, REPS = SET8, 2
-elif os.environ.get("R6_SET") == "7":
-    VARIANTS, REPS = SET7, 2
-elif os.environ.get("R6_SET") == "6":
-    VARIANTS, REPS = SET6, 2
-elif os.environ.get("R6_SET") == "5":
-    VARIANTS, REPS = SET5, 2
-elif os.environ.get("R6_SET") == "4":
-    VARIANTS, REPS = SET4, 2
-elif os.environ.get("R6_SET") == "2":
-    VARIANTS, REPS = SET2, 3
-elif os.environ.get("R6_SET") == "3":
-    VARIANTS, REPS = SET3, 3
+# R6_SET -> (variants, cold repeats); unset: the first run's VARIANTS, one repeat.
+SETS = {"2": (SET2, 3), "3": (SET3, 3), "4": (SET4, 2), "5": (SET5, 2), "6": (SET6, 2), "7": (SET7, 2),
+        "8": (SET8, 2), "9": (SET9, 3), "10": (SET10, 3)}
+VARIANTS, REPS = SETS.get(os.environ.get("R6_SET", ""), (VARIANTS, 1))
 
 
 def patch(over: dict) -> None:
