@@ -54,6 +54,9 @@ CASES = {
     "b4096_32": (4096, 32, 32, 32, "float16", "N"),
     "b64_256": (64, 256, 256, 256, "float16", "N"),
     "odd_4097": (1, 4097, 4097, 4097, "float16", "N"),
+    "odd_4097_bf16_T": (1, 4097, 4097, 4097, "bfloat16", "T"),
+    "odd_2049": (1, 2049, 2049, 2049, "float16", "N"),
+    "odd_8193x4097": (1, 8193, 4097, 4096, "float16", "N"),
     "sq_4096": (1, 4096, 4096, 4096, "float16", "N"),
     "b1024_32": (1024, 32, 32, 32, "float16", "N"),
     "b256_32": (256, 32, 32, 32, "float16", "N"),
@@ -170,15 +173,28 @@ SET9 = {"default": (R9, {}), "no_store": (R9, {"pipelined": {"native_store": _OF
 R10 = R9 + ["odd_4095", "b4096_32", "sq_512"]
 SET10 = {"default": (R10, {}), "zero_snippet": (R10, {"pipelined": {"ZERO_ACC_SNIPPET": True}}),
          "no_store": (R10, {"pipelined": {"native_store": _OFF}})}
+# Eleventh run (R6_SET=11, round 8): the peeled last row/column (core/plan.py _peel: the pipelined kernel over
+# the core, the GEMV family over the edge) -- peeling the row (default), the column, or nothing; and colsum
+# strips a warp wide (col_lanes 32: 512 contiguous bytes of a row per warp load, K split into skinny's
+# workspace), for its cold-L2 time against cuBLAS's.
+P11 = ["odd_4097", "odd_4097_bf16_T", "odd_2049", "odd_8193x4097"]
+SET11 = {"default": (P11 + ["sq_4096"] + G2, {}), "peel_col": (P11, {"plan": {"PEEL_FIRST": "col"}}),
+         "nopeel": (P11, {"plan": {"PEEL_MIN_GAIN": 1.0}}),
+         "cs_c32": (G2, {"spec": {"col_lanes": 32}}), "cs_c32_b512": (G2, {"spec": {"col_lanes": 32, "block_dim": 512}}),
+         "cs_c32_b256": (G2, {"spec": {"col_lanes": 32, "block_dim": 256}}),
+         "cs_c16_b256": (G2, {"spec": {"col_lanes": 16, "block_dim": 256}})}
 # R6_SET -> (variants, cold repeats); unset: the first run's VARIANTS, one repeat.
 SETS = {"2": (SET2, 3), "3": (SET3, 3), "4": (SET4, 2), "5": (SET5, 2), "6": (SET6, 2), "7": (SET7, 2),
-        "8": (SET8, 2), "9": (SET9, 3), "10": (SET10, 3)}
+        "8": (SET8, 2), "9": (SET9, 3), "10": (SET10, 3), "11": (SET11, 3)}
 VARIANTS, REPS = SETS.get(os.environ.get("R6_SET", ""), (VARIANTS, 1))
 
 
 def patch(over: dict) -> None:
+    from warp_gemm.core import plan
     from warp_gemm.kernels import gemv, pipelined, skinny
 
+    for k, v in over.get("plan", {}).items():
+        setattr(plan, k, v)
     for k, v in over.get("pipelined", {}).items():
         setattr(pipelined, k, v)
     for k, v in over.get("gemv", {}).items():
@@ -235,7 +251,7 @@ def one(variant: str, case: str, timing: bool) -> dict:
         pl = make_plan(validate(a, b, None, 1.0, 0.0, False, False, out, "matmul"), 1.0, 0.0, False, None, o)
     spec = pl.family_spec
     row = {"variant": variant, "case": case, "err": err, "family": pl.family,
-           "spec": str(getattr(spec, "key", spec))[:200], "stage": list(pl.stage)}
+           "spec": str(getattr(spec, "key", spec))[:200], "stage": list(pl.stage), "peel": list(pl.peel)}
     if not timing:
         return row
     import triton.testing as tt

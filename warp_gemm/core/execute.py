@@ -466,6 +466,9 @@ def _family(plan: Plan, p: Problem, Dk, alpha: float, beta: float, allocate) -> 
         Av, Bv = _staged((Av, Bv), plan.stage, p.in_dtype, dev)
     Cv, c_nb = _c_kernel_view(plan, Dk)
     args = (plan.family_spec, Av, Bv, Cv, Dk, alpha, beta, plan.M, plan.N, p.K, p.batch, Av.shape[0], Bv.shape[0], c_nb)
+    if plan.family == "pipelined" and any(plan.peel):
+        _peeled(plan, p, Av, Bv, Cv, c_nb, Dk, alpha, beta)
+        return
     if plan.family == "pipelined":
         todo = [pipelined.launch_args(*args)]
     elif plan.family == "splitpipe":  # K slices as a batch into the workspace, then the finishing pass
@@ -484,6 +487,50 @@ def _family(plan: Plan, p: Problem, Dk, alpha: float, beta: float, allocate) -> 
         return
     for kernel, dim, inputs, block_dim in todo:
         launches.launch(kernel, dim, inputs, dev, None if block_dim is None else (1 if dev.is_cpu else block_dim))
+
+
+def _slice(v, dim: int, start: int, stop: int):
+    """A view of Warp array ``v`` restricted to ``[start, stop)`` along ``dim`` (same strides)."""
+    if v is None:
+        return None
+    shape = list(v.shape)
+    shape[dim] = stop - start
+    return raw_view(v.ptr + start * v.strides[dim], v.dtype, tuple(shape), tuple(v.strides), v.device)
+
+
+def _peeled(plan: Plan, p: Problem, Av, Bv, Cv, c_nb: int, Dk, alpha: float, beta: float) -> None:
+    """The pipelined kernel over the core ``(M - rows) x (N - cols)`` of the output, then the GEMV family
+    over the peeled last row (``1 x N``: all of B) and column (``(M - rows) x 1``: A's core rows): views of
+    the same (possibly staged) operands, C and D; no copies (core/plan.py ``_peel``)."""
+    from warp_gemm.kernels import gemv, pipelined
+
+    dev = p.A.device
+    (pr, pc), M, N, K = plan.peel, plan.M, plan.N, p.K
+    la, lb = plan.family_spec.layout_a, plan.family_spec.layout_b
+    a_row, b_col = (1 if la == "N" else 2), (2 if lb == "N" else 1)  # A's M dimension, B's N dimension
+    Mc, Nc = M - pr, N - pc
+    a_nb, b_nb = Av.shape[0], Bv.shape[0]
+    Ac, Bc = _slice(Av, a_row, 0, Mc), _slice(Bv, b_col, 0, Nc)
+    Cc = None if Cv is None else _slice(_slice(Cv, 1, 0, Mc), 2, 0, Nc)
+    Dc = _slice(_slice(Dk, 1, 0, Mc), 2, 0, Nc)
+    todo = [(*pipelined.launch_args(plan.family_spec, Ac, Bc, Cc, Dc, alpha, beta, Mc, Nc, K, p.batch, a_nb, b_nb,
+                                    c_nb), True)]
+    row_spec, col_spec = plan.edge_specs
+    if pr:  # the last row of D: A's last row times all of B
+        ws = workspace(dev, *plan.edge_ws[0], "ws_edge_row") if plan.edge_ws[0] else None
+        todo += [(*la_, False) for la_ in gemv.launch_args(
+            row_spec, _slice(Av, a_row, Mc, M), Bv, None if Cv is None else _slice(Cv, 1, Mc, M),
+            _slice(Dk, 1, Mc, M), alpha, beta, 1, N, K, p.batch, a_nb, b_nb, c_nb, workspace=ws)]
+    if pc:  # the last column of D over the core's rows: A's core rows times B's last column
+        ws = workspace(dev, *plan.edge_ws[1], "ws_edge_col") if plan.edge_ws[1] else None
+        todo += [(*la_, False) for la_ in gemv.launch_args(
+            col_spec, Ac, _slice(Bv, b_col, Nc, N), None if Cc is None else _slice(_slice(Cv, 1, 0, Mc), 2, Nc, N),
+            _slice(_slice(Dk, 1, 0, Mc), 2, Nc, N), alpha, beta, Mc, 1, K, p.batch, a_nb, b_nb, c_nb,
+            workspace=ws)]
+    for kernel, dim, inputs, block_dim, tiles in todo:
+        if dev.is_cpu:
+            block_dim = 1 if tiles else None
+        launches.launch(kernel, dim, inputs, dev, block_dim, tiled=tiles)
 
 
 # --- cached workspaces -------------------------------------------------------------------------------------

@@ -30,6 +30,9 @@ class Options:
     pad_on_cpu: bool = False
     smem_pad_on_cpu: bool = False
     edge_clamp_on_cpu: bool = False
+    #: The pipelined family's peeled last row/column (core/plan.py ``_peel``) on the CPU backend: whenever a
+    #: side is one more than a multiple of the CPU twin's tiles (on CUDA a time model decides).
+    peel_on_cpu: bool = False
     #: CPU products: "host" (the BLAS NumPy/torch already have, kernels/host.py) or "tiles" (Warp's tile
     #: kernels on the CPU backend: the GPU kernels' twin, how CI checks the kernel logic).
     cpu_backend: str = "host"

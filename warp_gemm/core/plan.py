@@ -61,6 +61,10 @@ class Plan:
     stage: tuple = (False, False)  # A / B copied into a cached buffer with 16-byte aligned rows first
     activation: str | None = None  # applied to the result (kernels/epilogue.py)
     fused_activation: bool = False  # in the kernel's epilogue; else one elementwise pass after it
+    # --- pipelined: the last row / column peeled off to the GEMV family (:func:`_peel`) ---
+    peel: tuple = (0, 0)  # (rows, columns) peeled: 0 or 1 each; family_spec covers the other M - rows x N - cols
+    edge_specs: tuple = (None, None)  # gemv.GemvSpec of the peeled row (1 x N) and column ((M - rows) x 1)
+    edge_ws: tuple = (None, None)  # their workspaces ((shape, dtype) where K is split, else None)
 
     @property
     def grid(self) -> tuple[int, int, int]:
@@ -163,8 +167,99 @@ def _plan_family(base: Plan, p: Problem, allow_tf32: bool, opts: Options) -> Pla
                             opts.pipe_config)
     if pipelined.smem_bytes(spec) > pipelined.SMEM_LIMIT:
         return None
-    return replace(base, family="pipelined", family_spec=spec, c_into_d=c_into_d, stage=stage,
+    plan = replace(base, family="pipelined", family_spec=spec, c_into_d=c_into_d, stage=stage,
                    fused_activation=base.activation is not None)
+    return _peel(plan, p, la, lb, epi, tf32, opts) or plan
+
+
+# The peel's time model (H100, fp16, one block per SM): a 128-deep K step of a 128x128 block takes ~3.3 us
+# (4096^3: 846 us for 8 waves of 32 steps, runner), a 96x128 block pipelined.NARROW_COST of that; the GEMV
+# family streams its matrix at ~2.5 TB/s (fp16 1x4096x4096 colsum 32 MiB in ~13 us from DRAM), plus ~3 us a
+# launch. A peel is kept where the model says it saves over PEEL_MIN_GAIN of the time.
+PEEL_STEP_S = 3.3e-6
+PEEL_GEMV_BYTES_PER_S = 2.5e12
+PEEL_LAUNCH_S = 3e-6
+PEEL_MIN_GAIN = 0.02
+# Where peeling one side is enough and either would do (4097^3: 33 x 32 = 1056 blocks is 8 waves too), which:
+# "row" (a 1 x N GEMV over B) or "col" (an (M - 1) x 1 GEMV over A).
+PEEL_FIRST = "row"
+
+
+def peel_time(full, core, M: int, N: int, K: int, batch: int, rows: int, cols: int, item: int,
+              sms: int) -> float | None:
+    """The peel's time model (seconds saved are the caller's comparison): pipelined spec ``core`` over (M -
+    rows) x (N - cols) plus the GEMVs of the peeled row (all of B: K x N) and column (A's core rows), in
+    waves of one block per SM -- or None where that does not beat ``full`` over M x N by
+    ``PEEL_MIN_GAIN``. Only the large configuration's tiles (128x128 and 96x128, one block per SM) are
+    modelled; anything else: None."""
+    from warp_gemm.kernels import pipelined
+
+    cost = {(128, 128): 1.0, (96, 128): pipelined.NARROW_COST}
+    if any((s.tm, s.tn) not in cost or s.min_blocks > 1 for s in (full, core)):
+        return None
+
+    def waves(s, m, n):
+        return -(-batch * -(-m // s.tm) * -(-n // s.tn) // sms)
+
+    per_wave = -(-K // 128) * PEEL_STEP_S
+    t_full = waves(full, M, N) * cost[(full.tm, full.tn)] * per_wave
+    edges = (rows * N + cols * (M - rows)) * K * item * batch / PEEL_GEMV_BYTES_PER_S + (rows + cols) * PEEL_LAUNCH_S
+    t = waves(core, M - rows, N - cols) * cost[(core.tm, core.tn)] * per_wave + edges
+    return t if t <= (1 - PEEL_MIN_GAIN) * t_full else None
+
+
+def _peel(plan: Plan, p: Problem, la: str, lb: str, epi: str, tf32: bool, opts: Options) -> Plan | None:
+    """``plan`` with its last output row and/or column peeled off to the GEMV family, or None where that
+    does not pay. A side of ``k * tile + 1`` (4097 with 128-row tiles) costs a whole row (column) of
+    output tiles whose blocks do a full K loop for one useful row: 4097^3 fp16 is 33 x 33 = 1089 blocks,
+    9 waves on 132 SMs, against 8 for the 32 x 32 blocks of the 4096 x 4096 core. The peeled row is a
+    1 x N GEMV over all of B, the column an (M - 1) x 1 GEMV over A (``gemv``'s rowdot/colsum kernels on
+    views of the same, possibly staged, operands), each one launch after the core kernel.
+
+    Where: 16-bit inputs on CUDA whose core and full plans both use the large configuration (128x128 or
+    96x128 tiles, one block per SM), no activation (the GEMVs have no fused epilogue), the GEMV family
+    available for both edges, and the time model (``PEEL_*``) saying the core plus the GEMVs save at
+    least ``PEEL_MIN_GAIN``. On the CPU backend only with ``Options.peel_on_cpu`` (then whenever a side
+    is one more than a multiple of the CPU twin's 32x32 tiles, no model): how CPU CI runs this path."""
+    from warp_gemm.kernels import gemv, pipelined
+
+    dev = p.A.device
+    M, N, K, batch = plan.M, plan.N, p.K, p.batch
+    spec = plan.family_spec
+    if plan.activation is not None or opts.pipe_config is not None or tf32:
+        return None
+    if dev.is_cpu:
+        if not opts.peel_on_cpu:
+            return None
+        pr, pc = int(M > 1 and M % spec.tm == 1), int(N > 1 and N % spec.tn == 1)
+    else:
+        if p.in_dtype not in ("float16", "bfloat16"):
+            return None
+        pr, pc = int(M > 1 and (M - 1) % 32 == 0), int(N > 1 and (N - 1) % 32 == 0)
+    best = None
+    one = [(pr, 0), (0, pc)] if PEEL_FIRST == "row" else [(0, pc), (pr, 0)]
+    for r, c in dict.fromkeys([(pr, pc)] + one):  # both sides, or one (the model picks; ties: the first)
+        if not (r or c):
+            continue
+        core = choose_pipe_spec(dev, p.in_dtype, p.out_dtype, tf32, la + lb, epi, M - r, N - c, K, batch)
+        if pipelined.smem_bytes(core) > pipelined.SMEM_LIMIT:
+            continue
+        if dev.is_cpu:
+            best = (r, c, core) if best is None or r + c > best[0] + best[1] else best
+            continue
+        t = peel_time(spec, core, M, N, K, batch, r, c, ITEM_BYTES[p.in_dtype], _compat.sm_count(dev))
+        if t is not None and (best is None or t < best[3]):
+            best = (r, c, core, t)
+    if best is None:
+        return None
+    pr, pc, core = best[:3]
+    row = gemv.choose_spec(dev, p.in_dtype, la, lb, 1, N, K, batch, p.out_dtype, epi) if pr else None
+    col = gemv.choose_spec(dev, p.in_dtype, la, lb, M - pr, 1, K, batch, p.out_dtype, epi) if pc else None
+    if (pr and row is None) or (pc and col is None):
+        return None
+    ws = (gemv.workspace_shape(row, 1, N, K, batch) if pr else None,
+          gemv.workspace_shape(col, M - pr, 1, K, batch) if pc else None)
+    return replace(plan, family_spec=core, peel=(pr, pc), edge_specs=(row, col), edge_ws=ws)
 
 
 def choose_pipe_spec(dev, in_dtype: str, out_dtype: str, tf32: bool, layout: str, epilogue: str, M: int, N: int,
