@@ -218,8 +218,11 @@ def _peel(plan: Plan, p: Problem, la: str, lb: str, epi: str, tf32: bool, opts: 
 
     Where: 16-bit inputs on CUDA whose core and full plans both use the large configuration (128x128 or
     96x128 tiles, one block per SM), no activation (the GEMVs have no fused epilogue), the GEMV family
-    available for both edges, and the time model (``PEEL_*``) saying the core plus the GEMVs save at
-    least ``PEEL_MIN_GAIN``. On the CPU backend only with ``Options.peel_on_cpu`` (then whenever a side
+    available for the edges, each edge's vector contiguous (the row where A is stored (M, K), the column
+    where B is stored (N, K)), and the time model (``PEEL_*``) saying the core plus the GEMVs save at
+    least ``PEEL_MIN_GAIN``. H100, fp16 (cold L2, cuBLAS in the same run; benchmarks/results/round8/):
+    4097^3 1025.6 -> 943.8 us (0.99 -> 1.07x cuBLAS), bf16 4097^3 with B stored (N, K) 978.9 -> 892.7
+    (1.20 -> 1.32x), 8193x4097x4096 1814.5 -> 1724.8 (1.13 -> 1.19x). On the CPU backend only with ``Options.peel_on_cpu`` (then whenever a side
     is one more than a multiple of the CPU twin's 32x32 tiles, no model): how CPU CI runs this path."""
     from warp_gemm.kernels import gemv, pipelined
 
@@ -235,7 +238,12 @@ def _peel(plan: Plan, p: Problem, la: str, lb: str, epi: str, tf32: bool, opts: 
     else:
         if p.in_dtype not in ("float16", "bfloat16"):
             return None
-        pr, pc = int(M > 1 and (M - 1) % 32 == 0), int(N > 1 and (N - 1) % 32 == 0)
+        # Only edges whose vector operand is contiguous: the row's (A's last row: layout N) and the column's
+        # (B's last column: B stored (N, K), layout T). A strided vector costs the GEMV a scalar load per
+        # element per output: peeling 4097^3 NN's column took 998 us against 944 for its row (H100,
+        # benchmarks/results/round8/r11p.txt).
+        pr = int(la == "N" and M > 1 and (M - 1) % 32 == 0)
+        pc = int(lb == "T" and N > 1 and (N - 1) % 32 == 0)
     best = None
     one = [(pr, 0), (0, pc)] if PEEL_FIRST == "row" else [(0, pc), (pr, 0)]
     for r, c in dict.fromkeys([(pr, pc)] + one):  # both sides, or one (the model picks; ties: the first)
