@@ -1,6 +1,6 @@
-"""The pipelined family's peeled edge (core/plan.py ``_peel``): a side of ``k * tile + 1`` runs as the
-pipelined kernel over the core plus a GEMV over the last row or column, on views of the same (possibly
-staged) operands. The time model's decisions (pure arithmetic), the whole call path on the CPU backend
+"""The pipelined family's peeled edges (core/plan.py ``_peel``): a side a little over a multiple of the
+tile runs as the pipelined kernel over the core plus the GEMV (one wide) or skinny family over the last
+rows or columns, on views of the same (possibly staged) operands. The time model's decisions (pure arithmetic), the whole call path on the CPU backend
 (``Options.peel_on_cpu``: the CPU twin's 32x32 tiles) against float64 with NaN-prefilled outputs, and on
 CUDA a shape the model peels."""
 
@@ -33,6 +33,9 @@ def _spec(M, N, K):
     (2049, 2049, 64, 1, 1, False),  # one K step: the GEMVs' launches cost more than the wave saved
     (4097, 4096, 4096, 1, 0, False),  # 33 x 32 = 1056 blocks is 8 waves already
     (1025, 1025, 1025, 1, 1, False),  # the small-problem configuration (128x64): not modelled
+    (4099, 4099, 4099, 3, 0, True),  # three rows (skinny): 8 waves against 9
+    (4104, 4104, 4104, 0, 8, True),
+    (2051, 2051, 1024, 3, 3, False),
 ])
 def test_peel_time_model(M, N, K, rows, cols, pays):
     t = plan_mod.peel_time(_spec(M, N, K), _spec(M - rows, N - cols, K), M, N, K, 1, rows, cols, 2, 132)
@@ -45,12 +48,14 @@ def test_peel_model_prefers_one_gemv_at_4097():
     assert t1 < t2
 
 
-# (M, N, K, batch, expected (rows, cols) peeled): CPU twin tiles are 32x32
+# (M, N, K, batch, expected (rows, cols) peeled): CPU twin tiles are 32x32; one wide: the GEMV family, else skinny
 CASES = {
     "both": (65, 33, 40, 2, (1, 1)),
     "rows": (33, 48, 40, 0, (1, 0)),
-    "cols": (40, 97, 24, 3, (0, 1)),
+    "cols": (48, 97, 24, 3, (0, 1)),
     "both-odd-k": (33, 65, 37, 2, (1, 1)),  # K odd: A and B staged to 16-byte rows first
+    "wide": (36, 69, 40, 2, (4, 5)),
+    "wide-odd-k": (40, 34, 37, 0, (8, 2)),
 }
 
 
@@ -106,6 +111,8 @@ def test_no_peel_with_a_fused_activation(rng, planned):
     ("bfloat16", "tt", 4097, 4097, 1601, (0, 1)),  # the column (B stored (N, K))
     ("float16", "nt", 2049, 2049, 1024, (1, 1)),  # both: 128x128 core, 2 waves, against 3 of 96x128 tiles
     ("float16", "tn", 4097, 4097, 1601, (0, 0)),  # both vectors strided: not peeled
+    ("float16", "nn", 4099, 4099, 1601, (3, 0)),  # three rows: the skinny family
+    ("bfloat16", "nt", 4104, 4104, 1024, (8, 0)),  # 16-byte rows (not staged), eight rows
 ], ids=str)
 def test_peeled_on_cuda(dtype, layout, M, N, K, want, rng, planned):
     """On CUDA the time model peels these (H100's 132 SMs; another GPU may differ: then only correctness

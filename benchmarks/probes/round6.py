@@ -58,6 +58,10 @@ CASES = {
     "odd_2049": (1, 2049, 2049, 2049, "float16", "N"),
     "odd_2049_T": (1, 2049, 2049, 2049, "float16", "T"),
     "odd_4097_T": (1, 4097, 4097, 4097, "float16", "T"),
+    "odd_4099": (1, 4099, 4099, 4099, "float16", "N"),
+    "odd_4100": (1, 4100, 4100, 4100, "float16", "N"),
+    "odd_4103": (1, 4103, 4103, 4103, "float16", "N"),
+    "odd_4104": (1, 4104, 4104, 4104, "float16", "N"),
     "odd_8193x4097": (1, 8193, 4097, 4096, "float16", "N"),
     "sq_4096": (1, 4096, 4096, 4096, "float16", "N"),
     "b1024_32": (1024, 32, 32, 32, "float16", "N"),
@@ -185,10 +189,11 @@ SET11 = {"default": (P11 + ["sq_4096"] + G2, {}), "peel_col": (P11, {"plan": {"P
          "cs_c32": (G2, {"spec": {"col_lanes": 32}}), "cs_c32_b512": (G2, {"spec": {"col_lanes": 32, "block_dim": 512}}),
          "cs_c32_b256": (G2, {"spec": {"col_lanes": 32, "block_dim": 256}}),
          "cs_c16_b256": (G2, {"spec": {"col_lanes": 16, "block_dim": 256}})}
-# Twelfth run (R6_SET=12): after peeling only edges whose vector is contiguous -- B stored (N, K) lets both
-# sides peel (2049^3: both, 4097^3: one).
-P12 = ["odd_2049_T", "odd_4097_T", "odd_2049", "odd_4097"]
-SET12 = {"default": (P12, {}), "nopeel": (P12, {"plan": {"PEEL_MIN_GAIN": 1.0}})}
+# Twelfth run (R6_SET=12): after peeling only one-wide edges whose vector is contiguous (B stored (N, K) lets
+# both sides peel: 2049^3 both, 4097^3 one) and edges of 2..8 by the skinny family (4099-4104).
+P12 = ["odd_2049_T", "odd_4097_T", "odd_4099", "odd_4100", "odd_4103", "odd_4104"]
+SET12 = {"default": (P12, {}), "nopeel": (P12, {"plan": {"PEEL_MIN_GAIN": 1.0}}),
+         "peel_col": (["odd_4099", "odd_4104"], {"plan": {"PEEL_FIRST": "col"}})}
 # R6_SET -> (variants, cold repeats); unset: the first run's VARIANTS, one repeat.
 SETS = {"2": (SET2, 3), "3": (SET3, 3), "4": (SET4, 2), "5": (SET5, 2), "6": (SET6, 2), "7": (SET7, 2),
         "8": (SET8, 2), "9": (SET9, 3), "10": (SET10, 3), "11": (SET11, 3), "12": (SET12, 3)}

@@ -499,9 +499,11 @@ def _slice(v, dim: int, start: int, stop: int):
 
 
 def _peeled(plan: Plan, p: Problem, Av, Bv, Cv, c_nb: int, Dk, alpha: float, beta: float) -> None:
-    """The pipelined kernel over the core ``(M - rows) x (N - cols)`` of the output, then the GEMV family
-    over the peeled last row (``1 x N``: all of B) and column (``(M - rows) x 1``: A's core rows): views of
-    the same (possibly staged) operands, C and D; no copies (core/plan.py ``_peel``)."""
+    """The pipelined kernel over the core ``(M - rows) x (N - cols)`` of the output, then the peeled last
+    ``rows`` rows (``rows x N``: all of B) and ``cols`` columns (``(M - rows) x cols``: A's core rows) by the
+    GEMV family (one wide) or the skinny family: views of the same (possibly staged) operands, C and D; no
+    copies (core/plan.py ``_peel``)."""
+    from warp_gemm.core.plan import _edge_family
     from warp_gemm.kernels import gemv, pipelined
 
     dev = p.A.device
@@ -511,25 +513,25 @@ def _peeled(plan: Plan, p: Problem, Av, Bv, Cv, c_nb: int, Dk, alpha: float, bet
     Mc, Nc = M - pr, N - pc
     a_nb, b_nb = Av.shape[0], Bv.shape[0]
     Ac, Bc = _slice(Av, a_row, 0, Mc), _slice(Bv, b_col, 0, Nc)
-    Cc = None if Cv is None else _slice(_slice(Cv, 1, 0, Mc), 2, 0, Nc)
-    Dc = _slice(_slice(Dk, 1, 0, Mc), 2, 0, Nc)
-    todo = [(*pipelined.launch_args(plan.family_spec, Ac, Bc, Cc, Dc, alpha, beta, Mc, Nc, K, p.batch, a_nb, b_nb,
-                                    c_nb), True)]
-    row_spec, col_spec = plan.edge_specs
-    if pr:  # the last row of D: A's last row times all of B
-        ws = workspace(dev, *plan.edge_ws[0], "ws_edge_row") if plan.edge_ws[0] else None
-        todo += [(*la_, False) for la_ in gemv.launch_args(
-            row_spec, _slice(Av, a_row, Mc, M), Bv, None if Cv is None else _slice(Cv, 1, Mc, M),
-            _slice(Dk, 1, Mc, M), alpha, beta, 1, N, K, p.batch, a_nb, b_nb, c_nb, workspace=ws)]
-    if pc:  # the last column of D over the core's rows: A's core rows times B's last column
-        ws = workspace(dev, *plan.edge_ws[1], "ws_edge_col") if plan.edge_ws[1] else None
-        todo += [(*la_, False) for la_ in gemv.launch_args(
-            col_spec, Ac, _slice(Bv, b_col, Nc, N), None if Cc is None else _slice(_slice(Cv, 1, 0, Mc), 2, Nc, N),
-            _slice(_slice(Dk, 1, 0, Mc), 2, Nc, N), alpha, beta, Mc, 1, K, p.batch, a_nb, b_nb, c_nb,
+
+    def out_part(X, r0, r1, c0, c1):
+        return None if X is None else _slice(_slice(X, 1, r0, r1), 2, c0, c1)
+
+    todo = [(*pipelined.launch_args(plan.family_spec, Ac, Bc, out_part(Cv, 0, Mc, 0, Nc), out_part(Dk, 0, Mc, 0, Nc),
+                                    alpha, beta, Mc, Nc, K, p.batch, a_nb, b_nb, c_nb), True)]
+    edges = (("row", pr, _slice(Av, a_row, Mc, M), Bv, (Mc, M, 0, N), pr, N),  # A's last rows times all of B
+             ("col", pc, Ac, _slice(Bv, b_col, Nc, N), (0, Mc, Nc, N), Mc, pc))  # A's core rows times B's last cols
+    for (name, width, Ae, Be, box, m, n), spec, ws_shape in zip(edges, plan.edge_specs, plan.edge_ws):
+        if not width:
+            continue
+        fam = _edge_family(width)
+        ws = workspace(dev, *ws_shape, f"ws_edge_{name}") if ws_shape else None
+        todo += [(*args, fam is not gemv) for args in fam.launch_args(
+            spec, Ae, Be, out_part(Cv, *box), out_part(Dk, *box), alpha, beta, m, n, K, p.batch, a_nb, b_nb, c_nb,
             workspace=ws)]
     for kernel, dim, inputs, block_dim, tiles in todo:
         if dev.is_cpu:
-            block_dim = 1 if tiles else None
+            block_dim = 1 if tiles and block_dim is not None else None
         launches.launch(kernel, dim, inputs, dev, block_dim, tiled=tiles)
 
 

@@ -62,8 +62,8 @@ class Plan:
     activation: str | None = None  # applied to the result (kernels/epilogue.py)
     fused_activation: bool = False  # in the kernel's epilogue; else one elementwise pass after it
     # --- pipelined: the last row / column peeled off to the GEMV family (:func:`_peel`) ---
-    peel: tuple = (0, 0)  # (rows, columns) peeled: 0 or 1 each; family_spec covers the other M - rows x N - cols
-    edge_specs: tuple = (None, None)  # gemv.GemvSpec of the peeled row (1 x N) and column ((M - rows) x 1)
+    peel: tuple = (0, 0)  # (rows, columns) peeled, 0..PEEL_MAX each; family_spec covers (M - rows) x (N - cols)
+    edge_specs: tuple = (None, None)  # the peeled rows' (rows x N) and columns' spec: gemv one wide, else skinny
     edge_ws: tuple = (None, None)  # their workspaces ((shape, dtype) where K is split, else None)
 
     @property
@@ -183,13 +183,18 @@ PEEL_MIN_GAIN = 0.02
 # Where peeling one side is enough and either would do (4097^3: 33 x 32 = 1056 blocks is 8 waves too), which:
 # "row" (a 1 x N GEMV over B) or "col" (an (M - 1) x 1 GEMV over A).
 PEEL_FIRST = "row"
+# Widest edge peeled (rows or columns past the core's last multiple of 32): 1 the GEMV family, 2..8 skinny.
+PEEL_MAX = 8
+# The skinny family streams its big operand slower than the GEMV family (fp16 4x8192x8192 64.9 us by graph
+# replay: ~2 TB/s, round 2): its edges count at this rate.
+PEEL_SKINNY_BYTES_PER_S = 1.5e12
 
 
 def peel_time(full, core, M: int, N: int, K: int, batch: int, rows: int, cols: int, item: int,
               sms: int) -> float | None:
-    """The peel's time model (seconds saved are the caller's comparison): pipelined spec ``core`` over (M -
-    rows) x (N - cols) plus the GEMVs of the peeled row (all of B: K x N) and column (A's core rows), in
-    waves of one block per SM -- or None where that does not beat ``full`` over M x N by
+    """The peel's time model (seconds): pipelined spec ``core`` over (M - rows) x (N - cols), in waves of one
+    block per SM, plus the edges (the peeled rows stream all of B, K x N; the columns A's core rows) at
+    the GEMV or skinny family's rate -- or None where that does not beat ``full`` over M x N by
     ``PEEL_MIN_GAIN``. Only the large configuration's tiles (128x128 and 96x128, one block per SM) are
     modelled; anything else: None."""
     from warp_gemm.kernels import pipelined
@@ -203,27 +208,48 @@ def peel_time(full, core, M: int, N: int, K: int, batch: int, rows: int, cols: i
 
     per_wave = -(-K // 128) * PEEL_STEP_S
     t_full = waves(full, M, N) * cost[(full.tm, full.tn)] * per_wave
-    edges = (rows * N + cols * (M - rows)) * K * item * batch / PEEL_GEMV_BYTES_PER_S + (rows + cols) * PEEL_LAUNCH_S
+    def edge(width, big):  # seconds for one edge: stream its big operand (big x K) once, plus launches
+        if not width:
+            return 0.0
+        rate, launches = (PEEL_GEMV_BYTES_PER_S, 1) if width == 1 else (PEEL_SKINNY_BYTES_PER_S, 2)
+        return big * K * item * batch / rate + launches * PEEL_LAUNCH_S
+
+    edges = edge(rows, N) + edge(cols, M - rows)
     t = waves(core, M - rows, N - cols) * cost[(core.tm, core.tn)] * per_wave + edges
     return t if t <= (1 - PEEL_MIN_GAIN) * t_full else None
 
 
+def _edge_family(width: int):
+    """The module that computes a peeled edge of ``width`` rows/columns: the GEMV family for 1, else skinny."""
+    from warp_gemm.kernels import gemv, skinny
+
+    return gemv if width == 1 else skinny
+
+
+def _edge_spec(dev, p: Problem, la: str, lb: str, M: int, N: int, K: int, epi: str):
+    if min(M, N) == 1:
+        return _edge_family(1).choose_spec(dev, p.in_dtype, la, lb, M, N, K, p.batch, p.out_dtype, epi)
+    return _edge_family(2).choose_spec(dev, p.in_dtype, la, lb, M, N, K, p.batch, p.out_dtype, epi, max_side=PEEL_MAX)
+
+
 def _peel(plan: Plan, p: Problem, la: str, lb: str, epi: str, tf32: bool, opts: Options) -> Plan | None:
-    """``plan`` with its last output row and/or column peeled off to the GEMV family, or None where that
-    does not pay. A side of ``k * tile + 1`` (4097 with 128-row tiles) costs a whole row (column) of
-    output tiles whose blocks do a full K loop for one useful row: 4097^3 fp16 is 33 x 33 = 1089 blocks,
-    9 waves on 132 SMs, against 8 for the 32 x 32 blocks of the 4096 x 4096 core. The peeled row is a
-    1 x N GEMV over all of B, the column an (M - 1) x 1 GEMV over A (``gemv``'s rowdot/colsum kernels on
-    views of the same, possibly staged, operands), each one launch after the core kernel.
+    """``plan`` with its last output rows and/or columns peeled off, or None where that does not pay. A
+    side a little over a multiple of the tile (4097 with 128-row tiles) costs a whole row (column) of
+    output tiles whose blocks do a full K loop for a few useful rows: 4097^3 fp16 is 33 x 33 = 1089
+    blocks, 9 waves on 132 SMs, against 8 for the 32 x 33 blocks of a 4096 x 4097 core. The peeled rows
+    are a ``rows x N`` product over all of B, the columns an ``(M - rows) x cols`` product over A's core
+    rows: the GEMV family where one wide (rowdot/colsum), else the skinny family (up to ``PEEL_MAX``), on
+    views of the same (possibly staged) operands, launched after the core kernel.
 
     Where: 16-bit inputs on CUDA whose core and full plans both use the large configuration (128x128 or
-    96x128 tiles, one block per SM), no activation (the GEMVs have no fused epilogue), the GEMV family
-    available for the edges, each edge's vector contiguous (the row where A is stored (M, K), the column
-    where B is stored (N, K)), and the time model (``PEEL_*``) saying the core plus the GEMVs save at
-    least ``PEEL_MIN_GAIN``. H100, fp16 (cold L2, cuBLAS in the same run; benchmarks/results/round8/):
+    96x128 tiles, one block per SM), no activation (the edge kernels have no fused one), the edge families
+    available, a one-wide edge's vector contiguous (the row where A is stored (M, K), the column where B
+    is stored (N, K)), and the time model (:func:`peel_time`) saying the core plus the edges save at least
+    ``PEEL_MIN_GAIN``. H100, fp16 (cold L2, cuBLAS in the same run; benchmarks/results/round8/):
     4097^3 1025.6 -> 943.8 us (0.99 -> 1.07x cuBLAS), bf16 4097^3 with B stored (N, K) 978.9 -> 892.7
-    (1.20 -> 1.32x), 8193x4097x4096 1814.5 -> 1724.8 (1.13 -> 1.19x). On the CPU backend only with ``Options.peel_on_cpu`` (then whenever a side
-    is one more than a multiple of the CPU twin's 32x32 tiles, no model): how CPU CI runs this path."""
+    (1.20 -> 1.32x), 8193x4097x4096 1814.5 -> 1724.8 (1.13 -> 1.19x). On the CPU backend only with
+    ``Options.peel_on_cpu`` (then every edge of 1..PEEL_MAX past the CPU twin's 32x32 tiles, no model):
+    how CPU CI runs this path."""
     from warp_gemm.kernels import gemv, pipelined
 
     dev = p.A.device
@@ -234,16 +260,21 @@ def _peel(plan: Plan, p: Problem, la: str, lb: str, epi: str, tf32: bool, opts: 
     if dev.is_cpu:
         if not opts.peel_on_cpu:
             return None
-        pr, pc = int(M > 1 and M % spec.tm == 1), int(N > 1 and N % spec.tn == 1)
+        pr, pc = M % spec.tm, N % spec.tn
     else:
         if p.in_dtype not in ("float16", "bfloat16"):
             return None
-        # Only edges whose vector operand is contiguous: the row's (A's last row: layout N) and the column's
-        # (B's last column: B stored (N, K), layout T). A strided vector costs the GEMV a scalar load per
-        # element per output: peeling 4097^3 NN's column took 998 us against 944 for its row (H100,
-        # benchmarks/results/round8/r11p.txt).
-        pr = int(la == "N" and M > 1 and (M - 1) % 32 == 0)
-        pc = int(lb == "T" and N > 1 and (N - 1) % 32 == 0)
+        pr, pc = M % 32, N % 32
+        # A one-wide edge is a GEMV: only where its vector operand is contiguous (the row's: A's last row,
+        # layout N; the column's: B's last column, B stored (N, K), layout T). A strided vector costs the
+        # GEMV a scalar load per element per output: peeling 4097^3 NN's column took 998 us against 944
+        # for its row (H100, benchmarks/results/round8/r11p.txt). Wider edges go to the skinny family.
+        pr = 0 if pr == 1 and la != "N" else pr
+        pc = 0 if pc == 1 and lb != "T" else pc
+    pr = pr if 0 < pr <= PEEL_MAX and M > pr else 0
+    pc = pc if 0 < pc <= PEEL_MAX and N > pc else 0
+    if not (pr or pc):
+        return None
     best = None
     one = [(pr, 0), (0, pc)] if PEEL_FIRST == "row" else [(0, pc), (pr, 0)]
     for r, c in dict.fromkeys([(pr, pc)] + one):  # both sides, or one (the model picks; ties: the first)
@@ -261,12 +292,12 @@ def _peel(plan: Plan, p: Problem, la: str, lb: str, epi: str, tf32: bool, opts: 
     if best is None:
         return None
     pr, pc, core = best[:3]
-    row = gemv.choose_spec(dev, p.in_dtype, la, lb, 1, N, K, batch, p.out_dtype, epi) if pr else None
-    col = gemv.choose_spec(dev, p.in_dtype, la, lb, M - pr, 1, K, batch, p.out_dtype, epi) if pc else None
+    row = _edge_spec(dev, p, la, lb, pr, N, K, epi) if pr else None
+    col = _edge_spec(dev, p, la, lb, M - pr, pc, K, epi) if pc else None
     if (pr and row is None) or (pc and col is None):
         return None
-    ws = (gemv.workspace_shape(row, 1, N, K, batch) if pr else None,
-          gemv.workspace_shape(col, M - pr, 1, K, batch) if pc else None)
+    ws = (_edge_family(pr).workspace_shape(row, pr, N, K, batch) if pr else None,
+          _edge_family(pc).workspace_shape(col, M - pr, pc, K, batch) if pc else None)
     return replace(plan, family_spec=core, peel=(pr, pc), edge_specs=(row, col), edge_ws=ws)
 
 

@@ -119,24 +119,26 @@ _RULES: dict = {
     1: (128, 64, 128, 528),
     2: (128, 64, 128, 528),
     4: (128, 128, 128, 528),
+    8: (128, 128, 128, 528),  # only for the pipelined family's peeled edges (core/plan.py _peel): max_side=8
 }
 
 
 def choose_spec(device, dtype: str, layout_a: str, layout_b: str, M: int, N: int, K: int, batch: int,
-                out_dtype: str, epilogue: str):
+                out_dtype: str, epilogue: str, max_side: int = _SCALAR_MAX):
     """The spec for this problem, or None where the family does not apply: the smaller output side
     over 4 (see ``split_pipe_config`` for 5..16), an epilogue other than scale/axpby, or a Warp without
     ``tile_astype`` or tile parameters in functions (1.7). Where M <= N the kernel streams B (tiles
     ``side x 128``), else A (``128 x side``).
     For batched products with both sides <= 32 prefer kernels/small.py. float32/float64/bfloat16 take
-    the fp16 rules (not measured separately)."""
+    the fp16 rules (not measured separately). ``max_side`` 8: also sides 5..8 (scalar 8-row tiles), for
+    the pipelined family's peeled edges."""
     if epilogue not in ("scale", "axpby") or layout_a not in ("N", "T") or layout_b not in ("N", "T"):
         return None
     if dtype not in WP_DTYPES or out_dtype not in WP_DTYPES or not _compat.HAS_TILE_ASTYPE:
         return None
     if not _compat.HAS_TILE_FUNC_ARGS:  # the epilogue is kernels.common.epilogue_store
         return None
-    if min(M, N) > _SCALAR_MAX or min(M, N, batch) < 1:
+    if min(M, N) > min(max_side, max(_RULES)) or min(M, N, batch) < 1:
         return None
     side = _pow2_at_least(min(M, N))
     big, tk, block_dim, target = _RULES[side]
