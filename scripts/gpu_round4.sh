@@ -49,12 +49,20 @@ probe5b)  # grids under half the SMs (small_waves SW_SET=4)
   cat "$out/sw4.txt"
   ;;
 suite)
-  case "${2:-A}" in A) sh=$(seq 0 15);; B) sh=$(seq 16 31);; *) sh=$2;; esac
+  # B23: B without shard 23 (test_tile_func + test_grad, ~41 cold compiles: over 575 s in round 7)
+  case "${2:-A}" in A) sh=$(seq 0 15);; B) sh=$(seq 16 31);; B23) sh="$(seq 16 22) $(seq 24 31)";; *) sh=$2;; esac
   GPU_TEST_LOGS=/tmp/suite GPU_SHARDS="$sh" GPU_TEST_JOBS=16 timeout "${SUITE_S:-540}" bash scripts/gpu_tests.sh 32 \
     > "$out/suite_$2.txt" 2>&1
   echo "suite exit $?"; grep -h "^shard\|^GPU total\|^FAILED\|^ERROR" "$out/suite_$2.txt" | tail -n 40
   for i in $sh; do f=/tmp/suite/gpu_shard_$i.log; echo "== $i: $(tail -n 1 "$f")"; grep -h "^E  " "$f" | head -4; done \
     > "$out/suite_$2_summary.txt"
   tar czf "$out/suite_$2.tgz" -C /tmp suite
+  ;;
+split)  # one shard as 4 processes (WARP_GEMM_SUBSHARD): bash scripts/gpu_round4.sh split 23
+  for j in 0 1 2 3; do
+    WARP_GEMM_SHARD="$2/32" WARP_GEMM_SUBSHARD="$j/4" timeout "${SUITE_S:-540}" python3 -m pytest -q -p no:cacheprovider \
+      -m gpu tests > "$out/suite_shard$2_s$j.txt" 2>&1 &
+  done
+  wait; for j in 0 1 2 3; do echo "sub $j: $(tail -n 1 "$out/suite_shard$2_s$j.txt")"; grep -h "^FAILED\|^ERROR" "$out/suite_shard$2_s$j.txt"; done
   ;;
 esac

@@ -112,7 +112,7 @@ def test_no_peel_with_a_fused_activation(rng, planned):
     ("float16", "nt", 2049, 2049, 1024, (1, 1)),  # both: 128x128 core, 2 waves, against 3 of 96x128 tiles
     ("float16", "tn", 4097, 4097, 1601, (0, 0)),  # both vectors strided: not peeled
     ("float16", "nn", 4099, 4099, 1601, (3, 0)),  # three rows: the skinny family
-    ("bfloat16", "nt", 4104, 4104, 1024, (8, 0)),  # 16-byte rows (not staged), eight rows
+    ("bfloat16", "nt", 4104, 4104, 4104, (8, 0)),  # 16-byte rows (not staged), eight rows
 ], ids=str)
 def test_peeled_on_cuda(dtype, layout, M, N, K, want, rng, planned):
     """On CUDA the time model peels these (H100's 132 SMs; another GPU may differ: then only correctness

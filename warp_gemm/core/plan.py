@@ -185,9 +185,9 @@ PEEL_MIN_GAIN = 0.02
 PEEL_FIRST = "row"
 # Widest edge peeled (rows or columns past the core's last multiple of 32): 1 the GEMV family, 2..8 skinny.
 PEEL_MAX = 8
-# The skinny family streams its big operand slower than the GEMV family (fp16 4x8192x8192 64.9 us by graph
-# replay: ~2 TB/s, round 2): its edges count at this rate.
-PEEL_SKINNY_BYTES_PER_S = 1.5e12
+# The skinny family's edges stream their big operand far slower than a GEMV: fp16 4099^3's three peeled rows
+# and 4104^3's eight took ~70 us over 32 MiB of B (H100, benchmarks/results/round8/r12p.txt): ~0.5 TB/s.
+PEEL_SKINNY_BYTES_PER_S = 0.5e12
 
 
 def peel_time(full, core, M: int, N: int, K: int, batch: int, rows: int, cols: int, item: int,
@@ -247,7 +247,9 @@ def _peel(plan: Plan, p: Problem, la: str, lb: str, epi: str, tf32: bool, opts: 
     is stored (N, K)), and the time model (:func:`peel_time`) saying the core plus the edges save at least
     ``PEEL_MIN_GAIN``. H100, fp16 (cold L2, cuBLAS in the same run; benchmarks/results/round8/):
     4097^3 1025.6 -> 943.8 us (0.99 -> 1.07x cuBLAS), bf16 4097^3 with B stored (N, K) 978.9 -> 892.7
-    (1.20 -> 1.32x), 8193x4097x4096 1814.5 -> 1724.8 (1.13 -> 1.19x). On the CPU backend only with
+    (1.20 -> 1.32x), 8193x4097x4096 1814.5 -> 1724.8 (1.13 -> 1.19x); 2049^3 with B stored (N, K), both
+    sides, 182.6 -> 156.2 (1.04 -> 1.22x); skinny edges: 4099^3 1029.9 -> 999.1 (0.99 -> 1.02x), 4103^3
+    1028.6 -> 1007.9. On the CPU backend only with
     ``Options.peel_on_cpu`` (then every edge of 1..PEEL_MAX past the CPU twin's 32x32 tiles, no model):
     how CPU CI runs this path."""
     from warp_gemm.kernels import gemv, pipelined
