@@ -103,8 +103,9 @@ def _plan_family(base: Plan, p: Problem, allow_tf32: bool, opts: Options) -> Pla
     K <= 128, >= 256 entries, aligned rows -> pipelined (32x32 tiles); other batched products whose
     outputs are at most 32x32 -> small; a smaller output side of exactly 1 -> gemv; one output side at
     most 16 -> splitpipe or skinny; else the pipelined family where its copies can be asynchronous
-    (rows 4-, 8- or 16-byte aligned) and there are enough 128x128 output tiles to fill the GPU; the rest
-    (tiny, 2-byte-aligned rows, strided operands, old Warp) -> tiled."""
+    (rows 4-, 8- or 16-byte aligned) and there are enough 128x128 output tiles to fill the GPU, its last
+    1-8 rows or columns peeled off to the GEMV or skinny family where that saves a wave (:func:`_peel`);
+    the rest (tiny, 2-byte-aligned rows, strided operands, old Warp) -> tiled."""
     from warp_gemm.kernels import gemv, pipelined, skinny, small
 
     dev = p.A.device
