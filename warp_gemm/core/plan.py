@@ -209,6 +209,7 @@ def peel_time(full, core, M: int, N: int, K: int, batch: int, rows: int, cols: i
 
     per_wave = -(-K // 128) * PEEL_STEP_S
     t_full = waves(full, M, N) * cost[(full.tm, full.tn)] * per_wave
+
     def edge(width, big):  # seconds for one edge: stream its big operand (big x K) once, plus launches
         if not width:
             return 0.0
@@ -250,10 +251,9 @@ def _peel(plan: Plan, p: Problem, la: str, lb: str, epi: str, tf32: bool, opts: 
     4097^3 1025.6 -> 943.8 us (0.99 -> 1.07x cuBLAS), bf16 4097^3 with B stored (N, K) 978.9 -> 892.7
     (1.20 -> 1.32x), 8193x4097x4096 1814.5 -> 1724.8 (1.13 -> 1.19x); 2049^3 with B stored (N, K), both
     sides, 182.6 -> 156.2 (1.04 -> 1.22x); skinny edges: 4099^3 1029.9 -> 999.1 (0.99 -> 1.02x), 4103^3
-    1028.6 -> 1007.9. On the CPU backend only with
-    ``Options.peel_on_cpu`` (then every edge of 1..PEEL_MAX past the CPU twin's 32x32 tiles, no model):
-    how CPU CI runs this path."""
-    from warp_gemm.kernels import gemv, pipelined
+    1028.6 -> 1007.9. On the CPU backend only with ``Options.peel_on_cpu`` (then every edge of
+    1..PEEL_MAX past the CPU twin's 32x32 tiles, no model): how CPU CI runs this path."""
+    from warp_gemm.kernels import pipelined
 
     dev = p.A.device
     M, N, K, batch = plan.M, plan.N, p.K, p.batch
