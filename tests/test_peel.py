@@ -20,6 +20,15 @@ pytestmark = pytest.mark.skipif(not pipelined.has_native_tile_args(),
                                 reason="the pipelined family needs Warp 1.19-class tiles")
 
 
+def _stored(a, b, layout: str, dtype: str, device: str):
+    """A and B as Warp arrays stored for ``layout`` ("nn", "tn", ...: a "t" stores the transpose), and the
+    gemm's trans_a / trans_b."""
+    ta, tb = layout[0] == "t", layout[1] == "t"
+    A = make(np.ascontiguousarray(np.swapaxes(a, -1, -2)) if ta else a, dtype, "warp", device)
+    B = make(np.ascontiguousarray(np.swapaxes(b, -1, -2)) if tb else b, dtype, "warp", device)
+    return A, B, ta, tb
+
+
 def _spec(M, N, K):
     return pipelined.default_spec("float16", M=M, N=N, K=K)
 
@@ -70,9 +79,7 @@ def test_peeled_through_the_api(case, dtype, layout, bias, rng, planned):
     a, b = random_operands(M, N, K, dtype, rng, batch=batch)
     if batch:
         b = b[:1]  # B broadcasts over the batch
-    ta, tb = layout[0] == "t", layout[1] == "t"
-    A = make(np.ascontiguousarray(np.swapaxes(a, -1, -2)) if ta else a, dtype, "warp", "cpu")
-    B = make(np.ascontiguousarray(np.swapaxes(b, -1, -2)) if tb else b, dtype, "warp", "cpu")
+    A, B, ta, tb = _stored(a, b, layout, dtype, "cpu")
     out = nan_like("warp", (batch, M, N) if batch else (M, N), dtype, "cpu")
     ref = 0.5 * np.matmul(a, b)
     c = None
@@ -123,9 +130,7 @@ def test_peeled_on_cuda(dtype, layout, M, N, K, want, rng, planned):
         pytest.skip("no bfloat16 in this Warp")
     a, b = random_operands(M, N, K, dtype, rng)
     c = round_to(rng.standard_normal((M, N)), dtype)
-    ta, tb = layout[0] == "t", layout[1] == "t"
-    A = make(np.ascontiguousarray(a.T) if ta else a, dtype, "warp", "cuda")
-    B = make(np.ascontiguousarray(b.T) if tb else b, dtype, "warp", "cuda")
+    A, B, ta, tb = _stored(a, b, layout, dtype, "cuda")
     out = nan_like("warp", (M, N), dtype, "cuda")
     warp_gemm.gemm(A, B, make(c, dtype, "warp", "cuda"), alpha=0.5, beta=2.0, trans_a=ta, trans_b=tb, out=out)
     assert planned[-1].family == "pipelined"

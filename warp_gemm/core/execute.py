@@ -467,7 +467,7 @@ def _family(plan: Plan, p: Problem, Dk, alpha: float, beta: float, allocate) -> 
     Cv, c_nb = _c_kernel_view(plan, Dk)
     args = (plan.family_spec, Av, Bv, Cv, Dk, alpha, beta, plan.M, plan.N, p.K, p.batch, Av.shape[0], Bv.shape[0], c_nb)
     if plan.family == "pipelined" and any(plan.peel):
-        _peeled(plan, p, Av, Bv, Cv, c_nb, Dk, alpha, beta)
+        _launch_all(_peeled(plan, p, Av, Bv, Cv, c_nb, Dk, alpha, beta), dev)
         return
     if plan.family == "pipelined":
         todo = [pipelined.launch_args(*args)]
@@ -481,12 +481,17 @@ def _family(plan: Plan, p: Problem, Dk, alpha: float, beta: float, allocate) -> 
         ws = workspace(dev, *plan.workspace) if plan.workspace else None
         fam = {"small": small, "skinny": skinny, "gemv": gemv}[plan.family]
         todo = fam.launch_args(*args, workspace=ws)
-    if plan.family == "gemv":  # plain (SIMT) kernels: wp.launch with the family's block size, not launch_tiled
-        for kernel, dim, inputs, block_dim in todo:
-            launches.launch(kernel, dim, inputs, dev, None if dev.is_cpu else block_dim, tiled=False)
-        return
-    for kernel, dim, inputs, block_dim in todo:
-        launches.launch(kernel, dim, inputs, dev, None if block_dim is None else (1 if dev.is_cpu else block_dim))
+    _launch_all([(*args, plan.family != "gemv") for args in todo], dev)
+
+
+def _launch_all(todo, dev) -> None:
+    """Launch ``[(kernel, dim, inputs, block_dim_or_None, tiled)]`` in order. The GEMV family's kernels are
+    plain (SIMT): ``wp.launch`` with the family's block size, not ``launch_tiled``. On the CPU a tile
+    kernel's block is one thread, and a SIMT kernel takes Warp's default."""
+    for kernel, dim, inputs, block_dim, tiled in todo:
+        if dev.is_cpu:
+            block_dim = 1 if tiled and block_dim is not None else None
+        launches.launch(kernel, dim, inputs, dev, block_dim, tiled=tiled)
 
 
 def _slice(v, dim: int, start: int, stop: int):
@@ -498,11 +503,11 @@ def _slice(v, dim: int, start: int, stop: int):
     return raw_view(v.ptr + start * v.strides[dim], v.dtype, tuple(shape), tuple(v.strides), v.device)
 
 
-def _peeled(plan: Plan, p: Problem, Av, Bv, Cv, c_nb: int, Dk, alpha: float, beta: float) -> None:
+def _peeled(plan: Plan, p: Problem, Av, Bv, Cv, c_nb: int, Dk, alpha: float, beta: float) -> list:
     """The pipelined kernel over the core ``(M - rows) x (N - cols)`` of the output, then the peeled last
     ``rows`` rows (``rows x N``: all of B) and ``cols`` columns (``(M - rows) x cols``: A's core rows) by the
     GEMV family (one wide) or the skinny family: views of the same (possibly staged) operands, C and D; no
-    copies (core/plan.py ``_peel``)."""
+    copies (core/plan.py ``_peel``). Returns the launches, for :func:`_launch_all`."""
     from warp_gemm.core.plan import _edge_family
     from warp_gemm.kernels import gemv, pipelined
 
@@ -529,10 +534,7 @@ def _peeled(plan: Plan, p: Problem, Av, Bv, Cv, c_nb: int, Dk, alpha: float, bet
         todo += [(*args, fam is not gemv) for args in fam.launch_args(
             spec, Ae, Be, out_part(Cv, *box), out_part(Dk, *box), alpha, beta, m, n, K, p.batch, a_nb, b_nb, c_nb,
             workspace=ws)]
-    for kernel, dim, inputs, block_dim, tiles in todo:
-        if dev.is_cpu:
-            block_dim = 1 if tiles and block_dim is not None else None
-        launches.launch(kernel, dim, inputs, dev, block_dim, tiled=tiles)
+    return todo
 
 
 # --- cached workspaces -------------------------------------------------------------------------------------

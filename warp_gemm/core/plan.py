@@ -286,15 +286,14 @@ def _peel(plan: Plan, p: Problem, la: str, lb: str, epi: str, tf32: bool, opts: 
         core = choose_pipe_spec(dev, p.in_dtype, p.out_dtype, tf32, la + lb, epi, M - r, N - c, K, batch)
         if pipelined.smem_bytes(core) > pipelined.SMEM_LIMIT:
             continue
-        if dev.is_cpu:
-            best = (r, c, core) if best is None or r + c > best[0] + best[1] else best
-            continue
-        t = peel_time(spec, core, M, N, K, batch, r, c, ITEM_BYTES[p.in_dtype], _compat.sm_count(dev))
-        if t is not None and (best is None or t < best[3]):
-            best = (r, c, core, t)
+        # CPU: the widest peel (no model); CUDA: the least modelled time
+        t = -(r + c) if dev.is_cpu else peel_time(spec, core, M, N, K, batch, r, c, ITEM_BYTES[p.in_dtype],
+                                                   _compat.sm_count(dev))
+        if t is not None and (best is None or t < best[0]):
+            best = (t, r, c, core)
     if best is None:
         return None
-    pr, pc, core = best[:3]
+    _, pr, pc, core = best
     row = _edge_spec(dev, p, la, lb, pr, N, K, epi) if pr else None
     col = _edge_spec(dev, p, la, lb, M - pr, pc, K, epi) if pc else None
     if (pr and row is None) or (pc and col is None):
