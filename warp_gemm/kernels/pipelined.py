@@ -323,19 +323,13 @@ _STORE = r"""
     // dst[m0 + r, n0 + c] = {OT}(alpha * acc[r, c]) for the block's {TM} x {TN} tile (acc: row stride {TNC});
     // rows and columns past dst's extent are dropped. Each thread takes {E} consecutive accumulator
     // elements (one 16-byte shared load on CUDA) and stores them with one {VW}-byte store where dst's
-    // rows allow it (unit column stride, base and row stride multiples of {VW} bytes). Rows with a unit
-    // column stride whose start is d elements past a {VW}-byte boundary (odd leading dimensions) are stored
-    // on that boundary's grid instead: the thread's word holds the last d elements of the chunk before it
-    // (read from shared memory) and its own first {E} - d; the first chunk of a tile row stores its own
-    // part element by element, the last one its d-element tail, and so does a word that crosses dst's
-    // last column. Other strides: one by one.
+    // rows allow it (unit column stride, base and row stride multiples of {VW} bytes), else one by one.
     const int nr = dst.shape[0];
     const int nc = dst.shape[1];
     char* base = (char*)dst.data;
     const size_t ld = (size_t)dst.strides[0];
     const size_t cs = (size_t)dst.strides[1];
     const bool vec = cs == {OI} && (size_t)base % {VW} == 0 && (nr <= 1 || ld % {VW} == 0);
-    const bool shift = {SHIFT} && !vec && cs == {OI};
     const {AT}* a = (const {AT}*)acc.data.ptr;
     for (int c = WP_TILE_THREAD_IDX; c < {TOTAL}; c += WP_TILE_BLOCK_DIM) {{
         const int r = c / {CPR};
@@ -351,7 +345,7 @@ _STORE = r"""
         for (int e = 0; e < {E}; ++e) x[e] = a[(size_t)r * {TNC} + cc + e];
 #endif
         char* g = base + (size_t)gr * ld + (size_t)gc * cs;
-        if ((vec || (shift && (size_t)g % {VW} == 0)) && gc + {E} <= nc) {{
+        if (vec && gc + {E} <= nc) {{
             alignas(16) {OT} v[{E}];
             for (int e = 0; e < {E}; ++e) v[e] = {OT}(alpha * x[e]);
 #if defined(__CUDA_ARCH__)
@@ -359,25 +353,6 @@ _STORE = r"""
 #else
             for (int b = 0; b < {VW}; ++b) g[b] = ((const char*)v)[b];
 #endif
-        }} else if (shift && ((size_t)g % {VW}) != 0) {{
-            const int d = (int)(((size_t)g % {VW}) / {OI});
-            const {AT}* row = a + (size_t)r * {TNC};
-            const int ws = gc - d;  // the word's first column
-            if (cc >= d && ws + {E} <= nc) {{
-                alignas(16) {OT} v[{E}];
-                for (int e = 0; e < {E}; ++e) v[e] = {OT}(alpha * row[cc - d + e]);
-#if defined(__CUDA_ARCH__)
-                *({VT}*)(g - (size_t)d * {OI}) = *(const {VT}*)v;
-#else
-                for (int b = 0; b < {VW}; ++b) (g - (size_t)d * {OI})[b] = ((const char*)v)[b];
-#endif
-            }} else {{
-                for (int j = cc >= d ? ws : gc; j < ws + {E} && j < nc; ++j)
-                    *({OT}*)(g + (long long)(j - gc) * {OI}) = {OT}(alpha * row[cc + (j - gc)]);
-            }}
-            if (cc + {E} == {TN} || gc + {E} >= nc)
-                for (int j = gc + {E} - d; j < gc + {E} && j < nc; ++j)
-                    *({OT}*)(g + (size_t)(j - gc) * {OI}) = {OT}(alpha * x[j - gc]);
         }} else {{
             for (int e = 0; e < {E} && gc + e < nc; ++e) *({OT}*)(g + (size_t)e * cs) = {OT}(alpha * x[e]);
         }}
@@ -387,9 +362,6 @@ _C_TYPES = {"float16": "wp::float16", "bfloat16": "wp::bfloat16", "float32": "wp
 _VEC_TYPES = {8: "unsigned long long", 16: "::uint4"}
 
 
-# Whether the store snippet writes rows that start off a vector boundary (odd leading dimensions of D) in
-# whole words on the boundary's grid (see _STORE) rather than element by element; the probes switch it off.
-SHIFTED_STORE = True
 # Whether shared accumulators may be zero-filled by _ZERO_ACC (after tile_empty) instead of tile_zeros
 # (native_acc); the probes switch it off.
 ZERO_ACC_SNIPPET = True
@@ -428,7 +400,7 @@ def _store_snippet(spec: PipeSpec) -> str:
     e = 16 // ai
     return _STORE.format(OT=_C_TYPES[spec.out_dtype], AT=_C_TYPES[spec.acc_dtype], TM=spec.tm, TN=spec.tn,
                          TNC=spec.tn + spec.pad_c, E=e, VW=e * oi, VT=_VEC_TYPES[e * oi], OI=oi,
-                         TOTAL=spec.tm * (spec.tn // e), CPR=spec.tn // e, SHIFT="true" if SHIFTED_STORE else "false")
+                         TOTAL=spec.tm * (spec.tn // e), CPR=spec.tn // e)
 
 
 def _copy_snippet(spec: PipeSpec, rows: int, cols: int, dld: int, checked: bool = False) -> str:
