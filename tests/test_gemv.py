@@ -152,6 +152,41 @@ def test_colsum_cuda_spec_on_cpu(shape, dtype, split):
     assert launches[0][1] == (batch, s, -(-max(M, N) // spec.cols) * 64)
 
 
+@pytest.mark.parametrize("bands", ["one", "some", "many"])
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+@pytest.mark.parametrize("shape", [(1, 129, 1027, 2, 1, 2, 2), (77, 1, 300, 1, 1, 1, 0), (1, 3001, 77, 3, 3, 1, 1)],
+                         ids=lambda s: "M{}-N{}-K{}-b{}-a{}b{}c{}".format(*s))
+def test_bands_cuda_spec_on_cpu(shape, dtype, bands):
+    """The CUDA bands kernels' indexing run on the CPU: a CUDA-shaped spec (64 threads per column block, 8
+    rows per unrolled step, BANDS_FINISH_WARPS warps per 32 columns in the finishing kernel) takes the
+    snippets' plain C++ branches -- column blocks ragged at the edge (129, 77, 3001 columns), one band, a few,
+    or hundreds of bands ending in a partial one, batch broadcast, C, the NaN-prefilled workspace every band
+    must write."""
+    M, N, K, batch, a_nb, b_nb, c_nb = shape
+    layout = "NN" if M == 1 else "TN"
+    rng = np.random.default_rng(np.random.SeedSequence().entropy % 2**31)
+    cpu_spec = gemv.choose_spec(wp.get_device("cpu"), dtype, layout[0], layout[1], M, N, K, batch, dtype, "scale")
+    chunk = 16 // np.dtype(dtype).itemsize
+    warps = batch * -(-max(M, N) // (64 * chunk)) * 2  # the band's: 64 threads per column block
+    target = {"one": 0, "some": 3 * warps * gemv.BANDS_SPLIT_TO, "many": 10**6}[bands]  # 3 bands; the most
+    cuda_like = dataclasses.replace(cpu_spec, kind="bands", lanes=32, block_dim=64, unroll=8, target_warps=target)
+    orig = gemv.choose_spec
+    try:
+        gemv.choose_spec = lambda *a, **k: dataclasses.replace(cuda_like, epilogue=orig(*a, **k).epilogue)
+        res, spec, launches, _ = run_gemv("cpu", dtype, dtype, layout, M, N, K, batch, a_nb, b_nb, c_nb,
+                                          0.75, -1.5, rng)
+    finally:
+        gemv.choose_spec = orig
+    assert res.ok, f"{spec.key}: {res}"
+    s, per = gemv.splits(spec, M, N, K, batch)
+    assert per % 8 == 0 and s == -(-K // per) and (s == 1) == (bands == "one")
+    assert s == {"one": 1, "some": 3, "many": min(-(-K // 8), gemv.BANDS_MAX_SPLITS)}[bands]
+    R = max(M, N)
+    fb = 32 * gemv.BANDS_FINISH_WARPS
+    assert [ln[1] for ln in launches] == [(batch, s, -(-R // (64 * spec.chunk)) * 64), (batch, -(-R // 32) * fb)]
+    assert [ln[3] for ln in launches] == [64, fb]
+
+
 def test_kind_rule():
     # M == 1: B stored (N, K) (layout T, F.linear's weight) has rows along K; N == 1: A stored (M, K).
     assert gemv.kind_for("N", "T", 1, 64) == "rowdot" and gemv.kind_for("T", "T", 1, 64) == "rowdot"
@@ -259,18 +294,31 @@ def test_split_rules():
         sm_count = 132
 
     nt = gemv.choose_spec(Cuda(), "float16", "N", "T", 1, 4096, 4096, 1, "float16", "scale")
-    nn = gemv.choose_spec(Cuda(), "float16", "N", "N", 1, 4096, 4096, 1, "float16", "scale")
+    nn = gemv.choose_spec(Cuda(), "float16", "N", "N", 1, 4096, 1023, 1, "float16", "scale")
     assert (nt.kind, nt.lanes, nt.target_warps) == ("rowdot", 32, 64 * 132) and nn.kind == "colsum"
     assert gemv.splits(nt, 1, 4096, 4096, 1) == (1, 4096) and gemv.workspace_shape(nt, 1, 4096, 4096, 1) is None
-    # 128 strips of 32 columns: one wave of 1024-thread blocks, one launch, no workspace
+    # under BANDS_MIN_BYTES (8 MiB) colsum: 128 strips of 32 columns, one wave of 1024-thread blocks, one launch,
+    # no workspace
     assert (nn.block_dim, nn.cols, nn.group, nn.row_groups) == (1024, 32, 1024, 256)
-    assert gemv.splits(nn, 1, 4096, 4096, 1) == (1, 4096) and gemv.workspace_shape(nn, 1, 4096, 4096, 1) is None
+    assert gemv.splits(nn, 1, 4096, 1023, 1) == (1, 1023) and gemv.workspace_shape(nn, 1, 4096, 1023, 1) is None
+    nn4 = gemv.choose_spec(Cuda(), "float16", "N", "N", 1, 4096, 4096, 1, "float16", "scale")
     nn8 = gemv.choose_spec(Cuda(), "float16", "N", "N", 1, 8192, 8192, 1, "float16", "scale")
-    assert nn8.block_dim == 512 and gemv.splits(nn8, 1, 8192, 8192, 1) == (1, 8192)  # 256 strips: 2 per SM
-    sm = gemv.choose_spec(Cuda(), "float16", "N", "N", 1, 256, 65536, 1, "float16", "scale")
-    s, per = gemv.splits(sm, 1, 256, 65536, 1)  # 8 strips of 16 warps: split toward 32 warps per SM
-    assert sm.block_dim == 512 and (s, per) == (32, 2048) and per % sm.row_groups == 0
-    assert gemv.workspace_shape(sm, 1, 256, 65536, 1) == ((32, 1, 256), "float32")
+    # from 8 MiB, bands: 2048 columns (256 threads x 8) per block, bands toward 32 warps per SM in whole
+    # unrolled steps -- 1x4096x4096: 2 column blocks x 256 bands of 16 rows; 1x8192x8192: 4 x 128 of 64 rows
+    assert (nn4.kind, nn4.cols, nn4.group, nn4.unroll) == ("bands", 2048, 256, 8) and nn8.kind == "bands"
+    assert gemv.splits(nn4, 1, 4096, 4096, 1) == (256, 16) and gemv.splits(nn8, 1, 8192, 8192, 1) == (128, 64)
+    assert gemv.workspace_shape(nn4, 1, 4096, 4096, 1) == ((256, 1, 4096), "float32")
+    assert gemv.splits(nn4, 1, 4096, 3, 1) == (1, 3)  # K within one unrolled step: one band
+    assert gemv.splits(nn4, 1, 8, 2**20, 1)[0] == gemv.BANDS_MAX_SPLITS
+    assert gemv.choose_spec(Cuda(), "float16", "N", "N", 1, 4096, 1024, 1, "float16", "scale").kind == "bands"
+    assert gemv.choose_spec(Cuda(), "float16", "N", "N", 1, 4096, 1023, 1, "float16", "scale").kind == "colsum"
+    sm = gemv.choose_spec(Cuda(), "float16", "N", "N", 1, 256, 16383, 1, "float16", "scale")
+    s, per = gemv.splits(sm, 1, 256, 16383, 1)  # 8 strips of 16 warps: split toward 32 warps per SM
+    assert sm.block_dim == 512 and (s, per) == (32, 512) and per % sm.row_groups == 0
+    assert gemv.workspace_shape(sm, 1, 256, 16383, 1) == ((32, 1, 256), "float32")
+    # bands for 16-bit matrices of 4096+ columns only (colsum measured ahead for narrower ones and for fp32)
+    assert gemv.choose_spec(Cuda(), "float16", "N", "N", 1, 2048, 65536, 1, "float16", "scale").kind == "colsum"
+    assert gemv.choose_spec(Cuda(), "bfloat16", "T", "N", 4096, 1, 1024, 1, "bfloat16", "scale").kind == "bands"
     s, per = gemv.splits(nt, 1, 16, 65536, 1)  # 16 rows: split, in whole unrolled warp steps
     assert s > 1 and per % (32 * 8 * gemv.UNROLL) == 0
     assert gemv.splits(nn, 1, 8, 2**20, 1)[0] == gemv.MAX_SPLITS  # the finishing pass's serial sum stays short
@@ -345,7 +393,8 @@ class _CudaLike:
 
 
 @pytest.mark.parametrize("M,N,trans_b,allow_tf32,dtype,want", [
-    (1, 4096, False, False, "float16", "gemv"),  # colsum (round 6: ahead of skinny, H100)
+    (1, 4096, False, False, "float16", "gemv"),  # bands (32 MiB; round 9: ahead of colsum cold, H100)
+    (1, 1024, False, False, "float16", "gemv"),  # colsum (round 6: ahead of skinny, H100)
     (1, 4096, True, False, "float16", "gemv"),
     (4096, 1, False, False, "float16", "gemv"),
     (1, 512, True, True, "float32", "gemv"),  # tf32 allowed: the exact fp32 GEMV still
@@ -372,7 +421,9 @@ def test_planner_picks_gemv_on_cuda(monkeypatch, M, N, trans_b, allow_tf32, dtyp
     plan = make_plan(p, 1.0, 0.0, allow_tf32, None, Options())
     assert plan.family == want
     if want == "gemv":
-        assert plan.family_spec.kind == gemv.kind_for("N", "T" if trans_b else "N", M, N)
+        kind = gemv.kind_for("N", "T" if trans_b else "N", M, N)
+        big = M * N * K * np.dtype(dtype).itemsize >= gemv.BANDS_MIN_BYTES and max(M, N) >= 4096 and dtype == "float16"
+        assert plan.family_spec.kind == ("bands" if kind == "colsum" and big else kind)
         assert plan.family_spec.lanes == 32 and plan.family_spec.target_warps == 64 * 132
 
 
@@ -380,31 +431,39 @@ def test_planner_picks_gemv_on_cuda(monkeypatch, M, N, trans_b, allow_tf32, dtyp
 @pytest.mark.skipif(not compat.HAS_COMPILE_AOT, reason="wp.compile_aot_module arrived in warp-lang 1.9")
 @pytest.mark.parametrize("kind,dtype,arch,partial", [
     ("rowdot", "float16", 90, False), ("colsum", "float16", 90, True),
-    ("rowdot", "float32", 80, True), ("colsum", "float64", 80, False),
+    ("rowdot", "float32", 80, True), ("colsum", "float64", 80, False), ("bands", "float16", 90, True),
+    ("bands", "float64", 80, True),
 ])
 def test_cuda_build_offline(kind, dtype, arch, partial, tmp_path):
     """Each kernel kind compiles for CUDA without a GPU (NVRTC; under a second each): the snippet's
     16-byte loads and warp shuffles are in the generated source, and, where Warp writes PTX, in the PTX."""
     import inspect
 
-    k = gemv.get_kernel(gemv.GemvSpec(dtype, dtype, kind, "axpby"), partial)
-    wp.compile_aot_module(k.module, arch=[arch], module_dir=str(tmp_path / "cubin"))
+    spec = gemv.GemvSpec(dtype, dtype, kind, "axpby", unroll=gemv.BANDS_UNROLL if kind == "bands" else gemv.UNROLL)
+    ks = gemv.kernels(spec, partial) if kind == "bands" else [gemv.get_kernel(spec, partial)]
+    for n, k in enumerate(ks):
+        wp.compile_aot_module(k.module, arch=[arch], module_dir=str(tmp_path / "cubin"))
     built = sorted(p.name for p in (tmp_path / "cubin").rglob("*") if p.suffix in (".cubin", ".ptx"))
-    assert any(f"sm{arch}" in n for n in built), built
+    assert sum(f"sm{arch}" in n for n in built) == len(ks), built
     src = "".join(p.read_text() for p in (tmp_path / "cubin").rglob("*.cu"))
-    assert "__shfl_xor_sync(0xffffffffu" in src and "__ldg(" in src and "uint4" in src
+    assert "__ldg(" in src and "uint4" in src
+    # colsum/rowdot reduce over warps with shuffles; bands' finishing kernel through shared memory
+    assert ("__syncthreads()" in src) if kind == "bands" else ("__shfl_xor_sync(0xffffffffu" in src)
     if "use_ptx" in inspect.signature(wp.compile_aot_module).parameters:
-        wp.compile_aot_module(k.module, arch=[arch], module_dir=str(tmp_path / "ptx"), use_ptx=True)
+        for k in ks:
+            wp.compile_aot_module(k.module, arch=[arch], module_dir=str(tmp_path / "ptx"), use_ptx=True)
         ptx = "".join(p.read_text(errors="replace") for p in (tmp_path / "ptx").rglob("*.ptx"))
-        assert "ld.global.nc.v4.u32" in ptx and "shfl.sync.bfly" in ptx
-        assert "ld.local" not in ptx  # the colsum partial sums stay in registers
+        assert "ld.global.nc.v4.u32" in ptx and ("bar.sync" in ptx if kind == "bands" else "shfl.sync.bfly" in ptx)
+        assert "ld.local" not in ptx  # the partial sums stay in registers
 
 
 # --- on a GPU (the lead's runs) ----------------------------------------------------------------------------
 @pytest.mark.gpu
 @pytest.mark.parametrize("M,N,K,trans_a,trans_b,dtype", [
     (1, 4096, 4096, False, True, "float16"),  # x @ W^T, W (N, K): F.linear's decode case
-    (1, 4096, 4096, False, False, "float16"),
+    (1, 4096, 4096, False, False, "float16"),  # bands: 256 bands of 16 rows
+    (1, 8191, 4099, False, False, "float16"),  # bands: rows not 16-byte aligned (scalar loads), ragged blocks
+    (4097, 1, 3001, True, False, "bfloat16"),  # bands over A^T, a partial last band
     (1, 1000, 999, False, True, "float16"),
     (1, 1000, 999, False, False, "float16"),
     (4096, 1, 4096, False, False, "float16"),
@@ -437,11 +496,13 @@ def test_precompile_lists_the_gemv_family():
     from warp_gemm.tools.precompile import gemv_jobs, job_label
 
     jobs = gemv_jobs(["float16", "tf32"], ("scale", "axpby"))
-    # per dtype and epilogue: rowdot whole-K and split; colsum whole-K at 512 and 1024 threads, split at 512
-    assert len(jobs) == 2 * 2 * 5
+    # per dtype and epilogue: rowdot whole-K and split; colsum whole-K at 512 and 1024 threads, split at 512;
+    # bands (always split: its two kernels)
+    assert len(jobs) == 2 * 2 * 6
     assert {(j[1].in_dtype, j[1].kind, j[1].epilogue, j[2]) for j in jobs} == {
         (dt, kind, epi, part) for dt in ("float16", "float32") for kind in gemv.KINDS
-        for epi in ("scale", "axpby") for part in (False, True)}
+        for epi in ("scale", "axpby") for part in (False, True) if kind != "bands" or part}
+    assert {(j[1].block_dim, j[1].unroll) for j in jobs if j[1].kind == "bands"} == {(256, 8)}
     assert {(j[1].block_dim, j[2]) for j in jobs if j[1].kind == "colsum"} == {(512, False), (1024, False), (512, True)}
     assert all(job_label(j).startswith("wg_gemv_") for j in jobs)
 

@@ -33,6 +33,9 @@ CASES = {
     "gemv_8192": (1, 1, 8192, 8192, "float16", "N"),
     "gemv_4096_f32": (1, 1, 4096, 4096, "float32", "N"),
     "gemv_512x16384": (1, 1, 512, 16384, "float16", "N"),
+    "gemv_2048": (1, 1, 2048, 2048, "float16", "N"),
+    "gemv_256x65536": (1, 1, 256, 65536, "float16", "N"),
+    "gemv_4096_b4": (4, 1, 4096, 4096, "float16", "N"),
     "m16_8192": (1, 16, 8192, 8192, "float16", "N"),
     "odd_1023": (1, 1023, 1025, 1027, "float16", "N"),
     "odd_127": (1, 127, 4099, 1031, "float16", "N"),
@@ -220,8 +223,23 @@ SET14 = {"default": (D14 + M13, {}), "noshift": (D14, {"pipelined": {"SHIFTED_ST
          "sp_tm32_tk32_st4": (M13, {"skinny": {"SPLIT_PIPE": {**_T32, "tk": 32, "stages": 4}}}),
          "sp_tm32_tk64_st3_s8": (M13, {"skinny": {"SPLIT_PIPE": {**_T32, "tk": 64, "stages": 3},
                                                   "_SPLIT_BLOCKS": 512}})}
+# Fifteenth run (R6_SET=15): the bands GEMV (gemv.BANDS_*: K split into bands of rows, a block reading 4 KiB of
+# each row, a finishing kernel) against colsum (BANDS_MIN_BYTES out of reach), and its constants.
+G15 = ["gemv_4096", "gemv_8192", "gemv_4096_f32", "gemv_512x16384", "gemv_2048", "gemv_256x65536", "gemv_4096_b4",
+       "odd_4097"]
+G15s = ["gemv_4096", "gemv_8192", "gemv_4096_f32"]
+SET15 = {"default": (G15, {}), "colsum": (G15, {"gemv": {"BANDS_MIN_BYTES": 1 << 62}}),
+         "u4": (G15s, {"gemv": {"BANDS_UNROLL": 4}}), "u16": (G15s, {"gemv": {"BANDS_UNROLL": 16}}),
+         "b128": (G15s, {"gemv": {"BANDS_BLOCK": 128}}), "b512": (G15s, {"gemv": {"BANDS_BLOCK": 512}}),
+         "split1": (G15s, {"gemv": {"BANDS_SPLIT_TO": 1}}), "split4": (G15s, {"gemv": {"BANDS_SPLIT_TO": 4}}),
+         "fin8": (G15s, {"gemv": {"BANDS_FINISH_WARPS": 8}})}
+# Sixteenth run (R6_SET=16): bands with 16-byte stores of its partial sums (scalar stores in run 15).
+SET16 = {"default": (G15, {}),
+         "colsum": (G15s + ["gemv_512x16384", "gemv_256x65536"], {"gemv": {"BANDS_MIN_BYTES": 1 << 62}}),
+         "fin8": (G15s, {"gemv": {"BANDS_FINISH_WARPS": 8}}), "u4": (G15s, {"gemv": {"BANDS_UNROLL": 4}})}
 # R6_SET -> (variants, cold repeats); unset: the first run's VARIANTS, one repeat.
-SETS = {"13": (SET13, 3), "14": (SET14, 3), "2": (SET2, 3), "3": (SET3, 3), "4": (SET4, 2), "5": (SET5, 2), "6": (SET6, 2), "7": (SET7, 2),
+SETS = {"13": (SET13, 3), "14": (SET14, 3), "15": (SET15, 3), "16": (SET16, 3),
+        "2": (SET2, 3), "3": (SET3, 3), "4": (SET4, 2), "5": (SET5, 2), "6": (SET6, 2), "7": (SET7, 2),
         "8": (SET8, 2), "9": (SET9, 3), "10": (SET10, 3), "11": (SET11, 3), "12": (SET12, 3)}
 VARIANTS, REPS = SETS.get(os.environ.get("R6_SET", ""), (VARIANTS, 1))
 

@@ -6,7 +6,7 @@ H100; the skinny family's 1x128 tiles through shared memory plus a K split took 
 with a cold L2). This family reads the matrix straight from global memory with 16-byte loads, keeps
 the accumulator in registers and reduces across a warp with shuffles: no shared memory, no tiles.
 
-Every case is one of two kernels over 2-D/3-D strided views of the operands (no copies):
+Every case is one of three kernels over 2-D/3-D strided views of the operands (no copies):
 
 - **rowdot** ``out[b, r] = sum_k Mat[b, r, k] * vec[b, k]``, Mat rows contiguous (unit stride along
   k): M == 1 with B stored ``(N, K)`` (layout_b "T": ``F.linear(x, W)``, the decode case) and N == 1
@@ -20,6 +20,11 @@ Every case is one of two kernels over 2-D/3-D strided views of the operands (no 
   sums meet by warp shuffles and one pass through shared memory, and thread ``j`` writes column ``j``.
   (Round 5's first colsum gave each lane its own row's 32 bytes, a warp's load touching 32 rows: 20.5
   us by graph replay for fp16 1x4096x4096, slower than the skinny family's 15.5.)
+- **bands** the colsum product for wide 16-bit matrices (CUDA): K split into bands of rows, each block
+  reading ``block_dim`` consecutive 16-byte chunks (4 KiB of an fp16 row) of every row of its band and
+  writing its partial sums to the workspace, then a finishing kernel that sums the bands in a fixed order
+  and applies the epilogue. Contiguous 4 KiB pieces of each row read cold from DRAM faster than colsum's
+  64-byte strips walking every row (fp16 1x4096x4096 26.3 against 28.1 us with the L2 flushed).
 
 The vector operand may have any stride (A of layout T gives x with the row stride); it is read with
 16-byte loads only where it is contiguous and aligned (rowdot), else with scalar loads (it is small
@@ -34,8 +39,8 @@ into a caller-provided workspace ``W[s * batch + b, 0, r]`` / ``W[s * batch + b,
 ``(splits * batch, M, N)`` exactly like the skinny family's, and skinny's finishing pass
 (``skinny.finish_launch``: ordered, deterministic) applies alpha, beta*C and the output cast. Without
 a split the kernel applies the epilogue itself (in Warp code). fp16 1x4096x4096 takes one launch in
-either layout (rowdot: 4096 warps; colsum: 128 strips of 1024 threads). The constants below were
-measured on the H100 (benchmarks/results/round5/, round6/).
+either layout (rowdot: 4096 warps; bands: two launches, 256 bands of 16 rows and the finishing kernel).
+The constants below were measured on the H100 (benchmarks/results/round5/, round6/, round9/).
 
 The CPU twin runs the same kernels with ``lanes == 1`` (one thread per output element / per column,
 ``cols == 1``): the snippets' plain C++ branches, so CPU CI runs the same indexing, splits and
@@ -82,7 +87,27 @@ COLSUM_SPLIT_TO = 2
 # N == 8, K == 2**20 in colsum would otherwise take 8192 splits of 128 rows).
 MAX_SPLITS = 64
 BLOCK_DIM = 256  # threads per block of the (non-tile) launch; a multiple of 32, so warps are whole
-KINDS = ("rowdot", "colsum")
+# bands (CUDA): colsum's product for 16-bit matrices of at least BANDS_MIN_BYTES and BANDS_MIN_COLS columns, K
+# split into bands of rows. A block of BANDS_BLOCK threads reads BANDS_BLOCK consecutive 16-byte chunks of each
+# row of its band (4 KiB of an fp16 row), BANDS_UNROLL rows in flight, and writes its partial sums to the
+# workspace with 16-byte stores; the bands are as many as give about target_warps / BANDS_SPLIT_TO warps (at
+# most BANDS_MAX_SPLITS); a second kernel of BANDS_FINISH_WARPS warps per 32 columns sums them in a fixed
+# order and applies the epilogue. Cold L2, H100: the access patterns alone (Triton, results/round9/cp.txt):
+# fp16 1x4096x4096 read in 16-row bands of 4 KiB per block 21.6 us, column strips walking every row
+# (colsum's pattern) 49.9 and more, cuBLAS 21.4. The kernels (r15p.txt, r16p.txt; colsum in the same run):
+# 1x4096x4096 26.3 against 28.1 cold (bands 8.9 + finishing 3.0 us warm, by the profiler), 1x8192x8192 64.7
+# (8 finishing warps) against 67.6, batch 4 of 1x4096x4096 69.0 against 70.1; colsum ahead for narrower
+# matrices (1x512x16384 19.9 against 23.5, 1x256x65536 31.4 against 56.2, 1x2048x2048 14.2 against 14.5)
+# and, within noise, fp32 1x4096x4096 (38.3-43.1 against 41.9-42.6). 128 or 512 threads, 4 or 16 rows in
+# flight: within noise; twice or half the bands: 30.6-32.3 at 1x4096x4096.
+BANDS_BLOCK = 256
+BANDS_UNROLL = 8
+BANDS_SPLIT_TO = 2
+BANDS_MAX_SPLITS = 512
+BANDS_FINISH_WARPS = 8
+BANDS_MIN_BYTES = 8 << 20
+BANDS_MIN_COLS = 4096
+KINDS = ("rowdot", "colsum", "bands")
 
 
 @dataclass(frozen=True)
@@ -91,7 +116,7 @@ class GemvSpec:
 
     in_dtype: str
     out_dtype: str
-    kind: str  # "rowdot" or "colsum"
+    kind: str  # "rowdot", "colsum" or "bands"
     epilogue: str  # "scale" or "axpby"
     lanes: int = LANES  # rowdot: threads per output element, 32 on CUDA; 1 for the CPU twin (both kinds)
     block_dim: int = BLOCK_DIM  # rowdot: launch-time only; colsum (CUDA): a column strip's threads
@@ -110,14 +135,17 @@ class GemvSpec:
 
     @property
     def cols(self) -> int:
-        """colsum: columns per block (``col_lanes`` 16-byte chunks on CUDA; one column per thread on the CPU)."""
+        """colsum: columns per block (``col_lanes`` 16-byte chunks on CUDA; one column per thread on the CPU);
+        bands: columns per block of a band (a 16-byte chunk per thread, ``block_dim`` threads; 1 on the CPU)."""
+        if self.kind == "bands":
+            return self.block_dim * self.chunk
         return self.col_lanes * self.chunk if self.lanes > 1 else 1
 
     @property
     def group(self) -> int:
         """Threads that compute one output (rowdot) or one column strip (colsum) together: rowdot a warp's
         ``lanes``, colsum a whole block (CUDA); 1 on the CPU."""
-        if self.lanes == 1:
+        if self.lanes == 1 and self.kind != "bands":
             return 1
         return self.lanes if self.kind == "rowdot" else self.block_dim
 
@@ -159,6 +187,13 @@ def splits(spec: GemvSpec, M: int, N: int, K: int, batch: int) -> tuple[int, int
     than ``target_warps / COLSUM_SPLIT_BELOW`` (the CPU twin: fewer than ``target_warps`` columns)."""
     R = N if M == 1 else M
     goal = spec.target_warps
+    if spec.kind == "bands":  # always through the workspace: as many bands as give about goal / BANDS_SPLIT_TO warps
+        warps = batch * _ceil(R, spec.cols) * max(1, spec.block_dim // 32)
+        if warps == 0 or K <= spec.unroll:
+            return 1, max(K, 1)
+        s = max(1, min(_ceil(goal // BANDS_SPLIT_TO, warps), _ceil(K, spec.unroll), BANDS_MAX_SPLITS))
+        per = _ceil(_ceil(K, s), spec.unroll) * spec.unroll
+        return _ceil(K, per), per
     if spec.kind == "rowdot":
         warps, step = batch * R, spec.lanes * spec.chunk * spec.unroll
         split = warps * ROWDOT_SPLIT_BELOW < spec.target_warps
@@ -177,9 +212,9 @@ def splits(spec: GemvSpec, M: int, N: int, K: int, batch: int) -> tuple[int, int
 
 
 def workspace_shape(spec: GemvSpec, M: int, N: int, K: int, batch: int):
-    """``((splits * batch, M, N), acc_dtype)`` where K is split, else None."""
+    """``((splits * batch, M, N), acc_dtype)`` where K is split (bands: always), else None."""
     s, _ = splits(spec, M, N, K, batch)
-    if s <= 1:
+    if s <= 1 and spec.kind != "bands":
         return None
     return (s * batch, M, N), spec.acc_dtype
 
@@ -208,6 +243,10 @@ def choose_spec(device, dtype: str, layout_a: str, layout_b: str, M: int, N: int
                         target_warps=4 * max(1, (getattr(device, "cpu_count", 0) or 2)))
     sms = _compat.sm_count(device)
     spec = GemvSpec(dtype, out_dtype, kind, epilogue, block_dim=BLOCK_DIM, target_warps=TARGET_WARPS_PER_SM * sms)
+    R = N if M == 1 else M
+    if (kind == "colsum" and ITEM_BYTES[dtype] == 2 and R >= BANDS_MIN_COLS
+            and batch * K * R * ITEM_BYTES[dtype] >= BANDS_MIN_BYTES):
+        return dataclasses.replace(spec, kind="bands", block_dim=BANDS_BLOCK, unroll=BANDS_UNROLL)
     if kind == "colsum":
         strips = batch * _ceil(N if M == 1 else M, dataclasses.replace(spec, block_dim=COLSUM_BLOCK).cols)
         spec = dataclasses.replace(spec, block_dim=COLSUM_BLOCK_ONE_WAVE if sms // 2 <= strips <= sms else COLSUM_BLOCK)
@@ -329,12 +368,95 @@ _COLSUM = r"""
 """ + _COLSUM_SCALAR + """#endif
 """
 
+_BANDS = r"""
+    // W[wrow, c + e] = sum_k vec[bv, k] * Mat[bm, k, c + e] for the thread's {E} columns c + e < R (its 16-byte
+    // chunk of each row), k in [k0, k1): one band's partial sums. CUDA: 16-byte loads, {U} rows in flight,
+    // where the chunk is whole and its start, the column stride and the row stride allow; the rest (and the
+    // CPU) scalar and bounds-checked.
+    const int R = Mat.shape[2];
+    const size_t rs = (size_t)Mat.strides[1];
+    const size_t cs = (size_t)Mat.strides[2];
+    const char* base = (const char*)Mat.data + (size_t)bm * Mat.strides[0] + (size_t)c * cs;
+    const char* v = (const char*)vec.data + (size_t)bv * vec.strides[0];
+    const size_t vs = (size_t)vec.strides[1];
+#if defined(__CUDA_ARCH__)
+    __align__(16) {ACC} acc[{E}];
+#else
+    {ACC} acc[{E}];
+#endif
+    for (int e = 0; e < {E}; ++e) acc[e] = {ACC}(0);
+    int k = k0;
+#if defined(__CUDA_ARCH__)
+    if (c + {E} <= R && cs == {ITEM} && ((size_t)base | rs) % 16 == 0) {{
+        for (; k + {U} <= k1; k += {U}) {{
+            uint4 q[{U}];
+            {ACC} x[{U}];
+#pragma unroll
+            for (int u = 0; u < {U}; ++u) {{
+                q[u] = __ldg((const uint4*)(base + (size_t)(k + u) * rs));
+                x[u] = {ACC}(*(const {T}*)(v + (size_t)(k + u) * vs));
+            }}
+#pragma unroll
+            for (int u = 0; u < {U}; ++u)
+#pragma unroll
+                for (int e = 0; e < {E}; ++e) acc[e] += x[u] * {ACC}(((const {T}*)&q[u])[e]);
+        }}
+    }}
+#endif
+    for (; k < k1; ++k) {{
+        const {ACC} x = {ACC}(*(const {T}*)(v + (size_t)k * vs));
+        const char* p = base + (size_t)k * rs;
+        for (int e = 0; e < {E} && c + e < R; ++e) acc[e] += x * {ACC}(*(const {T}*)(p + (size_t)e * cs));
+    }}
+    char* w = (char*)W.data + (size_t)wrow * W.strides[0] + (size_t)c * W.strides[1];
+#if defined(__CUDA_ARCH__)
+    if (c + {E} <= R && W.strides[1] == sizeof({ACC}) && (size_t)w % 16 == 0) {{  // 16-byte stores: coalesced
+#pragma unroll
+        for (int q = 0; q < {E} * (int)sizeof({ACC}) / 16; ++q) ((uint4*)w)[q] = ((const uint4*)acc)[q];
+        return;
+    }}
+#endif
+    for (int e = 0; e < {E} && c + e < R; ++e) *({ACC}*)(w + (size_t)e * W.strides[1]) = acc[e];
+"""
+
+_BANDS_SUM = r"""
+    // sum over the S bands of column i + lane % 32 of batch entry b: W[s * batch + b, i + lane % 32], in a fixed
+    // order. CUDA (a block of {NW} warps per 32 columns): warp w sums bands w, w + {NW}, ..., the warps' sums
+    // meet in shared memory in warp order, thread lane < 32 returns its column's total (the others 0; every
+    // thread of the block calls this: there is a __syncthreads). CPU: thread lane < 32 sums every band in order.
+    const int R = W.shape[1];
+    const size_t s0 = (size_t)W.strides[0] * batch;
+    const char* col = (const char*)W.data + (size_t)b * W.strides[0] + (size_t)(i + lane % 32) * W.strides[1];
+#if defined(__CUDA_ARCH__)
+    {ACC} acc = {ACC}(0);
+    if (i + lane % 32 < R) {{
+#pragma unroll 8
+        for (int s = lane / 32; s < S; s += {NW}) acc += *(const {ACC}*)(col + (size_t)s * s0);
+    }}
+    __shared__ {ACC} red[{NW}][32];
+    red[lane / 32][lane % 32] = acc;
+    __syncthreads();
+    {ACC} out = {ACC}(0);
+    if (lane < 32)
+        for (int w = 0; w < {NW}; ++w) out += red[w][lane];
+    return out;
+#else
+    {ACC} out = {ACC}(0);
+    if (lane < 32 && i + lane < R)
+        for (int s = 0; s < S; ++s) out += *(const {ACC}*)(col + (size_t)s * s0);
+    return out;
+#endif
+"""
+
 _CTYPES = {"float16": "wp::float16", "bfloat16": "wp::bfloat16", "float32": "wp::float32",
            "float64": "wp::float64"}
 
 
 def _snippet(spec: GemvSpec) -> str:
     it = ITEM_BYTES[spec.in_dtype]
+    if spec.kind == "bands":
+        return _BANDS.format(T=_CTYPES[spec.in_dtype], ACC=_CTYPES[spec.acc_dtype], ITEM=it, E=spec.chunk,
+                             U=spec.unroll)
     if spec.kind == "rowdot":
         return _ROWDOT.format(T=_CTYPES[spec.in_dtype], ACC=_CTYPES[spec.acc_dtype], ITEM=it, E=spec.chunk,
                               LANES=spec.lanes, U=spec.unroll)
@@ -367,12 +489,26 @@ class _Named:
         return register
 
 
+def _finish_warps(spec: GemvSpec) -> int:
+    """bands: warps per 32 columns of the finishing kernel (CUDA); 1 on the CPU (threads run one at a time)."""
+    return BANDS_FINISH_WARPS if spec.lanes > 1 else 1
+
+
 def _native_func(spec: GemvSpec):
     """The kernel's snippet as a Warp function: rowdot ``dot(Mat, vec, bm, bv, r, k0, k1, lane)``,
-    colsum ``csum(Mat, vec, bm, bv, c0, k0, k1, lane)``, returning the accumulator dtype."""
+    colsum ``csum(Mat, vec, bm, bv, c0, k0, k1, lane)``, returning the accumulator dtype; bands
+    ``band(Mat, vec, W, bm, bv, c, k0, k1, wrow)`` (writes W, returns nothing)."""
     IN = WP_DTYPES[spec.in_dtype]
     snip = _snippet(spec)
     name = re.sub(r"[^0-9A-Za-z_]", "_", spec.kernel_key + "_native")
+    if spec.kind == "bands":
+        ACC = WP_DTYPES[spec.acc_dtype]
+
+        def band(Mat: wp.array3d(dtype=IN), vec: wp.array2d(dtype=IN), W: wp.array2d(dtype=ACC), bm: int,
+                 bv: int, c: int, k0: int, k1: int, wrow: int): ...
+
+        band.__name__ = band.__qualname__ = name
+        return wp.func_native(snip)(band)
     if spec.acc_dtype == "float64":
 
         @_Named(name).func_native(snip)
@@ -384,6 +520,24 @@ def _native_func(spec: GemvSpec):
     @_Named(name).func_native(snip)
     def f32(Mat: wp.array3d(dtype=IN), vec: wp.array2d(dtype=IN), bm: int, bv: int, i: int, k0: int, k1: int,
             lane: int) -> wp.float32: ...
+
+    return f32
+
+
+def _native_sum(spec: GemvSpec):
+    """bands' finishing snippet as a Warp function ``bsum(W, b, i, S, batch, lane)`` -> the accumulator dtype."""
+    snip = _BANDS_SUM.format(ACC=_CTYPES[spec.acc_dtype], NW=_finish_warps(spec))
+    name = re.sub(r"[^0-9A-Za-z_]", "_", spec.kernel_key + "_sum_native")
+    ACC = WP_DTYPES[spec.acc_dtype]
+    if spec.acc_dtype == "float64":
+
+        @_Named(name).func_native(snip)
+        def f64(W: wp.array2d(dtype=ACC), b: int, i: int, S: int, batch: int, lane: int) -> wp.float64: ...
+
+        return f64
+
+    @_Named(name).func_native(snip)
+    def f32(W: wp.array2d(dtype=ACC), b: int, i: int, S: int, batch: int, lane: int) -> wp.float32: ...
 
     return f32
 
@@ -400,9 +554,17 @@ def get_kernel(spec: GemvSpec, partial: bool = False):
         return _build(dataclasses.replace(spec, block_dim=spec.block_dim if keep else 0, target_warps=0), partial)
 
 
+def bands_finish_kernel(spec: GemvSpec):
+    """bands: the kernel that sums the bands' partial sums and applies the epilogue (thread-safe, cached)."""
+    with _factory_lock:
+        return _build_sum(dataclasses.replace(spec, block_dim=0, target_warps=0))
+
+
 def kernels(spec: GemvSpec, partial: bool = False) -> list:
     """Every kernel a launch of ``spec`` may use: the GEMV kernel, and with ``partial`` skinny's
-    finishing pass (for ``warp-gemm precompile``)."""
+    finishing pass (for ``warp-gemm precompile``); bands: its two kernels."""
+    if spec.kind == "bands":
+        return [get_kernel(spec, True), bands_finish_kernel(spec)]
     ks = [get_kernel(spec, partial)]
     if partial:
         ks.append(skinny.finish_kernel(spec.acc_dtype, spec.out_dtype))
@@ -442,6 +604,19 @@ def _build(spec: GemvSpec, partial: bool):
 
     # The two kinds differ only in which Mat dimension runs along K and in a group's outputs: rowdot one
     # (every lane holds the warp's total; lane 0 stores it), colsum a strip of COLS (thread j stores j).
+    if spec.kind == "bands":
+        E = spec.chunk
+
+        def bands(Mat: wp.array3d(dtype=IN), vec: wp.array2d(dtype=IN), W: wp.array2d(dtype=ACC), per: int,
+                  batch: int, m_nb: int, v_nb: int):
+            # t last: consecutive threads take consecutive 16-byte chunks of a row
+            b, s, t = wp.tid()
+            k0 = s * per
+            native(Mat, vec, W, wp.min(b, m_nb - 1), wp.min(b, v_nb - 1), t * E, k0,
+                   wp.min(Mat.shape[1], k0 + per), s * batch + b)
+
+        return _compat.make_kernel(bands, name)
+
     ROWDOT = spec.kind == "rowdot"
     PER_GROUP = 1 if ROWDOT else COLS
 
@@ -465,6 +640,29 @@ def _build(spec: GemvSpec, partial: bool):
             store(D, C, W, acc, alpha, beta, b, s, batch, c_nb, r)
 
     return _compat.make_kernel(gemv, name)
+
+
+@functools.cache
+def _build_sum(spec: GemvSpec):
+    OUT, ACC = WP_DTYPES[spec.out_dtype], WP_DTYPES[spec.acc_dtype]
+    AXPBY = spec.epilogue == "axpby"
+    FB = 32 * _finish_warps(spec)
+    native = _native_sum(spec)
+
+    def bands_sum(W: wp.array2d(dtype=ACC), C: wp.array2d(dtype=OUT), D: wp.array2d(dtype=OUT), alpha: ACC,
+                  beta: ACC, S: int, batch: int, c_nb: int):
+        b, t = wp.tid()
+        g = t // FB
+        lane = t - g * FB
+        acc = native(W, b, g * 32, S, batch, lane)
+        r = g * 32 + lane
+        if lane < 32 and r < D.shape[1]:
+            y = alpha * acc
+            if wp.static(AXPBY):
+                y = y + beta * ACC(C[wp.min(b, c_nb - 1), r])
+            D[b, r] = OUT(y)
+
+    return _compat.make_kernel(bands_sum, spec.kernel_key + "_sum")
 
 
 # --- launch ---------------------------------------------------------------------------------------------
@@ -545,7 +743,7 @@ def launch_args(spec: GemvSpec, A, B, C, D, alpha, beta, M, N, K, batch, a_nb, b
     # (colsum: the last dimension is a whole number of blocks, so no block straddles two strips).
     dim = (batch, s, groups * spec.group)
     D2, C2 = _side(D, M), _side(cc, M)
-    if s <= 1:
+    if s <= 1 and spec.kind != "bands":
         inputs = [mat, vec, C2, D2, _no_workspace(spec.acc_dtype, D.device), float(alpha), float(beta), per,
                   batch, m_nb, v_nb, c_n]
         return [(get_kernel(spec, False), dim, inputs, block)]
@@ -556,6 +754,11 @@ def launch_args(spec: GemvSpec, A, B, C, D, alpha, beta, M, N, K, batch, a_nb, b
                          f"{want}, {spec.acc_dtype}; got {got}")
     it = ITEM_BYTES[spec.acc_dtype]
     W2 = _view(workspace, (s * batch, R), (R * it, it))
+    if spec.kind == "bands":
+        fb = 32 * _finish_warps(spec)
+        return [(get_kernel(spec, True), dim, [mat, vec, W2, per, batch, m_nb, v_nb], block),
+                (bands_finish_kernel(spec), (batch, _ceil(R, 32) * fb), [W2, C2, D2, float(alpha), float(beta), s,
+                                                                       batch, c_n], fb if spec.lanes > 1 else None)]
     inputs = [mat, vec, C2, D2, W2, 1.0, 0.0, per, batch, m_nb, v_nb, c_n]
     c_fin = C if spec.epilogue == "axpby" else None
     return [(get_kernel(spec, True), dim, inputs, block),

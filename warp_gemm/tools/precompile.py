@@ -97,8 +97,9 @@ def pipelined_jobs(dtypes: list[str], layouts: tuple[str, ...] = ("NN",),
 def gemv_jobs(dtypes: list[str], epilogues: tuple[str, ...] = ("scale",)) -> list[tuple]:
     """``("gemv", GemvSpec, partial)`` for the GEMV family's CUDA kernels (M == 1 or N == 1): each
     dtype (tf32: the exact float32 kernels, which the planner takes for tf32 calls too), both kinds
-    (rowdot and colsum cover every layout), each epilogue, whole-K and K-split (the split one with
-    skinny's finishing pass), output in the input dtype; none where this Warp cannot build the family."""
+    (rowdot and colsum cover every layout; bands is colsum for large matrices), each epilogue, whole-K and
+    K-split (the split one with skinny's finishing pass; bands with its own), output in the input dtype; none
+    where this Warp cannot build the family."""
     from warp_gemm.kernels import gemv
 
     if not gemv.has_native_returns():
@@ -108,6 +109,10 @@ def gemv_jobs(dtypes: list[str], epilogues: tuple[str, ...] = ("scale",)) -> lis
         base = "float32" if dt == "tf32" else dt
         for kind in gemv.KINDS:
             for epi in epilogues:
+                if kind == "bands":  # always through its workspace: the bands kernel and its finishing kernel
+                    jobs.append(("gemv", gemv.GemvSpec(base, base, kind, epi, block_dim=gemv.BANDS_BLOCK,
+                                                       unroll=gemv.BANDS_UNROLL), True))
+                    continue
                 for partial in (False, True):
                     # the block sizes choose_spec takes (colsum: two, the split kernel only at the smaller)
                     blocks = [gemv.BLOCK_DIM] if kind == "rowdot" else [gemv.COLSUM_BLOCK] + (
@@ -146,11 +151,15 @@ def _build_gemv(spec, partial: bool, archs, module_dir) -> None:
         _compat.bf16_dtype()
     for n, kernel in enumerate(gemv.kernels(spec, partial)):
         # plain kernels: the module is keyed by the launch's block size (the finishing pass: Warp's default)
-        kernel.module.options["block_dim"] = spec.block_dim if n == 0 else 256
+        # (bands' finishing kernel: BANDS_FINISH_WARPS warps, the block size launch_args gives it)
+        if spec.kind == "bands":
+            kernel.module.options["block_dim"] = spec.block_dim if n == 0 else 32 * gemv.BANDS_FINISH_WARPS
+        else:
+            kernel.module.options["block_dim"] = spec.block_dim if n == 0 else 256
         if archs and _compat.HAS_COMPILE_AOT:
             wp.compile_aot_module(kernel.module, arch=archs, module_dir=module_dir)
         else:
-            kernel.module.load(wp.get_device("cuda"), spec.block_dim)
+            kernel.module.load(wp.get_device("cuda"), kernel.module.options["block_dim"])
 
 
 def build_one(job: tuple, archs: list[int] | None, module_dir: str | None = None) -> tuple[tuple, float, str]:
