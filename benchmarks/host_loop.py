@@ -113,8 +113,8 @@ def main(argv=None) -> int:
     print(f"{'case':22} {'torch':>8} {'wg(out)':>8} {'wg(new)':>8} {'wg(wp)':>8} {'op':>8}  ratio (paired; of bests)")
     for r in rows:
         print(f"{r['case']:22} {r['torch_us']:8.1f} {r['warp_gemm_torch_us']:8.1f} "
-              f"{r['warp_gemm_torch_new_out_us']:8.1f} {r['warp_gemm_wp_us']:8.1f} {r.get('custom_op_us', float('nan')):8.1f}  {r['ratio_to_torch']:.2f} "
-              f"({r['ratio_of_bests']:.2f})")
+              f"{r['warp_gemm_torch_new_out_us']:8.1f} {r['warp_gemm_wp_us']:8.1f} "
+              f"{r.get('custom_op_us', float('nan')):8.1f}  {r['ratio_to_torch']:.2f} ({r['ratio_of_bests']:.2f})")
     if args.out:
         Path(args.out).write_text(json.dumps(rows, indent=1))
     return 0
