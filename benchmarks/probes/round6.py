@@ -237,8 +237,13 @@ SET15 = {"default": (G15, {}), "colsum": (G15, {"gemv": {"BANDS_MIN_BYTES": 1 <<
 SET16 = {"default": (G15, {}),
          "colsum": (G15s + ["gemv_512x16384", "gemv_256x65536"], {"gemv": {"BANDS_MIN_BYTES": 1 << 62}}),
          "fin8": (G15s, {"gemv": {"BANDS_FINISH_WARPS": 8}}), "u4": (G15s, {"gemv": {"BANDS_UNROLL": 4}})}
+# Seventeenth run (R6_SET=17): the copy snippet's interior fast path (pipelined.FAST_COPY: a tile wholly inside
+# its operand issues its cp.async chunks from one address, no per-chunk bounds arithmetic) against the
+# per-chunk loop alone.
+F17 = ["sq_4096", "odd_4095", "odd_4097", "sq_1000", "b64_256", "m16_8192", "b4096_32", "odd_1023", "odd_127"]
+SET17 = {"default": (F17, {}), "nofast": (F17, {"pipelined": {"FAST_COPY": False}})}
 # R6_SET -> (variants, cold repeats); unset: the first run's VARIANTS, one repeat.
-SETS = {"13": (SET13, 3), "14": (SET14, 3), "15": (SET15, 3), "16": (SET16, 3),
+SETS = {"13": (SET13, 3), "14": (SET14, 3), "15": (SET15, 3), "16": (SET16, 3), "17": (SET17, 3),
         "2": (SET2, 3), "3": (SET3, 3), "4": (SET4, 2), "5": (SET5, 2), "6": (SET6, 2), "7": (SET7, 2),
         "8": (SET8, 2), "9": (SET9, 3), "10": (SET10, 3), "11": (SET11, 3), "12": (SET12, 3)}
 VARIANTS, REPS = SETS.get(os.environ.get("R6_SET", ""), (VARIANTS, 1))

@@ -256,7 +256,8 @@ _COPY = r"""
     // Copy the ROWS x COLS region of `src` at (r0, c0) into rows [d0, d0 + ROWS), columns [0, COLS)
     // of the shared tile `dst` (row stride DLD elements); every element outside src is written as zero.
     // Assumes: src 2-D, unit column stride, each row's address a multiple of CH bytes, c0 a multiple
-    // of CH / ITEM; dst rows a multiple of CH bytes apart (padded tiles keep 16). Called by every
+    // of CH / ITEM; dst rows a multiple of CH bytes apart (padded tiles keep 16). A region wholly inside
+    // src takes _COPY_FAST where the family's tile allows it (FASTPATH below). Called by every
     // thread of the block; thread t copies chunks t, t + block_dim, ... . CUDA: cp.async (CH 16/8/4),
     // completion through commit/wait snippets; CH 2 or the CPU: a synchronous copy.
     const int nr = src.shape[0];
@@ -264,7 +265,7 @@ _COPY = r"""
     const char* base = (const char*)src.data;
     const size_t ld = (size_t)src.strides[0];
     char* sbase = (char*)dst.data.ptr + (size_t)d0 * ({DLD} * {ITEM});
-{CHECK}    for (int c = WP_TILE_THREAD_IDX; c < {TOTAL}; c += WP_TILE_BLOCK_DIM) {{
+{FASTPATH}{CHECK}    for (int c = WP_TILE_THREAD_IDX; c < {TOTAL}; c += WP_TILE_BLOCK_DIM) {{
         const int r = c / {CPR};
         const int cc = (c - r * {CPR}) * {E};
         const int gr = r0 + r;
@@ -283,6 +284,25 @@ _COPY = r"""
 #endif
     }}
 {FALLBACK}"""
+
+_COPY_FAST = r"""
+#if defined(__CUDA_ARCH__)
+    if (r0 + {ROWS} <= nr && c0 + {COLS} <= nc) {{
+        // The whole region inside src (most tiles): every chunk whole, the thread's chunks {PER} rows apart,
+        // one address computed, no bounds arithmetic per chunk.
+        const int t = WP_TILE_THREAD_IDX;
+        const int r = t / {CPR};
+        const int cc = (t - r * {CPR}) * {E};
+        const char* g = base + (size_t)(r0 + r) * ld + (size_t)(c0 + cc) * {ITEM};
+        const unsigned sa = (unsigned)__cvta_generic_to_shared(sbase + ((size_t)r * {DLD} + cc) * {ITEM});
+#pragma unroll
+        for (int q = 0; q < {NQ}; ++q)
+            asm volatile("cp.async.{CG}.shared.global [%0], [%1], {CH};\n" :: "r"(sa + q * ({PER} * {DLD} * {ITEM})),
+                         "l"(g + (size_t)q * {PER} * ld));
+        return;
+    }}
+#endif
+"""
 
 _COMMIT = r"""
     // Close the cp.async group of this pipeline stage (a group may be empty). CPU: nothing to do.
@@ -362,6 +382,8 @@ _C_TYPES = {"float16": "wp::float16", "bfloat16": "wp::bfloat16", "float32": "wp
 _VEC_TYPES = {8: "unsigned long long", 16: "::uint4"}
 
 
+# Whether the copy snippet takes its interior fast path (see _COPY) where the tile allows; the probes switch it off.
+FAST_COPY = True
 # Whether shared accumulators may be zero-filled by _ZERO_ACC (after tile_empty) instead of tile_zeros
 # (native_acc); the probes switch it off.
 ZERO_ACC_SNIPPET = True
@@ -407,8 +429,12 @@ def _copy_snippet(spec: PipeSpec, rows: int, cols: int, dld: int, checked: bool 
     it = ITEM_BYTES[spec.in_dtype]  # checked: tile_gemm_func's run-time alignment check (_copy_check)
     ch = spec.chunk
     e = ch // it
-    return _COPY.format(DLD=dld, ITEM=it, TOTAL=rows * (cols // e), CPR=cols // e, E=e, CH=ch,
-                        CG="cg" if ch == 16 else "ca", **_copy_check(it, ch, e, rows, cols, dld, checked))
+    cpr, total, bd = cols // e, rows * (cols // e), spec.block_dim
+    # the interior fast path: asynchronous whole chunks, each thread's the same count, rows of a whole block
+    fast = (FAST_COPY and not checked and ch >= 4 and bd > 1 and total % bd == 0 and bd % cpr == 0)
+    f = dict(DLD=dld, ITEM=it, TOTAL=total, CPR=cpr, E=e, CH=ch, CG="cg" if ch == 16 else "ca")
+    path = _COPY_FAST.format(PER=bd // cpr, NQ=total // bd, ROWS=rows, COLS=cols, **f) if fast else ""
+    return _COPY.format(FASTPATH=path, **f, **_copy_check(it, ch, e, rows, cols, dld, checked))
 
 
 def _native(snippet: str, name: str, stub):
