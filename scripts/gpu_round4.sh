@@ -27,11 +27,19 @@ final)  # the runner's tables after this round's changes (file names carry TAG, 
   python3 benchmarks/warm_cache.py --shapes "$S16" --dtype fp16 -j 12 > "$out/warm.txt" 2>&1 &
   python3 benchmarks/warm_cache.py --shapes "4095x4095x4095,1023x1025x1027,1000x1000x1000" --dtype tf32 -j 3 >> "$out/warm.txt" 2>&1 &
   python3 benchmarks/warm_cache.py --shapes "10000x16x16x16,1000x16x16x16,64x64x64" --dtype fp32 -j 1 >> "$out/warm.txt" 2>&1 &
+  if [ -n "${BIG:-}" ]; then  # issue 16's large squares: bf16, tf32, exact fp32, fp64 (and fp16 8192^3 below)
+    python3 benchmarks/warm_cache.py --shapes "4096x4096x4096" --dtype bf16,tf32,fp32,fp64 -j 4 >> "$out/warm.txt" 2>&1 &
+  fi
   wait; grep -c ": ok" "$out/warm.txt"; grep FAILED "$out/warm.txt" | head -5
   python3 benchmarks/run.py --shapes "$S16" --dtype fp16 --providers warp_gemm,torch --json "$out/${T}_fp16.json" > "$out/${T}_fp16.txt" 2>&1
   python3 benchmarks/run.py --shapes "4095x4095x4095,1023x1025x1027,1000x1000x1000" --dtype tf32 --providers warp_gemm,torch --json "$out/${T}_tf32.json" > "$out/${T}_tf32.txt" 2>&1
+  if [ -n "${BIG:-}" ]; then
+    python3 benchmarks/run.py --shapes "4096x4096x4096,8192x8192x8192" --dtype fp16,bf16 --providers warp_gemm,torch --json "$out/${T}_big16.json" > "$out/${T}_big16.txt" 2>&1
+    python3 benchmarks/run.py --shapes "4096x4096x4096" --dtype tf32,fp32,fp64 --providers warp_gemm,torch --json "$out/${T}_big32.json" > "$out/${T}_big32.txt" 2>&1
+  fi
   python3 benchmarks/host_loop.py --out "$out/${T}_host_loop.json" > "$out/${T}_host_loop.txt" 2>&1
-  for f in ${T}_fp16 ${T}_tf32; do sed -n '/# summary/,$p' "$out/$f.txt" | grep -v "^$"; done; tail -n 4 "$out/${T}_host_loop.txt"
+  for f in ${T}_fp16 ${T}_tf32 ${T}_big16 ${T}_big32; do [ -f "$out/$f.txt" ] && sed -n '/# summary/,$p' "$out/$f.txt" | grep -v "^$"; done
+  tail -n 4 "$out/${T}_host_loop.txt"
   ;;
 probe5)
   D5="fp16_4095,fp16_4096,fp16_1023odd,fp16_127odd,fp16_gemv"

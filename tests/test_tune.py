@@ -198,7 +198,7 @@ def test_tuned_pipe_table_changes_the_planner(cache_dir):
     per SM for its buckets (paddings, chunk, dtypes, layout and epilogue kept) on a CUDA device; bfloat16
     and untuned layouts borrow, far buckets keep the default, the tiled lookup does not see the group."""
     default = _pipe_spec_for("float16", 4096, 4096, 4096)
-    assert _fields(default) == "pipe/128x128x128/s2/b256/o1"
+    assert _fields(default) == "pipe/128x128x128/s2/b128/o1"
     _save_pipe({"sm90|float16|NN|pipe": {(4096, 4096, 4096): "pipe/128x128x64/s3/b256/o1",
                                          (256, 256, 256, 64): "pipe/128x64x128/s3/b256/o1"},
                 "sm90|float64|NN|pipe": {(4096, 4096, 4096): "pipe/128x64x32/s2/b256/o1"}})

@@ -68,6 +68,12 @@ CASES = {
     "odd_4104": (1, 4104, 4104, 4104, "float16", "N"),
     "odd_8193x4097": (1, 8193, 4097, 4096, "float16", "N"),
     "sq_4096": (1, 4096, 4096, 4096, "float16", "N"),
+    "sq_8192": (1, 8192, 8192, 8192, "float16", "N"),
+    "tf32_4096": (1, 4096, 4096, 4096, "tf32", "N"),
+    "tf32_4095": (1, 4095, 4095, 4095, "tf32", "N"),
+    "f64_4096": (1, 4096, 4096, 4096, "float64", "N"),
+    "bf16_8192": (1, 8192, 8192, 8192, "bfloat16", "N"),
+    "sq_4096_T": (1, 4096, 4096, 4096, "float16", "T"),
     "b1024_32": (1024, 32, 32, 32, "float16", "N"),
     "b256_32": (256, 32, 32, 32, "float16", "N"),
     "b4096_32_k128": (4096, 32, 32, 128, "float16", "N"),
@@ -242,8 +248,21 @@ SET16 = {"default": (G15, {}),
 # per-chunk loop alone.
 F17 = ["sq_4096", "odd_4095", "odd_4097", "sq_1000", "b64_256", "m16_8192", "b4096_32", "odd_1023", "odd_127"]
 SET17 = {"default": (F17, {}), "nofast": (F17, {"pipelined": {"FAST_COPY": False}})}
+# Eighteenth run (R6_SET=18): with the copies' fast path, the large problems' tiles again (shallower K steps
+# with more stages, 128 threads); round 4's ranking was taken with the per-chunk copy loop.
+L18 = ["sq_4096", "odd_4095", "sq_8192"]
+SET18 = {"default": (L18, {}), **pipe_variants(L18, "pipe/128x128x64/s3/b256/o1", "pipe/128x128x64/s4/b256/o1",
+                                               "pipe/128x128x128/s2/b128/o1", "pipe/128x128x32/s4/b256/o1")}
+# Nineteenth run (R6_SET=19): 128 threads for the large fp16/bf16 tiles (the default after run 18) in other
+# layouts and bf16, and for tf32 and fp64's tuned tiles.
+B19 = ["sq_4096", "sq_4096_T", "bf16_8192", "odd_4097"]
+SET19 = {"default": (B19 + ["tf32_4096", "tf32_4095", "f64_4096"], {}),
+         **pipe_variants(B19, "pipe/128x128x128/s2/b256/o1"),
+         **pipe_variants(["tf32_4096", "tf32_4095"], "pipe/128x128x64/s2/b128/o1"),
+         **pipe_variants(["f64_4096"], "pipe/128x64x32/s2/b128/o1", "pipe/64x64x32/s2/b128/o1")}
 # R6_SET -> (variants, cold repeats); unset: the first run's VARIANTS, one repeat.
-SETS = {"13": (SET13, 3), "14": (SET14, 3), "15": (SET15, 3), "16": (SET16, 3), "17": (SET17, 3),
+SETS = {"13": (SET13, 3), "14": (SET14, 3), "15": (SET15, 3), "16": (SET16, 3), "17": (SET17, 3), "18": (SET18, 2),
+        "19": (SET19, 2),
         "2": (SET2, 3), "3": (SET3, 3), "4": (SET4, 2), "5": (SET5, 2), "6": (SET6, 2), "7": (SET7, 2),
         "8": (SET8, 2), "9": (SET9, 3), "10": (SET10, 3), "11": (SET11, 3), "12": (SET12, 3)}
 VARIANTS, REPS = SETS.get(os.environ.get("R6_SET", ""), (VARIANTS, 1))
@@ -283,7 +302,9 @@ def one(variant: str, case: str, timing: bool) -> dict:
 
     B, M, N, K, dt, lb = CASES[case]
     over = VARIANTS[variant][1]
-    tdt = getattr(torch, dt)
+    tf32 = dt == "tf32"
+    tdt = torch.float32 if tf32 else getattr(torch, dt)
+    torch.backends.cuda.matmul.allow_tf32 = tf32  # cuBLAS in the same precision
     g = torch.Generator(device="cuda").manual_seed(int.from_bytes(os.urandom(4), "little"))
     lead = (B,) if B > 1 else ()
     a = torch.randn(*lead, M, K, device="cuda", generator=g).to(tdt)
@@ -298,7 +319,7 @@ def one(variant: str, case: str, timing: bool) -> dict:
 
     def call():
         with wg.options(family=fam, pipe_config=pc):
-            wg.matmul(a, b, out=out)
+            wg.matmul(a, b, out=out, allow_tf32=tf32)
 
     call()
     torch.cuda.synchronize()
@@ -308,7 +329,7 @@ def one(variant: str, case: str, timing: bool) -> dict:
     from warp_gemm.core.problem import validate
 
     with wg.options(family=fam, pipe_config=pc) as o:
-        pl = make_plan(validate(a, b, None, 1.0, 0.0, False, False, out, "matmul"), 1.0, 0.0, False, None, o)
+        pl = make_plan(validate(a, b, None, 1.0, 0.0, False, False, out, "matmul"), 1.0, 0.0, tf32, None, o)
     spec = pl.family_spec
     row = {"variant": variant, "case": case, "err": err, "family": pl.family,
            "spec": str(getattr(spec, "key", spec))[:200], "stage": list(pl.stage), "peel": list(pl.peel)}

@@ -148,8 +148,12 @@ def default_spec(in_dtype: str, out_dtype: str | None = None, *, tf32: bool = Fa
         # Small: 128x64x128 (128 blocks): 70 NN, 73 NT against 50-53 for 128x128x128.
         # 96x128 where its waves are fewer (see _narrow_rows): 1023x1025x1027 52.2 us against 58.7, 1536^3
         # 80.9 against 96.3.
-        base = dict(tm=96 if narrow else 128, tn=64 if small else 128, tk=128, stages=2, block_dim=256, min_blocks=1,
-                    pad_ab=8, pad_c=8)
+        # 128 threads for the large 128x128 tiles since the copies' fast path (before it 256 led): 4096^3 755 against
+        # 775 us cold, 8192^3 5618 against 5914, 4095^3 835 against 851 (results/round9/r18p.txt); NT 4096^3 711
+        # against 731, bf16 8192^3 5548 against 5814, 4097^3 847 against 899 (r19p.txt). tf32 and fp64 keep
+        # their tiles: 128 threads measured 58.3 against 96.0 (tf32 4096^3), 27.2-29.7 against 30.9 (fp64).
+        base = dict(tm=96 if narrow else 128, tn=64 if small else 128, tk=128, stages=2,
+                    block_dim=256 if narrow or small else 128, min_blocks=1, pad_ab=8, pad_c=8)
         if quarter:
             base.update(tm=64, tn=32, block_dim=128)
         if M is not None and N is not None and max(M, N) <= TINY_SIDE:
