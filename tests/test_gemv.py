@@ -124,6 +124,24 @@ def test_gemv_shapes(device, shape, layout, split):
     assert (s > 1) == (split and K > step), "a large target_warps splits K of more than one K step"
 
 
+def _run_cuda_like(shape, dtype: str, **fields):
+    """``run_gemv`` on the CPU with the CPU spec's fields replaced by ``fields`` (a CUDA-shaped spec whose
+    snippets take their plain C++ branches); the problem's own epilogue kept. Returns (result, spec, launches)."""
+    M, N, K, batch, a_nb, b_nb, c_nb = shape
+    layout = "NN" if M == 1 else "TN"
+    rng = np.random.default_rng(np.random.SeedSequence().entropy % 2**31)
+    cpu_spec = gemv.choose_spec(wp.get_device("cpu"), dtype, layout[0], layout[1], M, N, K, batch, dtype, "scale")
+    cuda_like = dataclasses.replace(cpu_spec, **fields)
+    orig = gemv.choose_spec
+    try:
+        gemv.choose_spec = lambda *a, **k: dataclasses.replace(cuda_like, epilogue=orig(*a, **k).epilogue)
+        res, spec, launches, _ = run_gemv("cpu", dtype, dtype, layout, M, N, K, batch, a_nb, b_nb, c_nb,
+                                          0.75, -1.5, rng)
+    finally:
+        gemv.choose_spec = orig
+    return res, spec, launches
+
+
 @pytest.mark.parametrize("split", [False, True], ids=["whole-K", "split-K"])
 @pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
 @pytest.mark.parametrize("shape", [(1, 129, 1027, 2, 1, 2, 2), (77, 1, 300, 1, 1, 1, 0)],
@@ -133,18 +151,9 @@ def test_colsum_cuda_spec_on_cpu(shape, dtype, split):
     edge, K split in whole block steps, the epilogue and workspace) run on the CPU: a CUDA-shaped spec
     (block 64, 4 chunks per row) built for the CPU takes the snippet's scalar branch, thread j < cols of
     each strip computing column j."""
-    M, N, K, batch, a_nb, b_nb, c_nb = shape
-    layout = "NN" if M == 1 else "TN"
-    rng = np.random.default_rng(np.random.SeedSequence().entropy % 2**31)
-    cpu_spec = gemv.choose_spec(wp.get_device("cpu"), dtype, layout[0], layout[1], M, N, K, batch, dtype, "scale")
-    cuda_like = dataclasses.replace(cpu_spec, lanes=32, block_dim=64, col_lanes=4, target_warps=100000 if split else 0)
-    orig = gemv.choose_spec
-    try:
-        gemv.choose_spec = lambda *a, **k: dataclasses.replace(cuda_like, epilogue=orig(*a, **k).epilogue)
-        res, spec, launches, _ = run_gemv("cpu", dtype, dtype, layout, M, N, K, batch, a_nb, b_nb, c_nb,
-                                          0.75, -1.5, rng)
-    finally:
-        gemv.choose_spec = orig
+    M, N, K, batch = shape[:4]
+    res, spec, launches = _run_cuda_like(shape, dtype, lanes=32, block_dim=64, col_lanes=4,
+                                         target_warps=100000 if split else 0)
     assert res.ok, f"{spec.key}: {res}"
     assert spec.kind == "colsum" and (spec.group, spec.row_groups) == (64, 16)
     s, per = gemv.splits(spec, M, N, K, batch)
@@ -162,21 +171,12 @@ def test_bands_cuda_spec_on_cpu(shape, dtype, bands):
     snippets' plain C++ branches -- column blocks ragged at the edge (129, 77, 3001 columns), one band, a few,
     or hundreds of bands ending in a partial one, batch broadcast, C, the NaN-prefilled workspace every band
     must write."""
-    M, N, K, batch, a_nb, b_nb, c_nb = shape
-    layout = "NN" if M == 1 else "TN"
-    rng = np.random.default_rng(np.random.SeedSequence().entropy % 2**31)
-    cpu_spec = gemv.choose_spec(wp.get_device("cpu"), dtype, layout[0], layout[1], M, N, K, batch, dtype, "scale")
+    M, N, K, batch = shape[:4]
     chunk = 16 // np.dtype(dtype).itemsize
     warps = batch * -(-max(M, N) // (64 * chunk)) * 2  # the band's: 64 threads per column block
     target = {"one": 0, "some": 3 * warps * gemv.BANDS_SPLIT_TO, "many": 10**6}[bands]  # 3 bands; the most
-    cuda_like = dataclasses.replace(cpu_spec, kind="bands", lanes=32, block_dim=64, unroll=8, target_warps=target)
-    orig = gemv.choose_spec
-    try:
-        gemv.choose_spec = lambda *a, **k: dataclasses.replace(cuda_like, epilogue=orig(*a, **k).epilogue)
-        res, spec, launches, _ = run_gemv("cpu", dtype, dtype, layout, M, N, K, batch, a_nb, b_nb, c_nb,
-                                          0.75, -1.5, rng)
-    finally:
-        gemv.choose_spec = orig
+    res, spec, launches = _run_cuda_like(shape, dtype, kind="bands", lanes=32, block_dim=64, unroll=8,
+                                         target_warps=target)
     assert res.ok, f"{spec.key}: {res}"
     s, per = gemv.splits(spec, M, N, K, batch)
     assert per % 8 == 0 and s == -(-K // per) and (s == 1) == (bands == "one")

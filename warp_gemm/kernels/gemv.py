@@ -576,20 +576,15 @@ def _native_cached(spec: GemvSpec):
     return _native_func(spec)
 
 
-@functools.cache
-def _build(spec: GemvSpec, partial: bool):
-    if spec.kind not in KINDS or spec.epilogue not in ("scale", "axpby"):
-        raise ValueError(f"bad gemv spec {spec}")
-    IN, OUT, ACC = WP_DTYPES[spec.in_dtype], WP_DTYPES[spec.out_dtype], WP_DTYPES[spec.acc_dtype]
-    G, COLS = spec.group, spec.cols
+def _store_func(spec: GemvSpec, name: str, partial: bool):
+    """``store(D, C, W, acc, alpha, beta, b, s, batch, c_nb, r)``: one output element -- the partial sum into
+    the workspace (``partial``: K split), else the epilogue (alpha, beta * C, the output cast)."""
+    OUT, ACC = WP_DTYPES[spec.out_dtype], WP_DTYPES[spec.acc_dtype]
     AXPBY = spec.epilogue == "axpby"
     PARTIAL = partial
-    native = _native_cached(spec)
-    name = spec.kernel_key + ("_part" if partial else "")
 
     def store(D: wp.array2d(dtype=OUT), C: wp.array2d(dtype=OUT), W: wp.array2d(dtype=ACC), acc: ACC,
               alpha: ACC, beta: ACC, b: int, s: int, batch: int, c_nb: int, r: int):
-        # One output element: the partial sum into the workspace (K split), else the epilogue.
         if wp.static(PARTIAL):
             W[s * batch + b, r] = acc
         else:
@@ -600,10 +595,17 @@ def _build(spec: GemvSpec, partial: bool):
 
     store_name = func_name(name, "store")
     store.__name__ = store.__qualname__ = store_name
-    store = wp.func(store, name=store_name)
+    return wp.func(store, name=store_name)
 
-    # The two kinds differ only in which Mat dimension runs along K and in a group's outputs: rowdot one
-    # (every lane holds the warp's total; lane 0 stores it), colsum a strip of COLS (thread j stores j).
+
+@functools.cache
+def _build(spec: GemvSpec, partial: bool):
+    if spec.kind not in KINDS or spec.epilogue not in ("scale", "axpby"):
+        raise ValueError(f"bad gemv spec {spec}")
+    IN, OUT, ACC = WP_DTYPES[spec.in_dtype], WP_DTYPES[spec.out_dtype], WP_DTYPES[spec.acc_dtype]
+    G, COLS = spec.group, spec.cols
+    native = _native_cached(spec)
+    name = spec.kernel_key + ("_part" if partial else "")
     if spec.kind == "bands":
         E = spec.chunk
 
@@ -617,6 +619,9 @@ def _build(spec: GemvSpec, partial: bool):
 
         return _compat.make_kernel(bands, name)
 
+    store = _store_func(spec, name, partial)
+    # The two kinds differ only in which Mat dimension runs along K and in a group's outputs: rowdot one
+    # (every lane holds the warp's total; lane 0 stores it), colsum a strip of COLS (thread j stores j).
     ROWDOT = spec.kind == "rowdot"
     PER_GROUP = 1 if ROWDOT else COLS
 
@@ -645,9 +650,10 @@ def _build(spec: GemvSpec, partial: bool):
 @functools.cache
 def _build_sum(spec: GemvSpec):
     OUT, ACC = WP_DTYPES[spec.out_dtype], WP_DTYPES[spec.acc_dtype]
-    AXPBY = spec.epilogue == "axpby"
     FB = 32 * _finish_warps(spec)
     native = _native_sum(spec)
+    name = spec.kernel_key + "_sum"
+    store = _store_func(spec, name, False)  # the epilogue, as the unsplit kernels apply it
 
     def bands_sum(W: wp.array2d(dtype=ACC), C: wp.array2d(dtype=OUT), D: wp.array2d(dtype=OUT), alpha: ACC,
                   beta: ACC, S: int, batch: int, c_nb: int):
@@ -657,12 +663,9 @@ def _build_sum(spec: GemvSpec):
         acc = native(W, b, g * 32, S, batch, lane)
         r = g * 32 + lane
         if lane < 32 and r < D.shape[1]:
-            y = alpha * acc
-            if wp.static(AXPBY):
-                y = y + beta * ACC(C[wp.min(b, c_nb - 1), r])
-            D[b, r] = OUT(y)
+            store(D, C, W, acc, alpha, beta, b, 0, batch, c_nb, r)
 
-    return _compat.make_kernel(bands_sum, spec.kernel_key + "_sum")
+    return _compat.make_kernel(bands_sum, name)
 
 
 # --- launch ---------------------------------------------------------------------------------------------
