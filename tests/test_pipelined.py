@@ -369,6 +369,23 @@ def test_cuda_build_offline_native_store(dtype, tmp_path, monkeypatch):
     assert ("make_uint4(0u, 0u, 0u, 0u)" in src) == (dtype == "float64") and f"*({vt}*)g = *(const {vt}*)v" in src
 
 
+@pytest.mark.skipif(not (_compat.HAS_COMPILE_AOT and _compat.HAS_TILE_EMPTY),
+                    reason="needs compile_aot_module and tile_empty")
+@pytest.mark.parametrize("epilogue", ["scale", "axpby"])
+def test_cuda_build_offline_persistent(epilogue, tmp_path):
+    """The persistent kernel (blocks looping over output tiles; the store snippet or Warp's tile epilogue
+    inside the K loop's branch, the accumulator's zero fill between tiles) compiles for sm_90 offline."""
+    spec = P.default_spec("float16", epilogue=epilogue, layout="NT" if epilogue == "axpby" else "NN",
+                          persistent=1)
+    assert P.native_acc(spec) and P.native_store(spec) == (epilogue == "scale")
+    k = P.get_kernel(spec)
+    k.module.options["block_dim"] = spec.block_dim
+    wp.compile_aot_module(k.module, arch=[90], module_dir=str(tmp_path))
+    assert any("sm90" in p.name for p in tmp_path.rglob("*") if p.suffix in (".cubin", ".ptx"))
+    src = "".join(p.read_text() for p in tmp_path.rglob("*.cu"))
+    assert "cp.async.cg.shared.global" in src and "make_uint4(0u, 0u, 0u, 0u)" in src and "_per1" in src
+
+
 def test_precompile_lists_the_pipelined_family():
     """`warp-gemm precompile` builds the pipelined family's planner defaults (large and small problems,
     every layout and epilogue asked for) beside the tiled family's, and never exact float32 (tiled)."""
@@ -383,6 +400,7 @@ def test_precompile_lists_the_pipelined_family():
         for epi in ("scale", "axpby"):
             for side in (4096, 1000):
                 assert P.default_spec("float16", "float16", layout=lay, epilogue=epi, M=side, N=side).key in keys
+            assert P.default_spec("float16", "float16", layout=lay, epilogue=epi, M=8192, N=8192, K=256).key in keys
     for k in (32, 128):  # the 32x32 tiles of batched small 16-bit products
         assert P.default_spec("float16", "float16", layout="NN", epilogue="scale", M=32, N=32, K=k).key in keys
     assert not any(j[1].in_dtype == "float32" for j in jobs)  # exact float32 stays on the tiled family
@@ -472,6 +490,15 @@ def test_narrow_rows_rule_and_kernel(request):
         _assert_close(out, ref, "float16")
 
 
+def test_short_k_block_rule():
+    """16-bit 128x128 tiles take 128 threads, except with at most SHORT_K_STEPS K steps (256 threads: the
+    fixed cost per tile dominates); K unknown keeps 128."""
+    b = {K: P.default_spec("float16", M=256, N=256, batch=64, K=K).block_dim for K in (128, 256, 257, 4096)}
+    assert b == {128: 256, 256: 256, 257: 128, 4096: 128}
+    assert P.default_spec("bfloat16", M=4096, N=4096).block_dim == 128
+    assert P.default_spec("float16", M=4096, N=4096, K=256).tm == 128
+
+
 def test_tiny_batched_rule_and_kernel(request):
     """Batched 16-bit products of 17-32 output sides (K <= 128, >= 256 entries) are the family's on CUDA
     (32x32 tiles, 64-deep K tiles past K 32); sides of 16, wider outputs, longer K, fewer entries and
@@ -512,3 +539,42 @@ def test_tiny_batched_planned_on_cuda(dtype, planned, request):
         warp_gemm.matmul(make(a, dtype, "warp", "cuda"), make(b, dtype, "warp", "cuda"), out=out)
         assert planned[-1].family == fam, (M, N, K, planned[-1].family)
         _assert_close(to_f64(out), np.matmul(a, b), dtype)
+
+
+PERSIST_PADS = {"float16": (8, 8), "bfloat16": (8, 8), "float32": (4, 8), "float64": (4, 4)}
+
+
+@pytest.mark.parametrize("epilogue", ["scale", "axpby"])
+@pytest.mark.parametrize("dtype,tf32", DTYPE_CASES, ids=lambda v: str(v))
+def test_persistent_blocks_loop_over_tiles(dtype, tf32, epilogue, request):
+    """Persistent blocks (``spec.persistent``; on the CPU a grid of 4 blocks): each block loops over several
+    output tiles of several batch entries (3 x 70x45 outputs on 32x32 tiles: 18 tiles, with M and N edges),
+    its copies running ahead across tile boundaries (3 K tiles, the last partial), the accumulator stored
+    and zeroed in place between tiles; A broadcast over the batch."""
+    M, N, K = 70, 45, 75
+    it = P.ITEM_BYTES[dtype]
+    ld = lambda n: -(-n * it // 16) * 16 // it  # noqa: E731
+    pads = PERSIST_PADS[dtype]
+    spec = _spec(dtype, tf32=tf32, epilogue=epilogue, pad_ab=pads[0], pad_c=pads[1], persistent=1)
+    out, ref = _run(spec, M, N, K, _rng(request), batch=3, a_nb=1, b_nb=3, c_nb=3, lda=ld(K), ldb=ld(N))
+    _assert_close(out, ref, dtype, tf32)
+
+
+@pytest.mark.parametrize("layout,K", [("NT", 75), ("TN", 20), ("TT", 64), ("NN", 0)])
+def test_persistent_layouts_and_short_k(layout, K, request):
+    """Persistent blocks with transposed operands, one K tile per output tile (K 20: every step stores),
+    and K == 0 (no K steps to loop over: the one-tile-per-block kernel stores alpha * 0 + beta * C)."""
+    M, N = 66, 97
+    spec = _spec("float16", layout=layout, pad_ab=8, pad_c=8, persistent=1)
+    ld = lambda n: -(-n // 8) * 8  # noqa: E731
+    lda = ld(M) if layout[0] == "T" else ld(K) if K else None
+    ldb = (ld(K) if layout[1] == "T" else ld(N)) if K else None
+    out, ref = _run(spec, M, N, K, _rng(request), batch=2, b_nb=2, a_nb=2, c_nb=1, lda=lda, ldb=ldb,
+                    chunk_check=K > 0)
+    _assert_close(out, ref, "float16")
+
+
+def test_persistent_needs_the_zero_fill_snippet():
+    """A persistent spec without a shared accumulator (pad_c 0) is refused by name, before any compile."""
+    with pytest.raises(ValueError, match="persistent"):
+        P.get_kernel(_spec("float32", pad_c=0, persistent=1))

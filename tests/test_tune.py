@@ -110,11 +110,13 @@ needs_pipe = pytest.mark.skipif(not PIPE_OK, reason="pipelined family needs Warp
 
 
 def test_pipe_config_text_round_trip():
-    for text in ("pipe/128x128x128/s2/b256/o1", "pipe/64x64x32/s2/b128/o2", "pipe/96x128x64/s4/b512/o0"):
+    for text in ("pipe/128x128x128/s2/b256/o1", "pipe/64x64x32/s2/b128/o2", "pipe/96x128x64/s4/b512/o0",
+                 "pipe/128x128x128/s2/b128/o1/p1"):
         assert str(PipeConfig.parse(text)) == text
     assert PipeConfig.parse(" pipe/128x64x128 ") == PipeConfig(128, 64, 128, 2, 256, 0)
     assert PipeConfig.parse("pipe/64x64x32/o2/b128") == PipeConfig(64, 64, 32, 2, 128, 2)  # any order
     assert PipeConfig.parse(str(PipeConfig(32, 64, 32, 3, 128, 2))) == PipeConfig(32, 64, 32, 3, 128, 2)
+    assert PipeConfig.parse("pipe/64x64x32/p2/o2").fields()["persistent"] == 2
 
 
 @pytest.mark.parametrize("text,field", [
@@ -133,6 +135,8 @@ def test_pipe_config_text_round_trip():
     ("pipe/128x128x128/b1024/o4", "min_blocks"),
     ("pipe/128x128x128/g8", "unknown field 'g8'"),
     ("pipe/128x128x128/s2/s3", "stages"),
+    ("pipe/128x128x128/p9", "persistent"),
+    ("pipe/128x128x128/px", "persistent"),
     ("pipe/128x128x128//s2", "unknown field ''"),
 ])
 def test_pipe_config_errors_name_the_field(text, field):
@@ -297,14 +301,15 @@ def test_shipped_pipe_configs_and_precompile(tmp_path, monkeypatch):
 @needs_pipe
 def test_forced_pipe_config_through_the_api_on_cpu(rng, planned):
     """options(family="pipelined", pipe_config=...) plans exactly that configuration (block 1 and no
-    launch bound on the CPU) through the public call path; the result matches float64; another
+    launch bound on the CPU; a persistent one: 4 blocks looping over 8 output tiles of 2 batch entries)
+    through the public call path; the result matches float64; another
     configuration is another plan (the option is part of the call-plan key); one that does not fit raises."""
     import warp_gemm
     from warp_gemm.tools.tolerance import compare, random_operands
 
     a, b = random_operands(45, 61, 70, "float64", rng, batch=2)  # odd rows: staged to 16-byte rows
     out = np.empty((2, 45, 61))
-    for text in ("pipe/32x64x32/s3/b128/o2", "pipe/64x32x16/s2/b256/o1"):
+    for text in ("pipe/32x64x32/s3/b128/o2", "pipe/64x32x16/s2/b256/o1", "pipe/32x32x32/s2/p1"):
         n = len(planned)
         with warp_gemm.options(family="pipelined", pipe_config=text, cpu_backend="tiles"):
             for _ in range(2):
@@ -316,8 +321,9 @@ def test_forced_pipe_config_through_the_api_on_cpu(rng, planned):
         spec = planned[-1].family_spec
         assert planned[-1].family == "pipelined"
         want = PipeConfig.parse(text)
-        assert (spec.tm, spec.tn, spec.tk, spec.stages, spec.block_dim, spec.min_blocks) == \
-            (want.tm, want.tn, want.tk, want.stages, 1, 0)
+        assert (spec.tm, spec.tn, spec.tk, spec.stages, spec.block_dim, spec.min_blocks, spec.persistent) == \
+            (want.tm, want.tn, want.tk, want.stages, 1, 0, want.persistent)
+        assert not want.persistent or spec.pad_c > 0  # persistent blocks get a shared accumulator on the CPU too
     with pytest.raises(ValueError, match="shared memory"):
         with warp_gemm.options(family="pipelined", pipe_config=PipeConfig(256, 256, 128, 4), cpu_backend="tiles"):
             warp_gemm.matmul(a, b)

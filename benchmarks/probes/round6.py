@@ -260,9 +260,38 @@ SET19 = {"default": (B19 + ["tf32_4096", "tf32_4095", "f64_4096"], {}),
          **pipe_variants(B19, "pipe/128x128x128/s2/b256/o1"),
          **pipe_variants(["tf32_4096", "tf32_4095"], "pipe/128x128x64/s2/b128/o1"),
          **pipe_variants(["f64_4096"], "pipe/128x64x32/s2/b128/o1", "pipe/64x64x32/s2/b128/o1")}
+# Twentieth run (R6_SET=20, round 10): the small batched grid 64 x 256^3 (two waves of one 128x128 block per SM,
+# fixed cost per block dominating) over tiles that fit several blocks per SM; tf32's tiles with a register
+# accumulator ("pspec": fields replaced in pipelined.default_spec) or shallower K steps; the bands GEMV's
+# finishing kernel with more warps and more band sums in flight per thread (3.0 us by the profiler in round 9).
+B20 = ["b64_256"]
+T20 = ["tf32_4096"]
+G20 = ["gemv_4096", "gemv_8192", "gemv_4096_b4", "odd_4097"]
+SET20 = {"default": (B20 + T20 + G20, {}),
+         **pipe_variants(B20, "pipe/128x128x128/s2/b256/o1", "pipe/128x128x64/s2/b128/o1", "pipe/128x128x64/s3/b256/o1",
+                         "pipe/64x128x64/s2/b128/o2", "pipe/128x64x64/s2/b128/o2", "pipe/64x64x64/s3/b128/o3",
+                         "pipe/64x64x64/s2/b128/o4", "pipe/64x64x128/s2/b128/o2", "pipe/64x128x128/s2/b128/o1",
+                         "pipe/128x64x128/s2/b256/o1", "pipe/64x64x64/s4/b128/o2", "pipe/64x128x64/s2/b256/o2"),
+         **pipe_variants(T20, "pipe/128x128x32/s3/b256/o1", "pipe/128x128x32/s4/b256/o1", "pipe/128x128x64/s2/b512/o1"),
+         "tf32_regacc": (T20, {"pspec": {"pad_c": 0}}),
+         "tf32_regacc_s3": (T20, {"pspec": {"pad_c": 0, "stages": 3}}),
+         "fin16": (G20, {"gemv": {"BANDS_FINISH_WARPS": 16}}),
+         "fin32": (G20, {"gemv": {"BANDS_FINISH_WARPS": 32}}),
+         "fin16_u16": (G20, {"gemv": {"BANDS_FINISH_WARPS": 16, "BANDS_FINISH_UNROLL": 16}}),
+         "fin8_u32": (G20, {"gemv": {"BANDS_FINISH_UNROLL": 32}}),
+         "fin32_u4": (G20, {"gemv": {"BANDS_FINISH_WARPS": 32, "BANDS_FINISH_UNROLL": 4}})}
+# Twenty-first run (R6_SET=21): persistent blocks (pipelined.PipeSpec.persistent: a grid of one block per SM,
+# each looping over output tiles with its copies running ahead across tile boundaries) against one tile per
+# block; for 64 x 256^3 also smaller tiles with several persistent blocks per SM.
+P21 = ["sq_4096", "sq_8192", "odd_4095", "b64_256", "tf32_4096", "sq_1000", "f64_4096", "odd_4097", "bf16_8192"]
+SET21 = {"default": (P21, {}), "per1": (P21, {"pspec": {"persistent": 1}}),
+         "per2_128x64": (B20, {"pspec": {"persistent": 2}, "pipe": "pipe/128x64x64/s2/b128/o2"}),
+         "per4_64x64": (B20, {"pspec": {"persistent": 4}, "pipe": "pipe/64x64x64/s2/b128/o4"}),
+         "per2_64x128": (B20, {"pspec": {"persistent": 2}, "pipe": "pipe/64x128x64/s2/b128/o2"}),
+         "per1_128x128x64": (B20, {"pspec": {"persistent": 1}, "pipe": "pipe/128x128x64/s3/b256/o1"})}
 # R6_SET -> (variants, cold repeats); unset: the first run's VARIANTS, one repeat.
 SETS = {"13": (SET13, 3), "14": (SET14, 3), "15": (SET15, 3), "16": (SET16, 3), "17": (SET17, 3), "18": (SET18, 2),
-        "19": (SET19, 2),
+        "19": (SET19, 2), "20": (SET20, 2), "21": (SET21, 2),
         "2": (SET2, 3), "3": (SET3, 3), "4": (SET4, 2), "5": (SET5, 2), "6": (SET6, 2), "7": (SET7, 2),
         "8": (SET8, 2), "9": (SET9, 3), "10": (SET10, 3), "11": (SET11, 3), "12": (SET12, 3)}
 VARIANTS, REPS = SETS.get(os.environ.get("R6_SET", ""), (VARIANTS, 1))
@@ -278,6 +307,15 @@ def patch(over: dict) -> None:
         setattr(pipelined, k, v)
     for k, v in over.get("gemv", {}).items():
         setattr(gemv, k, v)
+    if over.get("pspec"):
+        import dataclasses
+
+        porig = pipelined.default_spec
+
+        def pchoose(*a, **k):
+            return dataclasses.replace(porig(*a, **k), **over["pspec"])
+
+        pipelined.default_spec = pchoose
     if over.get("spec"):
         import dataclasses
 

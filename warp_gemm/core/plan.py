@@ -332,6 +332,10 @@ def _with_pipe_config(spec, cfg: PipeConfig, device_is_cpu: bool):
     fields = cfg.fields()
     if device_is_cpu:  # one thread per block on the CPU (default_spec's CPU spec); no launch bound
         fields.update(block_dim=spec.block_dim, min_blocks=0)
+        if cfg.persistent and not spec.pad_c:  # persistent blocks re-zero a shared accumulator: give it one
+            from warp_gemm.kernels import pipelined
+
+            fields.update(pad_c=pipelined.PAD_C[spec.acc_dtype])
     return replace(spec, **fields)
 
 

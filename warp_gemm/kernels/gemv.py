@@ -105,6 +105,7 @@ BANDS_UNROLL = 8
 BANDS_SPLIT_TO = 2
 BANDS_MAX_SPLITS = 512
 BANDS_FINISH_WARPS = 8
+BANDS_FINISH_UNROLL = 8  # band sums in flight per finishing thread (#pragma unroll)
 BANDS_MIN_BYTES = 8 << 20
 BANDS_MIN_COLS = 4096
 KINDS = ("rowdot", "colsum", "bands")
@@ -430,7 +431,7 @@ _BANDS_SUM = r"""
 #if defined(__CUDA_ARCH__)
     {ACC} acc = {ACC}(0);
     if (i + lane % 32 < R) {{
-#pragma unroll 8
+#pragma unroll {FU}
         for (int s = lane / 32; s < S; s += {NW}) acc += *(const {ACC}*)(col + (size_t)s * s0);
     }}
     __shared__ {ACC} red[{NW}][32];
@@ -526,7 +527,7 @@ def _native_func(spec: GemvSpec):
 
 def _native_sum(spec: GemvSpec):
     """bands' finishing snippet as a Warp function ``bsum(W, b, i, S, batch, lane)`` -> the accumulator dtype."""
-    snip = _BANDS_SUM.format(ACC=_CTYPES[spec.acc_dtype], NW=_finish_warps(spec))
+    snip = _BANDS_SUM.format(ACC=_CTYPES[spec.acc_dtype], NW=_finish_warps(spec), FU=BANDS_FINISH_UNROLL)
     name = re.sub(r"[^0-9A-Za-z_]", "_", spec.kernel_key + "_sum_native")
     ACC = WP_DTYPES[spec.acc_dtype]
     if spec.acc_dtype == "float64":

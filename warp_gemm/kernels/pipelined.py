@@ -38,6 +38,7 @@ with a plain synchronous copy under the same zero-fill rules: CPU CI runs the wh
 """
 
 # No `from __future__ import annotations`: Warp reads the kernels' annotations as objects.
+import dataclasses
 import functools
 import threading
 from dataclasses import dataclass
@@ -90,6 +91,7 @@ class PipeSpec:
     pad_c: int = 0  # extra columns of the shared accumulator; 0: the accumulator tile is a register tile
     bias: bool = False  # add a broadcast bias row (1, N) of out_dtype before the activation
     activation: str | None = None  # None/relu/gelu/gelu_tanh/silu/tanh (kernels/epilogue.py), last
+    persistent: int = 0  # > 0: a grid of persistent * SMs blocks, each looping over output tiles (see _build)
 
     @property
     def acc_dtype(self) -> str:
@@ -102,6 +104,7 @@ class PipeSpec:
         bias = "_bias" if self.bias else ""
         act = f"_{self.activation}" if self.activation else ""
         act += "_za" if native_acc(self) else ""  # the accumulator's zero-fill snippet (ZERO_ACC_SNIPPET)
+        act += f"_per{self.persistent}" if self.persistent else ""
         return (f"wg_pipe_{self.in_dtype}_{self.out_dtype}_{self.layout_a}{self.layout_b}_"
                 f"{self.tm}x{self.tn}x{self.tk}_s{self.stages}_b{self.block_dim}{occ}_c{self.chunk}_"
                 f"p{self.pad_ab}-{self.pad_c}_{self.epilogue}{tf}{bias}{act}")
@@ -152,8 +155,12 @@ def default_spec(in_dtype: str, out_dtype: str | None = None, *, tf32: bool = Fa
         # 775 us cold, 8192^3 5618 against 5914, 4095^3 835 against 851 (results/round9/r18p.txt); NT 4096^3 711
         # against 731, bf16 8192^3 5548 against 5814, 4097^3 847 against 899 (r19p.txt). tf32 and fp64 keep
         # their tiles: 128 threads measured 58.3 against 96.0 (tf32 4096^3), 27.2-29.7 against 30.9 (fp64).
+        # Except where each tile has at most SHORT_K_STEPS K steps: its fixed cost (first copies, zero fill,
+        # epilogue) then weighs most, and 256 threads do it sooner: 64 x 256^3 22.6 us against 25.4 (graph
+        # replay), 28.7 against 31.1 cold (results/round10/r20q.txt).
+        short_k = K is not None and K <= SHORT_K_STEPS * 128
         base = dict(tm=96 if narrow else 128, tn=64 if small else 128, tk=128, stages=2,
-                    block_dim=256 if narrow or small else 128, min_blocks=1, pad_ab=8, pad_c=8)
+                    block_dim=256 if narrow or small or short_k else 128, min_blocks=1, pad_ab=8, pad_c=8)
         if quarter:
             base.update(tm=64, tn=32, block_dim=128)
         if M is not None and N is not None and max(M, N) <= TINY_SIDE:
@@ -203,6 +210,8 @@ def tiny_batched(in_dtype: str, M: int, N: int, K: int, batch: int) -> bool:
 # 80.9 against 96.3 us, both two waves; benchmarks/results/round5/sw3.txt). It pays where the 128x128
 # blocks leave the last wave mostly idle: 72 blocks of 132 at 1023^2, 144 at 1536^2.
 NARROW_COST = 0.84
+# 16-bit 128x128 tiles with at most this many K steps of 128 take 256 threads, the others 128 (default_spec).
+SHORT_K_STEPS = 2
 
 
 def _narrow_rows(M: int | None, N: int | None, batch: int, sm_count: int) -> bool:
@@ -313,6 +322,11 @@ _COMMIT = r"""
 #if defined(__CUDA_ARCH__)
     asm volatile("cp.async.commit_group;\n" ::);
 #endif
+"""
+
+_SYNC = r"""
+    // A block barrier (CPU: threads run one at a time; the macro is a no-op there).
+    WP_TILE_SYNC();
 """
 
 _WAIT = r"""
@@ -472,6 +486,11 @@ def _check(spec: PipeSpec) -> None:
         raise ValueError(f"{spec}: padded shared tiles need a Warp whose tile_matmul takes strided operands")
     if spec.out_dtype != spec.acc_dtype and not _compat.HAS_TILE_ASTYPE:
         raise ValueError(f"{spec} needs tile_astype")
+    if spec.persistent and not native_acc(spec):
+        raise ValueError(f"{spec}: a persistent kernel re-zeroes its accumulator with the zero-fill snippet, which "
+                         "needs a shared accumulator of at least SNIPPET_MIN_TM rows (pad_c > 0) and tile_empty")
+    if not 0 <= spec.persistent <= 8:
+        raise ValueError(f"persistent must be 0-8 blocks per SM: {spec}")
     if spec.activation is not None:
         from .epilogue import check_activation
 
@@ -604,7 +623,85 @@ def _build(spec: PipeSpec, zero_acc_snippet: bool):
             epilogue(D, C, bias, acc, alpha, beta, bi, c_nb, m0, n0)
 
     bounds = (spec.block_dim, spec.min_blocks) if spec.min_blocks else None
-    return _compat.make_kernel(gemm, key, bounds)
+    if not spec.persistent:
+        return _compat.make_kernel(gemm, key, bounds)
+    sync = _native(_SYNC, key + "_sync", _stub_int())
+
+    # Persistent: a grid of `grid` blocks; block g takes the output tiles g, g + grid, g + 2 grid, ... (over
+    # batch entries and grouped tiles, in that order), their K tiles as one sequence of `iters` steps. The
+    # copies run S - 1 steps ahead of tile_matmul across tile boundaries, so the next tile's first stages load
+    # while this tile's last steps multiply and its epilogue stores (a kernel of one tile per block waits for
+    # them after each launch of a block: its prologue). The accumulator is stored and zeroed in place.
+    def gemm_persistent(
+        A: wp.array3d(dtype=IN),
+        B: wp.array3d(dtype=IN),
+        C: wp.array3d(dtype=OUT),
+        D: wp.array3d(dtype=OUT),
+        alpha: ACC,
+        beta: ACC,
+        k_tiles: int,
+        tiles_m: int,
+        tiles_n: int,
+        group_m: int,
+        a_nb: int,
+        b_nb: int,
+        c_nb: int,
+        bias: wp.array2d(dtype=OUT),
+        grid: int,
+    ):
+        _z, g0 = wp.tid()
+        tiles = tiles_m * tiles_n
+        mine = (D.shape[0] * tiles - g0 + grid - 1) // grid
+        iters = mine * k_tiles
+        ba = wp.tile_empty(shape=(SAR, ACP), dtype=IN, storage="shared")
+        bb = wp.tile_empty(shape=(SBR, BCP), dtype=IN, storage="shared")
+        acc_s = wp.tile_empty(shape=(TM, TNC), dtype=ACC, storage="shared")
+        zero_acc(acc_s)
+        acc = wp.tile_view(acc_s, offset=(0, 0), shape=(TM, TN))
+        for p in range(S - 1):
+            if p < iters:
+                lin = g0 + (p // k_tiles) * grid
+                bp = lin // tiles
+                ip, jp = grouped_tile(lin - bp * tiles, tiles_m, tiles_n, group_m)
+                copy_stage(ba, bb, A[wp.min(bp, a_nb - 1)], B[wp.min(bp, b_nb - 1)], p, p % k_tiles, ip * TM,
+                           jp * TN)
+            commit(0)
+        for it in range(iters):
+            kn = it + S - 1
+            if kn < iters:
+                lin = g0 + (kn // k_tiles) * grid
+                bn = lin // tiles
+                i_n, j_n = grouped_tile(lin - bn * tiles, tiles_m, tiles_n, group_m)
+                copy_stage(ba, bb, A[wp.min(bn, a_nb - 1)], B[wp.min(bn, b_nb - 1)], kn % S, kn % k_tiles,
+                           i_n * TM, j_n * TN)
+            commit(0)
+            wait(0)
+            s = it % S
+            if wp.static(TRANS_A):
+                a = wp.tile_transpose(wp.tile_view(ba, offset=(s * AR, 0), shape=(AR, AC)))
+            else:
+                a = wp.tile_view(ba, offset=(s * AR, 0), shape=(AR, AC))
+            if wp.static(TRANS_B):
+                b = wp.tile_transpose(wp.tile_view(bb, offset=(s * BR, 0), shape=(BR, BC)))
+            else:
+                b = wp.tile_view(bb, offset=(s * BR, 0), shape=(BR, BC))
+            if wp.static(TF32):
+                wp.tile_matmul(a, b, acc, precision="tf32")
+            else:
+                wp.tile_matmul(a, b, acc)
+            if it % k_tiles == k_tiles - 1:  # the tile's last K step: store it (tile_matmul ended with a block sync)
+                lin = g0 + (it // k_tiles) * grid
+                bi = lin // tiles
+                i, j = grouped_tile(lin - bi * tiles, tiles_m, tiles_n, group_m)
+                if wp.static(STORE):
+                    store(D[bi], acc_s, alpha, i * TM, j * TN)
+                else:
+                    epilogue(D, C, bias, acc, alpha, beta, bi, c_nb, i * TM, j * TN)
+                sync(0)  # every thread has read the accumulator
+                zero_acc(acc_s)
+        wait0(0)
+
+    return _compat.make_kernel(gemm_persistent, key, bounds)
 
 
 def _stage_copier(spec: PipeSpec, cp_a, cp_b):
@@ -746,6 +843,13 @@ def launch_args(spec: PipeSpec, A, B, C, D, alpha: float, beta: float, M: int, N
     inputs = [A, B, c, D, alpha, beta, k_tiles, tiles_m, tiles_n, max(1, int(group_m)),
               int(a_nb), int(b_nb), int(c_nb if C is not None else 1), bias]
     block = 1 if D.device.is_cpu else spec.block_dim
+    if spec.persistent:
+        if k_tiles == 0:  # nothing to loop over: the one-tile-per-block kernel stores alpha * 0 (+ beta * C)
+            return launch_args(dataclasses.replace(spec, persistent=0), A, B, C, D, alpha, beta, M, N, K, batch,
+                               a_nb, b_nb, c_nb, group_m, bias)
+        sms = 4 if D.device.is_cpu else _compat.sm_count(D.device)
+        grid = max(1, min(int(batch) * tiles_m * tiles_n, spec.persistent * sms))
+        return k, (1, grid), inputs + [grid], block
     return k, (int(batch), tiles_m * tiles_n), inputs, block
 
 

@@ -77,8 +77,10 @@ def pipelined_jobs(dtypes: list[str], layouts: tuple[str, ...] = ("NN",),
                 # 8192: the large configuration; 1024: the small one (64 output tiles of 128x128); 1536: the
                 # 96-row tiles of 16-bit inputs where 128-row tiles waste a wave; 512: their 64x32 tiles for
                 # grids under half the SMs; 32 with K 32 / 128: the 32x32 tiles (32- and 64-deep K) of batched
-                # 16-bit products of sides 17-32 (pipelined.tiny_batched) (kernels/pipelined.py)
-                for side, k in ((8192, None), (1024, None), (1536, None), (512, None), (32, 32), (32, 128)):
+                # 16-bit products of sides 17-32 (pipelined.tiny_batched); 8192 with K 256: 16-bit 128x128 tiles
+                # with few K steps (256 threads, pipelined.SHORT_K_STEPS) (kernels/pipelined.py)
+                for side, k in ((8192, None), (8192, 256), (1024, None), (1536, None), (512, None), (32, 32),
+                                (32, 128)):
                     if side == 32 and not pipelined.tiny_batched(base, side, side, k, pipelined.TINY_MIN_BATCH):
                         continue
                     spec = pipelined.default_spec(base, base, tf32=tf32, layout=lay, epilogue=epi, M=side, N=side, K=k)
