@@ -313,3 +313,45 @@ def test_split_pipe_config_rules():
     assert skinny.split_pipe_config(Cuda(), "float16", "N", "N", 16, 8192, 100, 1, "float16", "scale") is None
     assert skinny.split_pipe_config(wp.get_device("cpu"), "float16", "N", "N", 16, 64, 8192, 1, "float16",
                                     "scale") is None
+
+
+def test_precompile_lists_the_skinny_family():
+    """`warp-gemm precompile` builds the skinny kernels the planner picks on CUDA: small sides 2-4 and the
+    8-row tiles of the pipelined family's peeled edges (4103^3's 7 rows, a 6-column edge), whole-K and
+    K-split, and the split-K plan's pipelined tiles of 16-row products (row-major A only)."""
+    import types
+
+    from warp_gemm.tools.precompile import job_label, skinny_jobs
+
+    if skinny.choose_spec(types.SimpleNamespace(is_cpu=False, sm_count=132), "float16", "N", "N", 2, 64, 64, 1,
+                          "float16", "scale") is None:
+        assert skinny_jobs(["float16"]) == []  # a Warp without the family's needs: nothing to build
+        return
+    cuda = types.SimpleNamespace(is_cpu=False, sm_count=100)  # the SM count is a launch-time choice
+    jobs = skinny_jobs(["float16", "tf32"], ("NN", "TN"), ("scale", "axpby"))
+    got = {(j[1].kernel_key, j[2]) for j in jobs if j[0] == "skinny"}
+    for lay in ("NN", "TN"):
+        for epi in ("scale", "axpby"):
+            for M, N in ((7, 4103), (4096, 6), (3, 5000), (300, 2)):
+                for dt in ("float16", "float32"):
+                    spec = skinny.choose_spec(cuda, dt, lay[0], lay[1], M, N, 999, 1, dt, epi, max_side=8)
+                    assert {(spec.kernel_key, False), (spec.kernel_key, True)} <= got, (lay, epi, M, N, dt)
+    pipes = [j[1] for j in jobs if j[0] == "pipelined"]
+    if pipes:  # (a Warp that passes tiles to native snippets)
+        assert {(p.tm, p.tn, p.layout_a, p.out_dtype) for p in pipes} == {(32, 128, "N", "float32")}
+    assert all(j[1].in_dtype != "tf32" for j in jobs) and len(set(jobs)) == len(jobs)
+    assert all(job_label(j).startswith(("wg_skinny_", "wg_pipe_")) for j in jobs)
+
+
+@pytest.mark.skipif(not compat.HAS_COMPILE_AOT, reason="wp.compile_aot_module arrived in warp-lang 1.9")
+def test_precompile_builds_a_skinny_kernel_offline(tmp_path):
+    """One K-split skinny job (the 8-row edge tile and the finishing pass) compiles for sm_90 offline."""
+    from warp_gemm.tools.precompile import build_one, skinny_jobs
+
+    job = next((j for j in skinny_jobs(["float16"]) if j[0] == "skinny" and j[1].tm == 8 and j[2]), None)
+    if job is None:
+        pytest.skip("no skinny family in this Warp")
+    _, _, err = build_one(job, [90], str(tmp_path))
+    assert err == "", err
+    built = [p.name for p in tmp_path.rglob("*") if p.suffix in (".cubin", ".ptx")]
+    assert sum("sm90" in n for n in built) >= 2, built  # the GEMM and its finishing kernel

@@ -123,10 +123,47 @@ def gemv_jobs(dtypes: list[str], epilogues: tuple[str, ...] = ("scale",)) -> lis
     return jobs
 
 
+def skinny_jobs(dtypes: list[str], layouts: tuple[str, ...] = ("NN",),
+                epilogues: tuple[str, ...] = ("scale",)) -> list[tuple]:
+    """The skinny family's CUDA kernels, as the planner picks them: ``("skinny", SkinnySpec, partial)`` for
+    small sides 2 and 4 (the family's own problems; side 1 is the GEMV family's, :func:`gemv_jobs`) and 8
+    (the pipelined family's peeled edges of 5-8 rows or columns), M or N the small side, whole-K and
+    K-split (the split one with its finishing pass);
+    and ``("pipelined", PipeSpec)`` for the split-K plan of small M of 5..16 (``skinny.SPLIT_PIPE``'s tiles,
+    partial products in the accumulator dtype; A in row-major storage only, as planned). Output in the
+    input dtype; tf32 takes the exact float32 kernels (the family has no tf32 ones)."""
+    import types
+
+    from warp_gemm.kernels import pipelined, skinny
+    from warp_gemm.kernels.common import acc_dtype_name
+
+    cuda = types.SimpleNamespace(is_cpu=False, sm_count=132)
+    jobs = []
+    for dt in dtypes:
+        base = "float32" if dt == "tf32" else dt
+        for lay in layouts:
+            for epi in epilogues:
+                for side in (2, 4, 8):
+                    for M, N in ((side, 4096), (4096, side)):
+                        spec = skinny.choose_spec(cuda, base, lay[0], lay[1], M, N, 4096, 1, base, epi, max_side=8)
+                        if spec is not None:
+                            jobs += [("skinny", spec, partial) for partial in (False, True)]
+                cfg = skinny.split_pipe_config(cuda, base, lay[0], lay[1], 16, 8192, 8192, 1, base, epi)
+                if cfg is None or lay[0] != "N" or not pipelined.has_native_tile_args():
+                    continue
+                spec = pipelined.PipeSpec(in_dtype=base, out_dtype=acc_dtype_name(base), layout_a=lay[0],
+                                          layout_b=lay[1], epilogue="scale", **cfg["pipe"])
+                if pipelined.smem_bytes(spec) <= pipelined.SMEM_LIMIT and not pipelined.unfit(spec):
+                    jobs.append(("pipelined", spec))
+    return list(dict.fromkeys(jobs))
+
+
 def job_label(job: tuple) -> str:
     if job[0] == "pipelined":
         return job[1].key
     if job[0] == "gemv":
+        return job[1].kernel_key + ("_part" if job[2] else "")
+    if job[0] == "skinny":
         return job[1].kernel_key + ("_part" if job[2] else "")
     tf = " tf32" if job[4] else ""
     kt = " k-tail" if len(job) > 5 and job[5] else ""
@@ -164,16 +201,34 @@ def _build_gemv(spec, partial: bool, archs, module_dir) -> None:
             kernel.module.load(wp.get_device("cuda"), kernel.module.options["block_dim"])
 
 
+def _build_skinny(spec, partial: bool, archs, module_dir) -> None:
+    from warp_gemm.kernels import skinny
+
+    if spec.in_dtype == "bfloat16":
+        _compat.bf16_dtype()
+    kernels = [(skinny.get_kernel(spec, partial), spec.block_dim)]
+    if partial:  # the finishing pass: a plain kernel at Warp's default block size
+        kernels.append((skinny.finish_kernel(spec.acc_dtype, spec.out_dtype), 256))
+    for kernel, block in kernels:
+        kernel.module.options["block_dim"] = block
+        if archs and _compat.HAS_COMPILE_AOT:
+            wp.compile_aot_module(kernel.module, arch=archs, module_dir=module_dir)
+        else:
+            kernel.module.load(wp.get_device("cuda"), block)
+
+
 def build_one(job: tuple, archs: list[int] | None, module_dir: str | None = None) -> tuple[tuple, float, str]:
     """Compile one kernel (in this process). Returns (job, seconds, error or "")."""
     from warp_gemm.kernels.tiled import get_kernel, spec_for
 
-    if job[0] in ("pipelined", "gemv"):
+    if job[0] in ("pipelined", "gemv", "skinny"):
         _compat.init()
         t = time.perf_counter()
         try:
             if job[0] == "gemv":
                 _build_gemv(job[1], job[2], archs, module_dir)
+            elif job[0] == "skinny":
+                _build_skinny(job[1], job[2], archs, module_dir)
             else:
                 _build_pipelined(job[1], archs, module_dir)
             return job, time.perf_counter() - t, ""
@@ -208,7 +263,7 @@ def build_one(job: tuple, archs: list[int] | None, module_dir: str | None = None
 def precompile(dtypes: list[str], archs: list[int] | None, workers: int | None = None,
                layouts: tuple[str, ...] = ("NN",), epilogues: tuple[str, ...] = ("scale",),
                module_dir: str | None = None, configs=None, progress: bool = True, k_tail: bool = False,
-               families: tuple[str, ...] = ("tiled", "pipelined", "gemv")) -> list[tuple]:
+               families: tuple[str, ...] = ("tiled", "pipelined", "gemv", "skinny")) -> list[tuple]:
     """Compile every job of ``families`` in parallel processes; returns [(job, seconds, error)]."""
     dts = [canon_dtype(d) for d in dtypes]
     jobs = jobs_for(dts, layouts, epilogues, configs, k_tail) if "tiled" in families else []
@@ -216,6 +271,8 @@ def precompile(dtypes: list[str], archs: list[int] | None, workers: int | None =
         jobs += pipelined_jobs(dts, layouts, epilogues)
     if "gemv" in families and configs is None:
         jobs += gemv_jobs(dts, epilogues)
+    if "skinny" in families and configs is None:
+        jobs += skinny_jobs(dts, layouts, epilogues)
     return build_jobs(jobs, archs, workers, module_dir, progress)
 
 
