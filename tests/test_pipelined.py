@@ -578,3 +578,39 @@ def test_persistent_needs_the_zero_fill_snippet():
     """A persistent spec without a shared accumulator (pad_c 0) is refused by name, before any compile."""
     with pytest.raises(ValueError, match="persistent"):
         P.get_kernel(_spec("float32", pad_c=0, persistent=1))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype,tf32,cfg", [
+    ("float16", False, "pipe/128x128x128/s2/b128/o1/p1"), ("bfloat16", False, "pipe/128x64x64/s2/b128/o2/p2"),
+    ("float32", True, "pipe/128x128x64/s2/b256/o1/p1"), ("float64", False, "pipe/64x64x32/s2/b128/o2/p2")],
+    ids=lambda v: str(v))
+@pytest.mark.parametrize("epilogue", ["scale", "axpby"])
+def test_persistent_forced_on_cuda(dtype, tf32, cfg, epilogue, planned, request):
+    """The tuner's persistent candidates forced through the API on CUDA: more output tiles than the grid
+    (4 x 1000x1000 on 128x128 tiles: 256 tiles for 132 blocks), M and N edges, 520 = 4 K tiles and a partial
+    one, the store snippet ("scale") and Warp's tile epilogue with beta * C ("axpby")."""
+    from conftest import make, nan_like, to_f64
+
+    import warp_gemm
+    from warp_gemm.config.configs import PipeConfig
+
+    if dtype == "bfloat16" and not _compat.HAS_BF16:
+        pytest.skip("no bfloat16 in this Warp")
+    if tf32 and not _compat.HAS_TF32:
+        pytest.skip("no tf32 in this Warp")
+    rng = _rng(request)
+    B, M, N, K = 4, 1000, 1000, 520
+    a, b = random_operands(M, N, K, dtype, rng, batch=B)
+    c = round_to(rng.standard_normal((B, M, N)), dtype) if epilogue == "axpby" else None
+    out = nan_like("warp", (B, M, N), dtype, "cuda")
+    args = [make(a, dtype, "warp", "cuda"), make(b, dtype, "warp", "cuda")]
+    with warp_gemm.options(family="pipelined", pipe_config=cfg):
+        if c is None:
+            warp_gemm.gemm(*args, alpha=1.25, out=out, allow_tf32=tf32)
+        else:
+            warp_gemm.gemm(*args, make(c, dtype, "warp", "cuda"), alpha=1.25, beta=-0.5, out=out, allow_tf32=tf32)
+    spec = planned[-1].family_spec
+    assert planned[-1].family == "pipelined" and spec.persistent == PipeConfig.parse(cfg).persistent, spec
+    ref = 1.25 * np.matmul(a, b) + (0.0 if c is None else -0.5 * c)
+    _assert_close(to_f64(out), ref, dtype, tf32)

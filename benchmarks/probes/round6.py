@@ -282,13 +282,16 @@ SET20 = {"default": (B20 + T20 + G20, {}),
          "fin32_u4": (G20, {"gemv": {"BANDS_FINISH_WARPS": 32, "BANDS_FINISH_UNROLL": 4}})}
 # Twenty-first run (R6_SET=21): persistent blocks (pipelined.PipeSpec.persistent: a grid of one block per SM,
 # each looping over output tiles with its copies running ahead across tile boundaries) against one tile per
-# block; for 64 x 256^3 also smaller tiles with several persistent blocks per SM.
+# block; for 64 x 256^3 also smaller tiles with several persistent blocks per SM; the 32x32 tiles of batched
+# small products with 8 persistent blocks per SM.
 P21 = ["sq_4096", "sq_8192", "odd_4095", "b64_256", "tf32_4096", "sq_1000", "f64_4096", "odd_4097", "bf16_8192"]
 SET21 = {"default": (P21, {}), "per1": (P21, {"pspec": {"persistent": 1}}),
          "per2_128x64": (B20, {"pspec": {"persistent": 2}, "pipe": "pipe/128x64x64/s2/b128/o2"}),
          "per4_64x64": (B20, {"pspec": {"persistent": 4}, "pipe": "pipe/64x64x64/s2/b128/o4"}),
          "per2_64x128": (B20, {"pspec": {"persistent": 2}, "pipe": "pipe/64x128x64/s2/b128/o2"}),
-         "per1_128x128x64": (B20, {"pspec": {"persistent": 1}, "pipe": "pipe/128x128x64/s3/b256/o1"})}
+         "per1_128x128x64": (B20, {"pspec": {"persistent": 1}, "pipe": "pipe/128x128x64/s3/b256/o1"}),
+         "per8_tiny": (["b4096_32", "b1024_32"], {"pspec": {"persistent": 8}}),
+         "default_tiny": (["b4096_32", "b1024_32"], {})}
 # R6_SET -> (variants, cold repeats); unset: the first run's VARIANTS, one repeat.
 SETS = {"13": (SET13, 3), "14": (SET14, 3), "15": (SET15, 3), "16": (SET16, 3), "17": (SET17, 3), "18": (SET18, 2),
         "19": (SET19, 2), "20": (SET20, 2), "21": (SET21, 2),
