@@ -29,6 +29,12 @@ and ``tile_transpose``d in shared memory before the MMA, as in the tiled family.
 
 Batching: a batch count of 1 broadcasts (``A[min(b, a_nb - 1)]``), for A, B and C.
 
+Persistent blocks (``spec.persistent`` > 0; not a default: built and tested, not yet timed): a grid of
+``persistent`` blocks per SM, each taking output tiles ``g, g + grid, ...`` over every batch entry, their K
+tiles one sequence whose copies run ``stages - 1`` steps ahead across tile boundaries; the shared
+accumulator is stored and re-zeroed in place after each tile's last K step (so the zero-fill snippet is
+required: :func:`native_acc`).
+
 Shared memory per block (bytes): ``stages*(TM*(TK+pa) + TK*(TN+pa))*item + TM*(TN+pc)*acc_item``
 (layout T swaps the tile's two extents); :func:`smem_bytes`. 227 KB is the H100 per-block limit.
 
