@@ -656,8 +656,7 @@ def _build(spec: PipeSpec, zero_acc_snippet: bool):
         grid: int,
     ):
         _z, g0 = wp.tid()
-        tiles = tiles_m * tiles_n
-        mine = (D.shape[0] * tiles - g0 + grid - 1) // grid
+        mine = (D.shape[0] * tiles_m * tiles_n - g0 + grid - 1) // grid
         iters = mine * k_tiles
         ba = wp.tile_empty(shape=(SAR, ACP), dtype=IN, storage="shared")
         bb = wp.tile_empty(shape=(SBR, BCP), dtype=IN, storage="shared")
@@ -666,18 +665,14 @@ def _build(spec: PipeSpec, zero_acc_snippet: bool):
         acc = wp.tile_view(acc_s, offset=(0, 0), shape=(TM, TN))
         for p in range(S - 1):
             if p < iters:
-                lin = g0 + (p // k_tiles) * grid
-                bp = lin // tiles
-                ip, jp = grouped_tile(lin - bp * tiles, tiles_m, tiles_n, group_m)
+                bp, ip, jp = persistent_tile(g0 + (p // k_tiles) * grid, tiles_m, tiles_n, group_m)
                 copy_stage(ba, bb, A[wp.min(bp, a_nb - 1)], B[wp.min(bp, b_nb - 1)], p, p % k_tiles, ip * TM,
                            jp * TN)
             commit(0)
         for it in range(iters):
             kn = it + S - 1
             if kn < iters:
-                lin = g0 + (kn // k_tiles) * grid
-                bn = lin // tiles
-                i_n, j_n = grouped_tile(lin - bn * tiles, tiles_m, tiles_n, group_m)
+                bn, i_n, j_n = persistent_tile(g0 + (kn // k_tiles) * grid, tiles_m, tiles_n, group_m)
                 copy_stage(ba, bb, A[wp.min(bn, a_nb - 1)], B[wp.min(bn, b_nb - 1)], kn % S, kn % k_tiles,
                            i_n * TM, j_n * TN)
             commit(0)
@@ -696,9 +691,7 @@ def _build(spec: PipeSpec, zero_acc_snippet: bool):
             else:
                 wp.tile_matmul(a, b, acc)
             if it % k_tiles == k_tiles - 1:  # the tile's last K step: store it (tile_matmul ended with a block sync)
-                lin = g0 + (it // k_tiles) * grid
-                bi = lin // tiles
-                i, j = grouped_tile(lin - bi * tiles, tiles_m, tiles_n, group_m)
+                bi, i, j = persistent_tile(g0 + (it // k_tiles) * grid, tiles_m, tiles_n, group_m)
                 if wp.static(STORE):
                     store(D[bi], acc_s, alpha, i * TM, j * TN)
                 else:
@@ -708,6 +701,16 @@ def _build(spec: PipeSpec, zero_acc_snippet: bool):
         wait0(0)
 
     return _compat.make_kernel(gemm_persistent, key, bounds)
+
+
+@wp.func
+def persistent_tile(lin: int, tiles_m: int, tiles_n: int, group_m: int):
+    """``(batch entry, tile row, tile column)`` of a persistent block's linear tile index ``lin``: batch
+    entries one after another, each in :func:`grouped_tile` order."""
+    tiles = tiles_m * tiles_n
+    bi = lin // tiles
+    i, j = grouped_tile(lin - bi * tiles, tiles_m, tiles_n, group_m)
+    return bi, i, j
 
 
 def _stage_copier(spec: PipeSpec, cp_a, cp_b):
