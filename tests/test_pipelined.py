@@ -614,3 +614,143 @@ def test_persistent_forced_on_cuda(dtype, tf32, cfg, epilogue, planned, request)
     assert planned[-1].family == "pipelined" and spec.persistent == PipeConfig.parse(cfg).persistent, spec
     ref = 1.25 * np.matmul(a, b) + (0.0 if c is None else -0.5 * c)
     _assert_close(to_f64(out), ref, dtype, tf32)
+
+
+# --- exact float32 on CUDA cores (spec.simt) ---------------------------------------------------------------
+def _simt_spec(layout="NN", epilogue="axpby", tm=64, tn=64, tk=16, stages=3, **over) -> P.PipeSpec:
+    return _spec("float32", layout=layout, epilogue=epilogue, tm=tm, tn=tn, tk=tk, stages=stages, pad_ab=4,
+                 pad_c=0, simt=True, **over)
+
+
+def _ld4(n: int) -> int:
+    return -(-n // 4) * 4
+
+
+@pytest.mark.parametrize("epilogue", ["scale", "axpby"])
+@pytest.mark.parametrize("layout", ["NN", "NT", "TN", "TT"])
+def test_simt_layouts_and_edges(layout, epilogue, request):
+    """The SIMT kernel (8x8 outputs per thread in registers, the product in float32 FMAs): on the CPU twin each
+    block runs the tile's CUDA threads one after another with the same lane-to-output order and stage reads,
+    so the order's every row and column is checked. 70x131x75 on 64x64x16 tiles (M, N and K edges, 5 K tiles
+    through 3 stages), three batch entries with A broadcast, D a column view whose other columns stay."""
+    M, N, K = 70, 131, 75
+    lda = _ld4(M) if layout[0] == "T" else _ld4(K)
+    ldb = _ld4(K) if layout[1] == "T" else _ld4(N)
+    out, ref = _run(_simt_spec(layout, epilogue), M, N, K, _rng(request), batch=3, a_nb=1, b_nb=3, c_nb=3,
+                    lda=lda, ldb=ldb, ldd=N + 5)
+    _assert_close(out, ref, "float32")
+
+
+@pytest.mark.parametrize("layout", ["NN", "TT"])
+def test_simt_large_tile_two_stages(layout, request):
+    """128x128x32 tiles (256 threads: 4 x 2 warps of 32x64 outputs), 2 stages, one partial tile each way."""
+    M, N, K = 150, 200, 100
+    spec = _simt_spec(layout, tm=128, tn=128, tk=32, stages=2)
+    out, ref = _run(spec, M, N, K, _rng(request), lda=_ld4(M) if layout[0] == "T" else _ld4(K),
+                    ldb=_ld4(K) if layout[1] == "T" else _ld4(N))
+    _assert_close(out, ref, "float32")
+
+
+@pytest.mark.parametrize("K", [0, 5])
+def test_simt_short_k_and_output_cast(K, request):
+    """K == 0 (no K step: alpha * 0 + beta * C) and K under one K tile, with a float16 output (the store's cast)."""
+    spec = _simt_spec(out_dtype="float16")
+    out, ref = _run(spec, 40, 70, K, _rng(request), lda=_ld4(K) if K else None, ldb=_ld4(70) if K else None,
+                    chunk_check=K > 0)
+    _assert_close(out, ref, "float16")
+
+
+@pytest.mark.parametrize("over,match", [
+    (dict(in_dtype="float16", out_dtype="float16", pad_ab=8), "exact float32"),
+    (dict(tf32=True), "exact float32"),
+    (dict(tm=48), "multiple of 32"),
+    (dict(tn=96), "tn of 64"),
+    (dict(block_dim=128), "block_dim 64"),
+    (dict(pad_c=8), "registers"),
+    (dict(bias=True), "registers"),
+    (dict(chunk=8), "16-byte words")])
+def test_simt_refusals_name_the_reason(over, match):
+    """Specs the SIMT kernel cannot run are refused before any compile, with the reason."""
+    import dataclasses
+
+    spec = dataclasses.replace(_simt_spec(), **over)
+    with pytest.raises(ValueError, match=match):
+        P.get_kernel(spec)
+    assert P.unfit(spec)
+
+
+def test_simt_forced_through_the_api_on_cpu(planned, request):
+    """``options(family="pipelined", pipe_config=".../simt")`` plans the SIMT kernel (padded A/B rows, register
+    accumulator) through the public call path; the CPU twin computes it."""
+    import warp_gemm
+
+    rng = _rng(request)
+    a, b = random_operands(70, 131, 75, "float32", rng, batch=2)
+    out = wp.array(np.full((2, 70, 131), np.nan, np.float32), device="cpu")
+    B = wp.array(np.ascontiguousarray(np.swapaxes(b, 1, 2)).astype(np.float32), device="cpu").transpose((0, 2, 1))
+    with warp_gemm.options(family="pipelined", cpu_backend="tiles", pipe_config="pipe/64x64x16/s3/b64/o0/simt"):
+        warp_gemm.gemm(wp.array(a.astype(np.float32), device="cpu"), B, alpha=1.5, out=out)
+    spec = planned[-1].family_spec
+    assert planned[-1].family == "pipelined" and spec.simt and spec.pad_ab == 4 and spec.pad_c == 0, spec
+    assert spec.layout_b == "T" and spec.block_dim == 1
+    _assert_close(out.numpy().astype(np.float64), 1.5 * np.matmul(a, b), "float32")
+
+
+@pytest.mark.skipif(not _compat.HAS_COMPILE_AOT, reason="wp.compile_aot_module arrived in warp-lang 1.9")
+@pytest.mark.parametrize("layout", ["NN", "TT"])
+def test_simt_cuda_build_offline(layout, tmp_path):
+    """The SIMT kernel (128x128x16, 256 threads, 3 stages) compiles for sm_90 offline, and its PTX keeps the
+    accumulator in registers (no local memory, no calls) and reads every stage value from shared memory in
+    16-byte words: 4 per k (8 of A, 8 of B)."""
+    import inspect
+    import re
+
+    spec = P.default_spec("float32", layout=layout, epilogue="axpby", tm=128, tn=128, tk=16, stages=3, block_dim=256,
+                          min_blocks=2, pad_ab=4, pad_c=0, simt=True)
+    k = P.get_kernel(spec)
+    k.module.options["block_dim"] = spec.block_dim
+    wp.compile_aot_module(k.module, arch=[90], module_dir=str(tmp_path / "cubin"))
+    assert any("sm90" in p.name for p in (tmp_path / "cubin").rglob("*") if p.suffix == ".cubin")
+    if "use_ptx" not in inspect.signature(wp.compile_aot_module).parameters:
+        return
+    wp.compile_aot_module(k.module, arch=[90], module_dir=str(tmp_path / "ptx"), use_ptx=True)
+    ptx = "".join(p.read_text() for p in (tmp_path / "ptx").rglob("*.ptx"))
+    assert ".local" not in ptx and not re.search(r"\bcall", ptx)
+    assert len(re.findall(r"ld\.shared\.v4\.f32", ptx)) == 4 * spec.tk
+    assert len(re.findall(r"fma\.rn\.f32", ptx)) >= 64 * spec.tk
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("layout,cfg", [
+    ("NN", "pipe/128x128x16/s3/b256/o2/simt"), ("NT", "pipe/128x128x32/s2/b256/o2/simt"),
+    ("TN", "pipe/128x64x16/s4/b128/o3/simt"), ("TT", "pipe/64x64x32/s3/b64/o0/simt")], ids=lambda v: str(v))
+@pytest.mark.parametrize("epilogue", ["scale", "axpby"])
+def test_simt_forced_on_cuda(layout, cfg, epilogue, planned, request):
+    """The SIMT kernel forced through the API on CUDA in each layout: two batch entries of 1000x1000 (M and N
+    edges), K 520 (a partial K tile), alpha and beta * C."""
+    from conftest import make, nan_like, to_f64
+
+    import warp_gemm
+
+    rng = _rng(request)
+    Bn, M, N, K = 2, 1000, 1000, 520
+    a, b = random_operands(M, N, K, "float32", rng, batch=Bn)
+    c = round_to(rng.standard_normal((Bn, M, N)), "float32") if epilogue == "axpby" else None
+    out = nan_like("warp", (Bn, M, N), "float32", "cuda")
+
+    def operand(x, trans):
+        if not trans:
+            return make(x, "float32", "warp", "cuda")
+        return make(np.ascontiguousarray(np.swapaxes(x, 1, 2)), "float32", "warp", "cuda").transpose((0, 2, 1))
+
+    args = [operand(a, layout[0] == "T"), operand(b, layout[1] == "T")]
+    with warp_gemm.options(family="pipelined", pipe_config=cfg):
+        if c is None:
+            warp_gemm.gemm(*args, alpha=1.25, out=out, allow_tf32=False)
+        else:
+            warp_gemm.gemm(*args, make(c, "float32", "warp", "cuda"), alpha=1.25, beta=-0.5, out=out,
+                           allow_tf32=False)
+    spec = planned[-1].family_spec
+    assert planned[-1].family == "pipelined" and spec.simt and spec.layout_a + spec.layout_b == layout, spec
+    ref = 1.25 * np.matmul(a, b) + (0.0 if c is None else -0.5 * c)
+    _assert_close(to_f64(out), ref, "float32")

@@ -159,9 +159,11 @@ class PipeConfig:
     ``tm x tn``, the K tile ``tk``, the K tiles held in shared memory (``stages``, 2-4), threads per block
     and the blocks per SM the compiler must leave registers for (``min_blocks``, CUDA
     ``__launch_bounds__``; 0: no bound), and ``persistent`` (> 0: a grid of that many blocks per SM, each
-    looping over output tiles; 0: one tile per block). The shared-tile paddings and the copy chunk stay the
-    family's per-dtype defaults (``pipelined.default_spec``). Written ``pipe/128x128x128/s2/b256/o1``
-    (``/p1`` appended where persistent)."""
+    looping over output tiles; 0: one tile per block), and ``simt`` (exact float32 only: the K steps' product
+    in CUDA-core FMAs of 8x8 outputs per thread instead of ``tile_matmul``, so ``block_dim`` is ``tm * tn /
+    64``; the A/B rows then take the fp32 padding of 4 elements and the accumulator lives in registers). The
+    shared-tile paddings and the copy chunk stay the family's per-dtype defaults (``pipelined.default_spec``).
+    Written ``pipe/128x128x128/s2/b256/o1`` (``/p1`` appended where persistent, ``/simt`` where SIMT)."""
 
     tm: int
     tn: int
@@ -170,6 +172,7 @@ class PipeConfig:
     block_dim: int = 256
     min_blocks: int = 0
     persistent: int = 0
+    simt: bool = False
 
     def __post_init__(self):
         for name in ("tm", "tn", "tk", "stages", "block_dim", "min_blocks", "persistent"):
@@ -188,18 +191,24 @@ class PipeConfig:
             raise ValueError(f"PipeConfig: min_blocks (o) must be 0-32, got {self.min_blocks}")
         if not 0 <= self.persistent <= 8:
             raise ValueError(f"PipeConfig: persistent (p) must be 0-8 blocks per SM, got {self.persistent}")
+        if not isinstance(self.simt, bool):
+            raise ValueError(f"PipeConfig: simt must be True or False, got {self.simt!r}")
+        if self.simt and self.persistent:
+            raise ValueError("PipeConfig: simt kernels keep their accumulator in registers: no persistent blocks (p)")
         if self.min_blocks * self.block_dim > 2048:
             raise ValueError(f"PipeConfig: min_blocks (o{self.min_blocks}) x block_dim (b{self.block_dim}) is more "
                              "than the 2048 threads an SM holds")
 
     def __str__(self) -> str:
         per = f"/p{self.persistent}" if self.persistent else ""
+        per += "/simt" if self.simt else ""
         return f"pipe/{self.tm}x{self.tn}x{self.tk}/s{self.stages}/b{self.block_dim}/o{self.min_blocks}{per}"
 
     @classmethod
     def parse(cls, text: str) -> PipeConfig:
         """Inverse of ``str``: ``pipe/128x128x128/s2/b256/o1``; the fields after the tile shape may come
-        in any order or be left out (defaults s2, b256, o0, p0). Errors name the bad field."""
+        in any order or be left out (defaults s2, b256, o0, p0; ``simt`` a bare flag). Errors name the bad
+        field."""
         if not isinstance(text, str):
             raise ValueError(f"bad pipelined configuration {text!r}: not a string")
         parts = text.strip().split("/")
@@ -215,9 +224,15 @@ class PipeConfig:
         names = {"s": "stages", "b": "block_dim", "o": "min_blocks", "p": "persistent"}
         vals = {"stages": 2, "block_dim": 256, "min_blocks": 0, "persistent": 0}
         seen = set()
+        simt = False
         for part in parts[2:]:
+            if part == "simt":
+                if simt:
+                    raise ValueError(f"bad pipelined configuration {text!r}: simt given twice")
+                simt = True
+                continue
             if not part or part[0] not in names:
-                raise ValueError(f"bad pipelined configuration {text!r}: unknown field {part!r} (s, b, o, p)")
+                raise ValueError(f"bad pipelined configuration {text!r}: unknown field {part!r} (s, b, o, p, simt)")
             name = names[part[0]]
             if name in seen:
                 raise ValueError(f"bad pipelined configuration {text!r}: {name} ({part[0]}) given twice")
@@ -228,7 +243,7 @@ class PipeConfig:
                 raise ValueError(f"bad pipelined configuration {text!r}: {name} ({part[0]}) is not an integer: "
                                  f"{part!r}") from None
         try:
-            return cls(tm, tn, tk, **vals)
+            return cls(tm, tn, tk, **vals, simt=simt)
         except ValueError as e:
             raise ValueError(f"bad pipelined configuration {text!r}: {str(e).removeprefix('PipeConfig: ')}") from None
 
@@ -238,7 +253,7 @@ class PipeConfig:
     def fields(self) -> dict:
         """The ``kernels.pipelined.PipeSpec`` fields this configuration sets."""
         return {"tm": self.tm, "tn": self.tn, "tk": self.tk, "stages": self.stages, "block_dim": self.block_dim,
-                "min_blocks": self.min_blocks, "persistent": self.persistent}
+                "min_blocks": self.min_blocks, "persistent": self.persistent, "simt": self.simt}
 
 
 def _pc(text: str) -> PipeConfig:

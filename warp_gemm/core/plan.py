@@ -152,7 +152,8 @@ def _plan_family(base: Plan, p: Problem, allow_tf32: bool, opts: Options) -> Pla
         return None
     if p.in_dtype == "float32" and not tf32 and want is None:
         # exact float32: the pipelined kernel's copy-free ceiling is 34 TFLOP/s at 4096^3 (27.9 achieved),
-        # the tiled family's two-blocks-per-SM kernel measured 32 (H100): tiled.
+        # the tiled family's two-blocks-per-SM kernel measured 32 (H100): tiled. The SIMT kernel (PipeConfig
+        # "/simt", not yet timed on a GPU) is reached with family="pipelined" and its pipe_config.
         return None
     ca, cb = _max_chunk(base.A), _max_chunk(base.B)
     # Operands whose rows are not 16-byte aligned are first copied (staged) into a cached buffer whose
@@ -330,6 +331,10 @@ def choose_pipe_spec(dev, in_dtype: str, out_dtype: str, tf32: bool, layout: str
 
 def _with_pipe_config(spec, cfg: PipeConfig, device_is_cpu: bool):
     fields = cfg.fields()
+    if cfg.simt:  # the SIMT product reads padded A/B rows (bank-conflict-free) and keeps its accumulator in registers
+        from warp_gemm.kernels import pipelined
+
+        fields.update(pad_ab=pipelined.PAD_AB.get(spec.in_dtype, 0), pad_c=0)
     if device_is_cpu:  # one thread per block on the CPU (default_spec's CPU spec); no launch bound
         fields.update(block_dim=spec.block_dim, min_blocks=0)
         if cfg.persistent and not spec.pad_c:  # persistent blocks re-zero a shared accumulator: give it one

@@ -98,6 +98,7 @@ class PipeSpec:
     bias: bool = False  # add a broadcast bias row (1, N) of out_dtype before the activation
     activation: str | None = None  # None/relu/gelu/gelu_tanh/silu/tanh (kernels/epilogue.py), last
     persistent: int = 0  # > 0: a grid of persistent * SMs blocks, each looping over output tiles (see _build)
+    simt: bool = False  # exact float32 through the _SIMT_MMA snippet (CUDA-core FMAs) instead of tile_matmul
 
     @property
     def acc_dtype(self) -> str:
@@ -111,6 +112,7 @@ class PipeSpec:
         act = f"_{self.activation}" if self.activation else ""
         act += "_za" if native_acc(self) else ""  # the accumulator's zero-fill snippet (ZERO_ACC_SNIPPET)
         act += f"_per{self.persistent}" if self.persistent else ""
+        act += "_simt" if self.simt else ""
         return (f"wg_pipe_{self.in_dtype}_{self.out_dtype}_{self.layout_a}{self.layout_b}_"
                 f"{self.tm}x{self.tn}x{self.tk}_s{self.stages}_b{self.block_dim}{occ}_c{self.chunk}_"
                 f"p{self.pad_ab}-{self.pad_c}_{self.epilogue}{tf}{bias}{act}")
@@ -406,6 +408,140 @@ _C_TYPES = {"float16": "wp::float16", "bfloat16": "wp::bfloat16", "float32": "wp
 _VEC_TYPES = {8: "unsigned long long", 16: "::uint4"}
 
 
+# --- exact float32 on CUDA cores (spec.simt; built and tested on the CPU twin and offline, not yet timed) ----------
+# tile_matmul's exact-fp32 GEMM (MathDx's SIMT path) ran at 33-40 TFLOP/s on these tiles with its operands already
+# in shared memory, against an fp32 FMA peak of ~67 and cuBLAS's 51.5 (H100; docs/performance.md, "Where the tile
+# API is the wall"): a ceiling under issue 16's 41.5 for every kernel built on it. _SIMT_MMA replaces the
+# tile_matmul of a K step by the register-blocked outer product of SIMT GEMMs: each thread keeps an 8x8 block of
+# outputs in registers and, per k, reads 8 values of A and 8 of B from the stage (B of layout N: two 16-byte
+# loads) for 64 FMAs. Warps are 4 x 8 lanes over 32 x 64 outputs; a thread's rows are 4 apart and its columns
+# (B of layout N) two groups of 4, 32 apart, so that a warp's loads of one k touch distinct banks (A's rows
+# TK + 4 floats apart; B's 8 lanes x 16 contiguous bytes) -- or (layout T) 8 apart. The accumulator is the
+# register tile's own storage (acc.data) in this order, so only these snippets may read it; the epilogue is
+# _SIMT_STORE (alpha, beta * C, the output cast; no bias or activation). One barrier per K step: the K loop waits
+# for stage k (and syncs) before refilling the stage the previous step read (_build).
+SIMT_TILE = 8  # rows and columns of outputs per thread
+
+_SIMT_GEOMETRY = r"""
+        const int v = WP_TILE_THREAD_IDX * ({VT} / WP_TILE_BLOCK_DIM) + q;  // the thread of the {VT} the tile needs
+        const int w = v / 32;
+        const int l = v % 32;
+        const int row0 = (w / {WN}) * {WR} + {ROW0};
+        const int col0 = (w % {WN}) * 64 + {COL0};
+"""
+
+_SIMT_MMA = r"""
+    // acc += A x B over stage s of the shared buffers ba / bb, in float32 FMAs. The tile's {VT} threads (CUDA: the
+    // block; the CPU runs them one after another) keep {RM} x 8 outputs each in acc.data (q: the CPU's
+    // {VT} / block_dim of them per real thread): thread v of warp w = v / 32, lane l holds rows row0 + {RI}
+    // (i < {RM}) and columns col0 + {CJ} (j < 8), row0 = (w / {WN}) * {WR} + {ROW0}, col0 = (w % {WN}) * 64 + {COL0}.
+    // No barrier: the caller syncs before it refills a stage.
+    const float* As = (const float*)ba.data.ptr + (size_t)s * {SA};
+    const float* Bs = (const float*)bb.data.ptr + (size_t)s * {SB};
+    for (int q = 0; q < {VT} / WP_TILE_BLOCK_DIM; ++q) {{
+{GEOM}        const float* pa = As + {PA};
+        const float* pb = Bs + {PB};
+        float* d = acc.data + q * {NR};
+#pragma unroll
+        for (int k = 0; k < {TK}; ++k) {{
+            float a[{RM}];
+            float b[8];
+#pragma unroll
+            for (int i = 0; i < {RM}; ++i) a[i] = pa[{AI} + {AK} * k];
+{BLOAD}
+#pragma unroll
+            for (int i = 0; i < {RM}; ++i)
+#pragma unroll
+                for (int j = 0; j < 8; ++j) d[i * 8 + j] += a[i] * b[j];
+        }}
+    }}
+"""
+
+_SIMT_BLOAD_N = r"""#if defined(__CUDA_ARCH__)
+            const float4 x = *(const float4*)(pb + {BK} * k);
+            const float4 y = *(const float4*)(pb + {BK} * k + 32);
+            b[0] = x.x; b[1] = x.y; b[2] = x.z; b[3] = x.w; b[4] = y.x; b[5] = y.y; b[6] = y.z; b[7] = y.w;
+#else
+            for (int j = 0; j < 8; ++j) b[j] = pb[{BK} * k + (j % 4) + 32 * (j / 4)];
+#endif"""
+
+_SIMT_BLOAD_T = r"""#pragma unroll
+            for (int j = 0; j < 8; ++j) b[j] = pb[{BJ} * j + k];"""
+
+_SIMT_STORE = r"""
+    // dst[m0 + r, n0 + c] = {OT}(alpha * acc[r, c]{AXPBY_DOC}) for this thread's outputs in _SIMT_MMA's order;
+    // rows and columns past dst's extent are dropped. src: C ("axpby"; dst's shape) or unread.
+    const int nr = dst.shape[0];
+    const int nc = dst.shape[1];
+    char* base = (char*)dst.data;
+    const size_t ld = (size_t)dst.strides[0];
+    const size_t cs = (size_t)dst.strides[1];
+    const char* cbase = (const char*)src.data;
+    const size_t cld = (size_t)src.strides[0];
+    const size_t ccs = (size_t)src.strides[1];
+    for (int q = 0; q < {VT} / WP_TILE_BLOCK_DIM; ++q) {{
+{GEOM}        const float* d = acc.data + q * {NR};
+#pragma unroll
+        for (int i = 0; i < {RM}; ++i) {{
+            const int gr = m0 + row0 + {RI};
+#pragma unroll
+            for (int j = 0; j < 8; ++j) {{
+                const int gc = n0 + col0 + {CJ};
+                if (gr < nr && gc < nc) {{
+                    float x = alpha * d[i * 8 + j];
+{AXPBY}                    *({OT}*)(base + (size_t)gr * ld + (size_t)gc * cs) = {OT}(x);
+                }}
+            }}
+        }}
+    }}
+"""
+_SIMT_AXPBY = "                    x += beta * (float)(*(const {OT}*)(cbase + (size_t)gr * cld + (size_t)gc * ccs));\n"
+
+
+def simt_threads(spec: PipeSpec) -> int:
+    """Threads of the SIMT kernel's tile (:data:`_SIMT_MMA`): one per 8x8 outputs; the CUDA block size."""
+    return spec.tm * spec.tn // (SIMT_TILE * SIMT_TILE)
+
+
+def _simt_fields(spec: PipeSpec) -> dict:
+    ar, ac = spec.a_tile()
+    br, bc = spec.b_tile()
+    acp, bcp = ac + spec.pad_ab, bc + spec.pad_ab
+    an, bn = spec.layout_a == "N", spec.layout_b == "N"
+    # A thread's rows / columns: 4 (8) apart where the stage runs along K there (a lane's K values are
+    # contiguous: 16-byte loads along k), else two groups of 4 contiguous ones 16 (32) apart (16-byte loads
+    # along m / n).
+    f = dict(VT=simt_threads(spec), WN=spec.tn // 64, WR=4 * SIMT_TILE, RM=SIMT_TILE, NR=SIMT_TILE * SIMT_TILE,
+             TK=spec.tk, SA=ar * acp, SB=br * bcp, ROW0="l / 8" if an else "(l / 8) * 4",
+             RI="4 * i" if an else "(i % 4) + 16 * (i / 4)", COL0="(l % 8) * 4" if bn else "l % 8",
+             CJ="(j % 4) + 32 * (j / 4)" if bn else "8 * j")
+    f["GEOM"] = _SIMT_GEOMETRY.format(**f)
+    return f
+
+
+def _simt_mma_snippet(spec: PipeSpec) -> str:
+    f = _simt_fields(spec)
+    ar, ac = spec.a_tile()
+    br, bc = spec.b_tile()
+    acp, bcp = ac + spec.pad_ab, bc + spec.pad_ab
+    if spec.layout_a == "N":  # A's stage is (TM, TK): row m at m * acp
+        f.update(PA=f"row0 * {acp}", AI=f"{4 * acp} * i", AK=1)
+    else:  # (TK, TM): column m of row k
+        f.update(PA="row0", AI="(i % 4) + 16 * (i / 4)", AK=acp)
+    if spec.layout_b == "N":  # B's stage is (TK, TN)
+        f.update(PB="col0", BLOAD=_SIMT_BLOAD_N.format(BK=bcp))
+    else:  # (TN, TK)
+        f.update(PB=f"col0 * {bcp}", BLOAD=_SIMT_BLOAD_T.format(BJ=8 * bcp))
+    return _SIMT_MMA.format(**f)
+
+
+def _simt_store_snippet(spec: PipeSpec) -> str:
+    ot = _C_TYPES[spec.out_dtype]
+    axpby = spec.epilogue == "axpby"
+    return _SIMT_STORE.format(OT=ot, AXPBY=_SIMT_AXPBY.format(OT=ot) if axpby else "",
+                              AXPBY_DOC=" + beta * src[m0 + r, n0 + c]" if axpby else "", **_simt_fields(spec))
+
+
 # Whether the copy snippet takes its interior fast path (see _COPY) where the tile allows; the probes switch it off.
 FAST_COPY = True
 # Whether shared accumulators may be zero-filled by _ZERO_ACC (after tile_empty) instead of tile_zeros
@@ -497,10 +633,28 @@ def _check(spec: PipeSpec) -> None:
                          "needs a shared accumulator of at least SNIPPET_MIN_TM rows (pad_c > 0) and tile_empty")
     if not 0 <= spec.persistent <= 8:
         raise ValueError(f"persistent must be 0-8 blocks per SM: {spec}")
+    if spec.simt:
+        _check_simt(spec)
     if spec.activation is not None:
         from .epilogue import check_activation
 
         check_activation(spec.activation)
+
+
+def _check_simt(spec: PipeSpec) -> None:
+    if spec.in_dtype != "float32" or spec.tf32:
+        raise ValueError(f"{spec}: the SIMT kernel (simt) is for exact float32 inputs only")
+    if spec.tm % (4 * SIMT_TILE) or spec.tn % 64:
+        raise ValueError(f"{spec}: the SIMT kernel needs tm a multiple of {4 * SIMT_TILE} and tn of 64 (warps of 4 x 8 "
+                         f"lanes, {SIMT_TILE} x {SIMT_TILE} outputs per thread)")
+    if spec.block_dim not in (1, simt_threads(spec)):
+        raise ValueError(f"{spec}: the SIMT kernel's {spec.tm}x{spec.tn} tile takes block_dim {simt_threads(spec)} "
+                         f"(one thread per {SIMT_TILE}x{SIMT_TILE} outputs; 1 on the CPU), got {spec.block_dim}")
+    if spec.pad_c or spec.persistent or spec.bias or spec.activation is not None:
+        raise ValueError(f"{spec}: the SIMT kernel keeps its accumulator in registers and stores it itself: no pad_c, "
+                         "persistent blocks, bias or activation")
+    if spec.chunk != 16 or (spec.pad_ab * 4) % 16:
+        raise ValueError(f"{spec}: the SIMT kernel reads B in 16-byte words: chunk 16 and pad_ab a multiple of 4")
 
 
 # --- the kernel factory ---------------------------------------------------------------------------------
@@ -541,13 +695,18 @@ def _build(spec: PipeSpec, zero_acc_snippet: bool):
     wait0 = _native(_WAIT.format(N=0), key + "_wait0", _stub_int())
 
     copy_stage = _stage_copier(spec, cp_a, cp_b)
+    SIMT = spec.simt
+    if SIMT:
+        mma = _native(_simt_mma_snippet(spec), key + "_mma", _stub_mma(IN, SAR, ACP, SBR, BCP, ACC, TM, TN))
+        simt_store = _native(_simt_store_snippet(spec), key + "_sstore", _stub_simt_store(OUT, ACC, TM, TN))
+        wait_prev = _native(_WAIT.format(N=S - 2), key + "_waitp", _stub_int())
     ZERO_ACC, STORE = zero_acc_snippet, native_store(spec)
     if ZERO_ACC:
         zero_acc = _native(_ZERO_ACC.format(N16=TM * TNC * ITEM_BYTES[spec.acc_dtype] // 16), key + "_zero_acc",
                            _stub_acc(ACC, TM, TNC))
     if STORE:
         store = _native(_store_snippet(spec), key + "_store", _stub_store(OUT, ACC, TM, TNC))
-    else:
+    elif not SIMT:
         epilogue = _epilogue(spec)
 
     def gemm(
@@ -599,31 +758,45 @@ def _build(spec: PipeSpec, zero_acc_snippet: bool):
             if p < k_tiles:
                 copy_stage(ba, bb, Ab, Bb, p, p, m0, n0)
             commit(0)
-        # k_tiles is a runtime value on purpose: Warp unrolls short constant-trip loops and then
-        # allocates every iteration's tiles in shared memory.
-        for k in range(k_tiles):
-            # Refill the stage that K tile k-1 used (tile_matmul ended with a block sync) with K tile
-            # k + S - 1, then wait for K tile k's group: S - 1 younger groups may stay in flight.
-            kn = k + S - 1
-            if kn < k_tiles:
-                copy_stage(ba, bb, Ab, Bb, kn % S, kn, m0, n0)
-            commit(0)
-            wait(0)
-            s = k % S
-            if wp.static(TRANS_A):
-                a = wp.tile_transpose(wp.tile_view(ba, offset=(s * AR, 0), shape=(AR, AC)))
-            else:
-                a = wp.tile_view(ba, offset=(s * AR, 0), shape=(AR, AC))
-            if wp.static(TRANS_B):
-                b = wp.tile_transpose(wp.tile_view(bb, offset=(s * BR, 0), shape=(BR, BC)))
-            else:
-                b = wp.tile_view(bb, offset=(s * BR, 0), shape=(BR, BC))
-            if wp.static(TF32):
-                wp.tile_matmul(a, b, acc, precision="tf32")
-            else:
-                wp.tile_matmul(a, b, acc)
+        if wp.static(SIMT):
+            # One barrier per K step (the SIMT product has none of its own, unlike tile_matmul): wait for K tile
+            # k's group (S - 2 younger ones may stay in flight) with a block sync, after which every thread is
+            # done with the stage K tile k-1 used, then refill that stage with K tile k + S - 1.
+            for k in range(k_tiles):
+                wait_prev(0)
+                kn = k + S - 1
+                if kn < k_tiles:
+                    copy_stage(ba, bb, Ab, Bb, kn % S, kn, m0, n0)
+                commit(0)
+                mma(ba, bb, acc, k % S)
+        else:
+            # k_tiles is a runtime value on purpose: Warp unrolls short constant-trip loops and then
+            # allocates every iteration's tiles in shared memory.
+            for k in range(k_tiles):
+                # Refill the stage that K tile k-1 used (tile_matmul ended with a block sync) with K tile
+                # k + S - 1, then wait for K tile k's group: S - 1 younger groups may stay in flight.
+                kn = k + S - 1
+                if kn < k_tiles:
+                    copy_stage(ba, bb, Ab, Bb, kn % S, kn, m0, n0)
+                commit(0)
+                wait(0)
+                s = k % S
+                if wp.static(TRANS_A):
+                    a = wp.tile_transpose(wp.tile_view(ba, offset=(s * AR, 0), shape=(AR, AC)))
+                else:
+                    a = wp.tile_view(ba, offset=(s * AR, 0), shape=(AR, AC))
+                if wp.static(TRANS_B):
+                    b = wp.tile_transpose(wp.tile_view(bb, offset=(s * BR, 0), shape=(BR, BC)))
+                else:
+                    b = wp.tile_view(bb, offset=(s * BR, 0), shape=(BR, BC))
+                if wp.static(TF32):
+                    wp.tile_matmul(a, b, acc, precision="tf32")
+                else:
+                    wp.tile_matmul(a, b, acc)
         wait0(0)  # no copy outlives the kernel (all groups past k_tiles are empty; cheap)
-        if wp.static(STORE):
+        if wp.static(SIMT):
+            simt_store(D[bi], C[wp.min(bi, c_nb - 1)], acc, alpha, beta, m0, n0)  # acc: this thread's registers
+        elif wp.static(STORE):
             store(D[bi], acc_s, alpha, m0, n0)  # tile_matmul ended with a block sync: acc is complete
         else:
             epilogue(D, C, bias, acc, alpha, beta, bi, c_nb, m0, n0)
@@ -814,6 +987,20 @@ def _stub_acc(ACC, R, CP):
 
 def _stub_store(OUT, ACC, R, CP):
     def stub(dst: wp.array2d(dtype=OUT), acc: wp.tile(dtype=ACC, shape=(R, CP)), alpha: ACC, m0: int, n0: int): ...
+
+    return stub
+
+
+def _stub_mma(IN, SAR, ACP, SBR, BCP, ACC, TM, TN):
+    def stub(ba: wp.tile(dtype=IN, shape=(SAR, ACP)), bb: wp.tile(dtype=IN, shape=(SBR, BCP)),
+             acc: wp.tile(dtype=ACC, shape=(TM, TN)), s: int): ...
+
+    return stub
+
+
+def _stub_simt_store(OUT, ACC, TM, TN):
+    def stub(dst: wp.array2d(dtype=OUT), src: wp.array2d(dtype=OUT), acc: wp.tile(dtype=ACC, shape=(TM, TN)),
+             alpha: ACC, beta: ACC, m0: int, n0: int): ...
 
     return stub
 
