@@ -696,6 +696,46 @@ def test_simt_forced_through_the_api_on_cpu(planned, request):
     _assert_close(out.numpy().astype(np.float64), 1.5 * np.matmul(a, b), "float32")
 
 
+@pytest.mark.parametrize("cfg,family,want", [
+    ("pipe/128x128x16/s3/b256/o2/simt", "pipelined", "simt"),
+    (None, "pipelined", None),  # tile_matmul's exact fp32 with B transposed: refused on CUDA (4.8 TFLOP/s)
+    (None, None, "tiled"),  # the default: the tiled family
+    ("pipe/128x128x16/s3/b256/o2/simt", None, "tiled")])  # a configuration alone does not force the family
+def test_simt_planned_on_a_cuda_like_device(monkeypatch, cfg, family, want):
+    """The planner on a CUDA-like device (pure arithmetic, nothing launched), exact float32 1024^3 with B stored
+    (N, K): the SIMT configuration is planned where forced, with its 256 threads and the fp32 row padding."""
+    import dataclasses
+
+    from test_gemv import _CudaLike
+
+    from warp_gemm.core import operands
+    from warp_gemm.core.lru import LRU
+    from warp_gemm.core.options import Options
+    from warp_gemm.core.plan import make_plan
+    from warp_gemm.core.problem import validate
+
+    if _compat.WIDEN_16BIT_INPUTS:
+        pytest.skip("Warp 1.7: no pipelined family")
+    monkeypatch.setattr(operands, "_VIEWS", LRU(64))
+    a, b = np.zeros((1024, 1024), np.float32), np.zeros((1024, 1024), np.float32)
+    p = validate(a, b, None, 1.0, 0.0, False, True, None, "gemm")
+    fake = _CudaLike()
+    p = dataclasses.replace(p, A=dataclasses.replace(p.A, device=fake), B=dataclasses.replace(p.B, device=fake),
+                            D=dataclasses.replace(p.D, device=fake))
+    from warp_gemm.config.configs import PipeConfig
+
+    pc = PipeConfig.parse(cfg) if cfg else None
+    plan = make_plan(p, 1.0, 0.0, False, None, Options(family=family, pipe_config=pc))
+    if want == "simt":
+        spec = plan.family_spec
+        assert plan.family == "pipelined" and spec.simt and spec.layout_b == "T", plan.family
+        assert (spec.block_dim, spec.pad_ab, spec.pad_c, spec.tk) == (256, 4, 0, 16)
+    elif want is None:
+        assert plan is None or plan.family != "pipelined"
+    else:
+        assert plan.family == want
+
+
 @pytest.mark.skipif(not _compat.HAS_COMPILE_AOT, reason="wp.compile_aot_module arrived in warp-lang 1.9")
 @pytest.mark.parametrize("layout", ["NN", "TT"])
 def test_simt_cuda_build_offline(layout, tmp_path):

@@ -161,7 +161,8 @@ def _plan_family(base: Plan, p: Problem, allow_tf32: bool, opts: Options) -> Pla
     # 77 against 46 with 4-byte cp.async (H100; benchmarks/results/pipelined/).
     stage = (ca < 16, cb < 16)
     tiles = p.batch * -(-M // 128) * -(-N // 128)
-    if not pipelined.applies(dev, p.in_dtype, tf32, 16, la + lb):
+    simt = opts.pipe_config is not None and opts.pipe_config.simt
+    if not pipelined.applies(dev, p.in_dtype, tf32, 16, la + lb, simt):
         return None
     if want is None and tiles < PIPELINED_MIN_TILES.get(p.in_dtype, PIPELINED_MIN_TILES["other"]):
         return None

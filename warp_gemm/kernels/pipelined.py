@@ -35,6 +35,12 @@ tiles one sequence whose copies run ``stages - 1`` steps ahead across tile bound
 accumulator is stored and re-zeroed in place after each tile's last K step (so the zero-fill snippet is
 required: :func:`native_acc`).
 
+Exact float32 on CUDA cores (``spec.simt``; not a default: built and tested, not yet timed): the same stages
+and copies, but each K step's product is the :data:`_SIMT_MMA` snippet (8x8 outputs per thread in the register
+tile's storage, float32 FMAs, 16-byte shared loads, one barrier per K step) instead of ``tile_matmul``, whose
+exact-fp32 path (MathDx SIMT) measured 33-40 TFLOP/s with its operands already in shared memory; every layout
+reads its stages directly (no ``tile_transpose``); the epilogue is :data:`_SIMT_STORE` (alpha, beta * C, cast).
+
 Shared memory per block (bytes): ``stages*(TM*(TK+pa) + TK*(TN+pa))*item + TM*(TN+pc)*acc_item``
 (layout T swaps the tile's two extents); :func:`smem_bytes`. 227 KB is the H100 per-block limit.
 
@@ -118,11 +124,12 @@ class PipeSpec:
                 f"p{self.pad_ab}-{self.pad_c}_{self.epilogue}{tf}{bias}{act}")
 
     def a_tile(self) -> tuple[int, int]:
-        """Rows and columns of one stage of A as copied (layout T: the transposed tile)."""
-        return (self.tk, self.tm) if self.layout_a == "T" else (self.tm, self.tk)
+        """Rows and columns of one stage of A in shared memory: as stored (layout T: the transposed tile), or
+        K-major ``(tk, tm)`` in the SIMT kernel whatever the layout."""
+        return (self.tk, self.tm) if self.layout_a == "T" or self.simt else (self.tm, self.tk)
 
     def b_tile(self) -> tuple[int, int]:
-        return (self.tn, self.tk) if self.layout_b == "T" else (self.tk, self.tn)
+        return (self.tn, self.tk) if self.layout_b == "T" and not self.simt else (self.tk, self.tn)
 
 
 def default_spec(in_dtype: str, out_dtype: str | None = None, *, tf32: bool = False, layout: str = "NN",
@@ -413,60 +420,100 @@ _VEC_TYPES = {8: "unsigned long long", 16: "::uint4"}
 # in shared memory, against an fp32 FMA peak of ~67 and cuBLAS's 51.5 (H100; docs/performance.md, "Where the tile
 # API is the wall"): a ceiling under issue 16's 41.5 for every kernel built on it. _SIMT_MMA replaces the
 # tile_matmul of a K step by the register-blocked outer product of SIMT GEMMs: each thread keeps an 8x8 block of
-# outputs in registers and, per k, reads 8 values of A and 8 of B from the stage (B of layout N: two 16-byte
-# loads) for 64 FMAs. Warps are 4 x 8 lanes over 32 x 64 outputs; a thread's rows are 4 apart and its columns
-# (B of layout N) two groups of 4, 32 apart, so that a warp's loads of one k touch distinct banks (A's rows
-# TK + 4 floats apart; B's 8 lanes x 16 contiguous bytes) -- or (layout T) 8 apart. The accumulator is the
+# outputs in registers and, per k, reads 8 values of A and 8 of B with four 16-byte shared loads for 64 FMAs.
+# Both stages are K-major, (TK, TM) and (TK, TN), whatever the layout: A stored (M, K) and B stored (N, K) are
+# copied transposed, 4 bytes per cp.async (_COPY_T). Read K-contiguous instead, the compiler merged four k's
+# loads into one 16-byte load and kept them live: 168-254 registers (ptxas 13.0, sm_90, NN/NT 128x128x16), or
+# spills under __launch_bounds__(256, 2); K-major stages: 128 registers, no spill. Warps are 4 x 8 lanes over
+# 32 x 64 outputs; a thread's rows and columns are two groups of 4 contiguous ones, 16 rows and 32 columns apart,
+# so a warp's loads of one k read 64 (A) and 128 (B) contiguous bytes: no bank conflict. The accumulator is the
 # register tile's own storage (acc.data) in this order, so only these snippets may read it; the epilogue is
 # _SIMT_STORE (alpha, beta * C, the output cast; no bias or activation). One barrier per K step: the K loop waits
 # for stage k (and syncs) before refilling the stage the previous step read (_build).
 SIMT_TILE = 8  # rows and columns of outputs per thread
 
+_COPY_T = r"""
+    // Copy the ROWS x COLS region of `src` at (r0, c0), 4-byte elements, transposed into the shared tile `dst`:
+    // element (r, c) to row d0 + c, column r (row stride DLD elements); elements outside src are written as zero.
+    // Assumes: unit column stride of src. Thread t takes elements t, t + block_dim, ... in src's row-major order
+    // (consecutive threads read consecutive elements of a row). CUDA: one cp.async.ca of 4 bytes each (source
+    // size 0 past the edges), completion through commit/wait snippets; the CPU: synchronous.
+    const int nr = src.shape[0];
+    const int nc = src.shape[1];
+    const char* base = (const char*)src.data;
+    const size_t ld = (size_t)src.strides[0];
+    char* sbase = (char*)dst.data.ptr + (size_t)d0 * ({DLD} * 4);
+#if defined(__CUDA_ARCH__)
+    if ({FAST} && r0 + {ROWS} <= nr && c0 + {COLS} <= nc) {{
+        // the whole region inside src: the thread's column is fixed, its rows {PER} apart
+        const int t = WP_TILE_THREAD_IDX;
+        const int r = t / {COLS};
+        const int c = t - r * {COLS};
+        const char* g = base + (size_t)(r0 + r) * ld + (size_t)(c0 + c) * 4;
+        const unsigned sa = (unsigned)__cvta_generic_to_shared(sbase + ((size_t)c * {DLD} + r) * 4);
+#pragma unroll
+        for (int q = 0; q < {NQ}; ++q)
+            asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" :: "r"(sa + q * ({PER} * 4)),
+                         "l"(g + (size_t)q * {PER} * ld));
+        return;
+    }}
+#endif
+    for (int e = WP_TILE_THREAD_IDX; e < {ROWS} * {COLS}; e += WP_TILE_BLOCK_DIM) {{
+        const int r = e / {COLS};
+        const int c = e - r * {COLS};
+        const bool ok = r0 + r < nr && c0 + c < nc;
+        const char* g = ok ? base + (size_t)(r0 + r) * ld + (size_t)(c0 + c) * 4 : base;
+        char* s = sbase + ((size_t)c * {DLD} + r) * 4;
+#if defined(__CUDA_ARCH__)
+        const unsigned sa = (unsigned)__cvta_generic_to_shared(s);
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" :: "r"(sa), "l"(g), "r"(ok ? 4 : 0));
+#else
+        for (int b = 0; b < 4; ++b) s[b] = ok ? g[b] : (char)0;
+#endif
+    }}
+"""
+
 _SIMT_GEOMETRY = r"""
         const int v = WP_TILE_THREAD_IDX * ({VT} / WP_TILE_BLOCK_DIM) + q;  // the thread of the {VT} the tile needs
         const int w = v / 32;
         const int l = v % 32;
-        const int row0 = (w / {WN}) * {WR} + {ROW0};
-        const int col0 = (w % {WN}) * 64 + {COL0};
+        const int row0 = (w / {WN}) * 32 + (l / 8) * 4;
+        const int col0 = (w % {WN}) * 64 + (l % 8) * 4;
 """
 
 _SIMT_MMA = r"""
-    // acc += A x B over stage s of the shared buffers ba / bb, in float32 FMAs. The tile's {VT} threads (CUDA: the
-    // block; the CPU runs them one after another) keep {RM} x 8 outputs each in acc.data (q: the CPU's
-    // {VT} / block_dim of them per real thread): thread v of warp w = v / 32, lane l holds rows row0 + {RI}
-    // (i < {RM}) and columns col0 + {CJ} (j < 8), row0 = (w / {WN}) * {WR} + {ROW0}, col0 = (w % {WN}) * 64 + {COL0}.
-    // No barrier: the caller syncs before it refills a stage.
+    // acc += A x B over stage s of the K-major shared buffers ba (TK x TM, row stride {ALD}) and bb (TK x TN, row
+    // stride {BLD}), in float32 FMAs. The tile's {VT} threads (CUDA: the block; the CPU runs them one after another)
+    // keep 8 x 8 outputs each in acc.data (q: the CPU's {VT} / block_dim of them per real thread): thread v of warp
+    // w = v / 32, lane l holds rows row0 + (i % 4) + 16 (i / 4) and columns col0 + (j % 4) + 32 (j / 4), i, j < 8,
+    // row0 = (w / {WN}) * 32 + (l / 8) * 4, col0 = (w % {WN}) * 64 + (l % 8) * 4. No barrier: the caller syncs
+    // before it refills a stage.
     const float* As = (const float*)ba.data.ptr + (size_t)s * {SA};
     const float* Bs = (const float*)bb.data.ptr + (size_t)s * {SB};
     for (int q = 0; q < {VT} / WP_TILE_BLOCK_DIM; ++q) {{
-{GEOM}        const float* pa = As + {PA};
-        const float* pb = Bs + {PB};
-        float* d = acc.data + q * {NR};
+{GEOM}        const float* pa = As + row0;
+        const float* pb = Bs + col0;
+        float* d = acc.data + q * 64;
 #pragma unroll
         for (int k = 0; k < {TK}; ++k) {{
-            float a[{RM}];
+            float a[8];
             float b[8];
+#if defined(__CUDA_ARCH__)
+            *(float4*)a = *(const float4*)(pa + {ALD} * k);
+            *(float4*)(a + 4) = *(const float4*)(pa + {ALD} * k + 16);
+            *(float4*)b = *(const float4*)(pb + {BLD} * k);
+            *(float4*)(b + 4) = *(const float4*)(pb + {BLD} * k + 32);
+#else
+            for (int i = 0; i < 8; ++i) a[i] = pa[{ALD} * k + (i % 4) + 16 * (i / 4)];
+            for (int j = 0; j < 8; ++j) b[j] = pb[{BLD} * k + (j % 4) + 32 * (j / 4)];
+#endif
 #pragma unroll
-            for (int i = 0; i < {RM}; ++i) a[i] = pa[{AI} + {AK} * k];
-{BLOAD}
-#pragma unroll
-            for (int i = 0; i < {RM}; ++i)
+            for (int i = 0; i < 8; ++i)
 #pragma unroll
                 for (int j = 0; j < 8; ++j) d[i * 8 + j] += a[i] * b[j];
         }}
     }}
 """
-
-_SIMT_BLOAD_N = r"""#if defined(__CUDA_ARCH__)
-            const float4 x = *(const float4*)(pb + {BK} * k);
-            const float4 y = *(const float4*)(pb + {BK} * k + 32);
-            b[0] = x.x; b[1] = x.y; b[2] = x.z; b[3] = x.w; b[4] = y.x; b[5] = y.y; b[6] = y.z; b[7] = y.w;
-#else
-            for (int j = 0; j < 8; ++j) b[j] = pb[{BK} * k + (j % 4) + 32 * (j / 4)];
-#endif"""
-
-_SIMT_BLOAD_T = r"""#pragma unroll
-            for (int j = 0; j < 8; ++j) b[j] = pb[{BJ} * j + k];"""
 
 _SIMT_STORE = r"""
     // dst[m0 + r, n0 + c] = {OT}(alpha * acc[r, c]{AXPBY_DOC}) for this thread's outputs in _SIMT_MMA's order;
@@ -480,13 +527,13 @@ _SIMT_STORE = r"""
     const size_t cld = (size_t)src.strides[0];
     const size_t ccs = (size_t)src.strides[1];
     for (int q = 0; q < {VT} / WP_TILE_BLOCK_DIM; ++q) {{
-{GEOM}        const float* d = acc.data + q * {NR};
+{GEOM}        const float* d = acc.data + q * 64;
 #pragma unroll
-        for (int i = 0; i < {RM}; ++i) {{
-            const int gr = m0 + row0 + {RI};
+        for (int i = 0; i < 8; ++i) {{
+            const int gr = m0 + row0 + (i % 4) + 16 * (i / 4);
 #pragma unroll
             for (int j = 0; j < 8; ++j) {{
-                const int gc = n0 + col0 + {CJ};
+                const int gc = n0 + col0 + (j % 4) + 32 * (j / 4);
                 if (gr < nr && gc < nc) {{
                     float x = alpha * d[i * 8 + j];
 {AXPBY}                    *({OT}*)(base + (size_t)gr * ld + (size_t)gc * cs) = {OT}(x);
@@ -504,35 +551,14 @@ def simt_threads(spec: PipeSpec) -> int:
 
 
 def _simt_fields(spec: PipeSpec) -> dict:
-    ar, ac = spec.a_tile()
-    br, bc = spec.b_tile()
-    acp, bcp = ac + spec.pad_ab, bc + spec.pad_ab
-    an, bn = spec.layout_a == "N", spec.layout_b == "N"
-    # A thread's rows / columns: 4 (8) apart where the stage runs along K there (a lane's K values are
-    # contiguous: 16-byte loads along k), else two groups of 4 contiguous ones 16 (32) apart (16-byte loads
-    # along m / n).
-    f = dict(VT=simt_threads(spec), WN=spec.tn // 64, WR=4 * SIMT_TILE, RM=SIMT_TILE, NR=SIMT_TILE * SIMT_TILE,
-             TK=spec.tk, SA=ar * acp, SB=br * bcp, ROW0="l / 8" if an else "(l / 8) * 4",
-             RI="4 * i" if an else "(i % 4) + 16 * (i / 4)", COL0="(l % 8) * 4" if bn else "l % 8",
-             CJ="(j % 4) + 32 * (j / 4)" if bn else "8 * j")
-    f["GEOM"] = _SIMT_GEOMETRY.format(**f)
+    f = dict(VT=simt_threads(spec), WN=spec.tn // 64, TK=spec.tk, ALD=spec.tm + spec.pad_ab,
+             BLD=spec.tn + spec.pad_ab)
+    f.update(SA=spec.tk * f["ALD"], SB=spec.tk * f["BLD"], GEOM=_SIMT_GEOMETRY.format(**f))
     return f
 
 
 def _simt_mma_snippet(spec: PipeSpec) -> str:
-    f = _simt_fields(spec)
-    ar, ac = spec.a_tile()
-    br, bc = spec.b_tile()
-    acp, bcp = ac + spec.pad_ab, bc + spec.pad_ab
-    if spec.layout_a == "N":  # A's stage is (TM, TK): row m at m * acp
-        f.update(PA=f"row0 * {acp}", AI=f"{4 * acp} * i", AK=1)
-    else:  # (TK, TM): column m of row k
-        f.update(PA="row0", AI="(i % 4) + 16 * (i / 4)", AK=acp)
-    if spec.layout_b == "N":  # B's stage is (TK, TN)
-        f.update(PB="col0", BLOAD=_SIMT_BLOAD_N.format(BK=bcp))
-    else:  # (TN, TK)
-        f.update(PB=f"col0 * {bcp}", BLOAD=_SIMT_BLOAD_T.format(BJ=8 * bcp))
-    return _SIMT_MMA.format(**f)
+    return _SIMT_MMA.format(**_simt_fields(spec))
 
 
 def _simt_store_snippet(spec: PipeSpec) -> str:
@@ -540,6 +566,15 @@ def _simt_store_snippet(spec: PipeSpec) -> str:
     axpby = spec.epilogue == "axpby"
     return _SIMT_STORE.format(OT=ot, AXPBY=_SIMT_AXPBY.format(OT=ot) if axpby else "",
                               AXPBY_DOC=" + beta * src[m0 + r, n0 + c]" if axpby else "", **_simt_fields(spec))
+
+
+def _copy_t_snippet(spec: PipeSpec, rows: int, cols: int, dld: int) -> str:
+    """:data:`_COPY_T` for a ``rows x cols`` region of a float32 operand (the SIMT kernel's A stored (M, K), B
+    stored (N, K)) into a K-major stage of row stride ``dld``."""
+    bd = spec.block_dim
+    fast = FAST_COPY and bd > 1 and (rows * cols) % bd == 0 and bd % cols == 0
+    return _COPY_T.format(ROWS=rows, COLS=cols, DLD=dld, FAST="true" if fast else "false",
+                          PER=bd // cols if fast else 1, NQ=rows * cols // bd if fast else 0)
 
 
 # Whether the copy snippet takes its interior fast path (see _COPY) where the tile allows; the probes switch it off.
@@ -688,8 +723,11 @@ def _build(spec: PipeSpec, zero_acc_snippet: bool):
     EMPTY = _compat.HAS_TILE_EMPTY
     key = spec.key
 
-    cp_a = _native(_copy_snippet(spec, AR, AC, ACP), key + "_cp_a", _stub_copy(IN, SAR, ACP))
-    cp_b = _native(_copy_snippet(spec, BR, BC, BCP), key + "_cp_b", _stub_copy(IN, SBR, BCP))
+    # The SIMT kernel's K-major stages take A stored (M, K) and B stored (N, K) transposed (_COPY_T).
+    a_snip = _copy_t_snippet(spec, AC, AR, ACP) if spec.simt and not TRANS_A else _copy_snippet(spec, AR, AC, ACP)
+    b_snip = _copy_t_snippet(spec, BC, BR, BCP) if spec.simt and TRANS_B else _copy_snippet(spec, BR, BC, BCP)
+    cp_a = _native(a_snip, key + "_cp_a", _stub_copy(IN, SAR, ACP))
+    cp_b = _native(b_snip, key + "_cp_b", _stub_copy(IN, SBR, BCP))
     commit = _native(_COMMIT, key + "_commit", _stub_int())
     wait = _native(_WAIT.format(N=S - 1), key + "_wait", _stub_int())
     wait0 = _native(_WAIT.format(N=0), key + "_wait0", _stub_int())
@@ -1079,14 +1117,16 @@ def has_native_tile_args() -> bool:
         return _native_tile_args()
 
 
-def applies(device, in_dtype: str, tf32: bool = False, chunk: int = 16, layout: str = "NN") -> bool:
+def applies(device, in_dtype: str, tf32: bool = False, chunk: int = 16, layout: str = "NN",
+            simt: bool = False) -> bool:
     """Whether the pipelined family can run ``in_dtype`` on ``device`` (a Warp device): CUDA sm_80+
     (cp.async) or the CPU twin, a Warp that passes tiles to native snippets, tile_view/tile_astype, and
     tf32 only where ``precision="tf32"`` exists. Exact float32 with a transposed operand is refused on
-    CUDA: correct, but 4.8 (NT) and 10.9 (TN) TFLOP/s against 27.7 NN (H100, 4096^3)."""
+    CUDA through tile_matmul: correct, but 4.8 (NT) and 10.9 (TN) TFLOP/s against 27.7 NN (H100, 4096^3);
+    the SIMT kernel (``simt``) reads every layout from its stages directly."""
     if in_dtype not in WP_DTYPES or (tf32 and not (_compat.HAS_TF32 and in_dtype == "float32")):
         return False
-    if device.is_cuda and in_dtype == "float32" and not tf32 and layout != "NN":
+    if device.is_cuda and in_dtype == "float32" and not tf32 and layout != "NN" and not simt:
         return False
     if chunk not in CHUNKS or chunk < ITEM_BYTES[in_dtype]:
         return False
