@@ -294,7 +294,8 @@ def test_spec_key_and_checks():
     assert P.default_spec("float16", M=1023, N=1025).tn == 128 and P.default_spec("float16", M=2048, N=1024).tn == 128
     assert P.default_spec("float16", M=1024, N=1024).tn == 64
     # 65 blocks of 128x64 at 127x4099 fill under half the SMs: 64x32 tiles (test_narrow_rows_rule_and_kernel)
-    assert P.default_spec("float16", M=127, N=4099).tn == 32 and P.default_spec("float32", M=127, N=4099, tf32=True).tn == 64
+    assert P.default_spec("float16", M=127, N=4099).tn == 32
+    assert P.default_spec("float32", M=127, N=4099, tf32=True).tn == 64
     assert P.smem_bytes(s) == 2 * 2 * 128 * 136 * 2 + 128 * 136 * 4 <= P.SMEM_LIMIT
     assert P.smem_bytes(P.PipeSpec(**{**s.__dict__, "pad_c": 0})) == 2 * 2 * 128 * 136 * 2
     assert "_axpby_bias_gelu" in P.PipeSpec(**{**s.__dict__, "bias": True, "activation": "gelu"}).key

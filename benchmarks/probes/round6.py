@@ -141,13 +141,17 @@ SET3 = {
 # workspace, skinny's finishing pass), its M limit lifted, against the default (64x32 tiles, one pass).
 MID = ["m127_1024", "m256_2048", "m512_1024", "m128_4096"]
 _SP = {"MAX_SMALL": 1024}
+def _split(tm: int, tn: int, block: int, blocks: int) -> dict:
+    return {"skinny": {**_SP, "SPLIT_PIPE": {"tm": tm, "tn": tn, "block_dim": block}, "_SPLIT_BLOCKS": blocks}}
+
+
 SET4 = {
     "default": (MID, {}),
-    "mid_128x64_s264": (MID, {"skinny": {**_SP, "SPLIT_PIPE": {"tm": 128, "tn": 64, "block_dim": 256}, "_SPLIT_BLOCKS": 264}}),
-    "mid_128x64_s132": (MID, {"skinny": {**_SP, "SPLIT_PIPE": {"tm": 128, "tn": 64, "block_dim": 256}, "_SPLIT_BLOCKS": 132}}),
-    "mid_128x128_s132": (MID, {"skinny": {**_SP, "SPLIT_PIPE": {"tm": 128, "tn": 128, "block_dim": 256}, "_SPLIT_BLOCKS": 132}}),
-    "mid_64x64_s264": (MID, {"skinny": {**_SP, "SPLIT_PIPE": {"tm": 64, "tn": 64, "block_dim": 128}, "_SPLIT_BLOCKS": 264}}),
-    "mid_64x64_s528": (MID, {"skinny": {**_SP, "SPLIT_PIPE": {"tm": 64, "tn": 64, "block_dim": 128}, "_SPLIT_BLOCKS": 528}}),
+    "mid_128x64_s264": (MID, _split(128, 64, 256, 264)),
+    "mid_128x64_s132": (MID, _split(128, 64, 256, 132)),
+    "mid_128x128_s132": (MID, _split(128, 128, 256, 132)),
+    "mid_64x64_s264": (MID, _split(64, 64, 128, 264)),
+    "mid_64x64_s528": (MID, _split(64, 64, 128, 528)),
 }
 # Fifth run (R6_SET=5): more stages in flight for small grids (per-step latency, not the MMA, bounds
 # them: 127x4099x1031 spends ~2.2 us per 128-deep K step with 64x32 tiles), through Options.pipe_config.
@@ -202,7 +206,8 @@ SET10 = {"default": (R10, {}), "zero_snippet": (R10, {"pipelined": {"ZERO_ACC_SN
 P11 = ["odd_4097", "odd_4097_bf16_T", "odd_2049", "odd_8193x4097"]
 SET11 = {"default": (P11 + ["sq_4096"] + G2, {}), "peel_col": (P11, {"plan": {"PEEL_FIRST": "col"}}),
          "nopeel": (P11, {"plan": {"PEEL_MIN_GAIN": 1.0}}),
-         "cs_c32": (G2, {"spec": {"col_lanes": 32}}), "cs_c32_b512": (G2, {"spec": {"col_lanes": 32, "block_dim": 512}}),
+         "cs_c32": (G2, {"spec": {"col_lanes": 32}}),
+         "cs_c32_b512": (G2, {"spec": {"col_lanes": 32, "block_dim": 512}}),
          "cs_c32_b256": (G2, {"spec": {"col_lanes": 32, "block_dim": 256}}),
          "cs_c16_b256": (G2, {"spec": {"col_lanes": 16, "block_dim": 256}})}
 # Twelfth run (R6_SET=12): after peeling only one-wide edges whose vector is contiguous (B stored (N, K) lets

@@ -408,7 +408,8 @@ def _plan_split_pipe(base: Plan, p: Problem, la: str, lb: str, epi: str, c_into_
                    workspace=skinny.split_pipe_workspace_shape(base.M, base.N, s, p.in_dtype))
 
 
-#: Output tiles of 128x128 from which the pipelined family (its small-problem configuration where 128x64 tiles fit in one wave)
+#: Output tiles of 128x128 from which the pipelined family (its small-problem configuration where 128x64 tiles fit
+#: in one wave)
 #: is chosen over the tiled family's smaller tiles and split-K. fp16 1000^3 (64 tiles): 68.6 TFLOP/s
 #: pipelined against 47 tiled; 127x4099x1031 (33 tiles, odd K) ran 4.2 TFLOP/s on the tiled family's
 #: element-wise loads (H100, benchmarks/results/round2/).
