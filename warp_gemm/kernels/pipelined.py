@@ -496,8 +496,8 @@ _SIMT_MMA = r"""
         float* d = acc.data + q * 64;
 #pragma unroll
         for (int k = 0; k < {TK}; ++k) {{
-            float a[8];
-            float b[8];
+            alignas(16) float a[8];
+            alignas(16) float b[8];
 #if defined(__CUDA_ARCH__)
             *(float4*)a = *(const float4*)(pa + {ALD} * k);
             *(float4*)(a + 4) = *(const float4*)(pa + {ALD} * k + 16);
