@@ -102,6 +102,17 @@ def _assert_close(out, ref, dtype, tf32=False):
     assert cmp.ok, str(cmp)
 
 
+def _build_offline(spec: P.PipeSpec, out_dir, arch: int = 90) -> str:
+    """Compile ``spec``'s kernel offline for ``arch`` into ``out_dir`` (asserting a cubin/PTX came out); returns the
+    generated CUDA source."""
+    k = P.get_kernel(spec)
+    k.module.options["block_dim"] = spec.block_dim
+    wp.compile_aot_module(k.module, arch=[arch], module_dir=str(out_dir))
+    built = sorted(p.name for p in out_dir.rglob("*") if p.suffix in (".cubin", ".ptx"))
+    assert any(f"sm{arch}" in n for n in built), built
+    return "".join(p.read_text() for p in out_dir.rglob("*.cu"))
+
+
 DTYPE_CASES = [("float16", False), ("float32", False), ("float64", False)] + \
     ([("bfloat16", False)] if _compat.HAS_BF16 else []) + ([("float32", True)] if _compat.HAS_TF32 else [])
 
@@ -342,13 +353,7 @@ def test_cuda_build_offline(dtype, tf32, tmp_path):
     """The recommended CUDA kernel of each dtype (cp.async PTX, padded views, launch bounds) compiles
     without a GPU (~25 s each on 2 cores): sm_90, fp16 for sm_80 with transposed layouts."""
     spec = P.default_spec(dtype, tf32=tf32, epilogue="axpby", layout="TT" if dtype == "float16" else "NN")
-    k = P.get_kernel(spec)
-    k.module.options["block_dim"] = spec.block_dim
-    archs = [80] if dtype == "float16" else [90]
-    wp.compile_aot_module(k.module, arch=archs, module_dir=str(tmp_path))
-    built = sorted(p.name for p in tmp_path.rglob("*") if p.suffix in (".cubin", ".ptx"))
-    assert any(f"sm{archs[0]}" in n for n in built), built
-    src = "".join(p.read_text() for p in tmp_path.rglob("*.cu"))
+    src = _build_offline(spec, tmp_path, 80 if dtype == "float16" else 90)
     assert "cp.async.cg.shared.global" in src and f"cp.async.wait_group {spec.stages - 1}" in src
 
 
@@ -361,11 +366,7 @@ def test_cuda_build_offline_native_store(dtype, tmp_path, monkeypatch):
     monkeypatch.setattr(P, "ZERO_ACC_SNIPPET", dtype == "float64")
     spec = P.default_spec(dtype, epilogue="scale")
     assert P.native_store(spec) and P.native_acc(spec) == (dtype == "float64")
-    k = P.get_kernel(spec)
-    k.module.options["block_dim"] = spec.block_dim
-    wp.compile_aot_module(k.module, arch=[90], module_dir=str(tmp_path))
-    assert any("sm90" in p.name for p in tmp_path.rglob("*") if p.suffix in (".cubin", ".ptx"))
-    src = "".join(p.read_text() for p in tmp_path.rglob("*.cu"))
+    src = _build_offline(spec, tmp_path)
     vt = "unsigned long long" if dtype == "float16" else "::uint4"
     assert ("make_uint4(0u, 0u, 0u, 0u)" in src) == (dtype == "float64") and f"*({vt}*)g = *(const {vt}*)v" in src
 
@@ -379,11 +380,7 @@ def test_cuda_build_offline_persistent(epilogue, tmp_path):
     spec = P.default_spec("float16", epilogue=epilogue, layout="NT" if epilogue == "axpby" else "NN",
                           persistent=1)
     assert P.native_acc(spec) and P.native_store(spec) == (epilogue == "scale")
-    k = P.get_kernel(spec)
-    k.module.options["block_dim"] = spec.block_dim
-    wp.compile_aot_module(k.module, arch=[90], module_dir=str(tmp_path))
-    assert any("sm90" in p.name for p in tmp_path.rglob("*") if p.suffix in (".cubin", ".ptx"))
-    src = "".join(p.read_text() for p in tmp_path.rglob("*.cu"))
+    src = _build_offline(spec, tmp_path)
     assert "cp.async.cg.shared.global" in src and "make_uint4(0u, 0u, 0u, 0u)" in src and "_per1" in src
 
 
@@ -748,12 +745,10 @@ def test_simt_cuda_build_offline(layout, tmp_path):
 
     spec = P.default_spec("float32", layout=layout, epilogue="axpby", tm=128, tn=128, tk=16, stages=3, block_dim=256,
                           min_blocks=2, pad_ab=4, pad_c=0, simt=True)
-    k = P.get_kernel(spec)
-    k.module.options["block_dim"] = spec.block_dim
-    wp.compile_aot_module(k.module, arch=[90], module_dir=str(tmp_path / "cubin"))
-    assert any("sm90" in p.name for p in (tmp_path / "cubin").rglob("*") if p.suffix == ".cubin")
+    _build_offline(spec, tmp_path / "cubin")
     if "use_ptx" not in inspect.signature(wp.compile_aot_module).parameters:
         return
+    k = P.get_kernel(spec)
     wp.compile_aot_module(k.module, arch=[90], module_dir=str(tmp_path / "ptx"), use_ptx=True)
     ptx = "".join(p.read_text() for p in (tmp_path / "ptx").rglob("*.ptx"))
     assert ".local" not in ptx and not re.search(r"\bcall", ptx)
