@@ -790,3 +790,201 @@ def test_simt_forced_on_cuda(layout, cfg, epilogue, planned, request):
     assert planned[-1].family == "pipelined" and spec.simt and spec.layout_a + spec.layout_b == layout, spec
     ref = 1.25 * np.matmul(a, b) + (0.0 if c is None else -0.5 * c)
     _assert_close(to_f64(out), ref, "float32")
+
+
+# --- 16-bit inputs on tensor cores through mma.sync (spec.mma) ------------------------------------------------------
+MMA_DTYPES = ["float16"] + (["bfloat16"] if _compat.HAS_BF16 else [])
+
+
+def _mma_spec(dtype="float16", layout="NN", epilogue="axpby", tm=64, tn=64, tk=32, stages=3, mma=4, **over):
+    return _spec(dtype, layout=layout, epilogue=epilogue, tm=tm, tn=tn, tk=tk, stages=stages, pad_ab=8, pad_c=0,
+                 mma=mma, **over)
+
+
+def _ld8(n: int) -> int:
+    return -(-n // 8) * 8
+
+
+@pytest.mark.parametrize("epilogue", ["scale", "axpby"])
+@pytest.mark.parametrize("layout", ["NN", "NT", "TN", "TT"])
+@pytest.mark.parametrize("dtype", MMA_DTYPES)
+def test_mma_layouts_and_edges(dtype, layout, epilogue, request):
+    """The mma.sync kernel (ldmatrix fragments, m16n8k16 MMAs, float32 sums in registers): on the CPU twin each output
+    sums the values that its lanes' ldmatrix addresses and the PTX fragment layouts deliver, so the addressing of every
+    layout (.trans or not) is checked. 70x131x75 on 64x64x32 tiles of 4 warps (M, N and K edges, 3 K tiles through 3
+    stages), three batch entries with A broadcast, D a column view whose other columns stay."""
+    M, N, K = 70, 131, 75
+    lda = _ld8(M) if layout[0] == "T" else _ld8(K)
+    ldb = _ld8(K) if layout[1] == "T" else _ld8(N)
+    spec = _mma_spec(dtype, layout, epilogue, out_dtype="float32")
+    out, ref = _run(spec, M, N, K, _rng(request), batch=3, a_nb=1, b_nb=3, c_nb=3, lda=lda, ldb=ldb, ldd=N + 5)
+    _assert_close(out, ref, "float32")
+
+
+@pytest.mark.parametrize("tm,tn,tk,mma,warps", [(128, 128, 64, 8, (2, 4)), (64, 128, 32, 2, (1, 2)),
+                                                (32, 64, 16, 1, (1, 1)), (128, 64, 32, 8, (4, 2))])
+def test_mma_warp_splits(tm, tn, tk, mma, warps, request):
+    """Other warp splits (mma_warps: the squarest warp tiles, ties to the taller), the 16-bit output's cast, and two
+    partial tiles each way: 8 warps of 64x32, 2 of 64x64, one warp of 32x64 (with 16-deep K tiles), 8 of 32x32."""
+    spec = _mma_spec("float16", "NT", "axpby", tm=tm, tn=tn, tk=tk, stages=2, mma=mma)
+    assert P.mma_warps(spec) == warps
+    M, N, K = tm + 13, tn + 21, 2 * tk + 40
+    out, ref = _run(spec, M, N, K, _rng(request), lda=_ld8(K), ldb=_ld8(K))
+    _assert_close(out, ref, "float16")
+
+
+@pytest.mark.parametrize("K", [0, 5])
+def test_mma_short_k(K, request):
+    """K == 0 (no K step: alpha * 0 + beta * C) and K under one K tile (the rest of the tile zero-filled)."""
+    spec = _mma_spec(out_dtype="float32")
+    out, ref = _run(spec, 40, 70, K, _rng(request), lda=_ld8(K) if K else None, ldb=_ld8(70) if K else None,
+                    chunk_check=K > 0)
+    _assert_close(out, ref, "float32")
+
+
+@pytest.mark.parametrize("over,match", [
+    (dict(in_dtype="float32", out_dtype="float32", pad_ab=4), "float16 and bfloat16"),
+    (dict(simt=True), "give one"),
+    (dict(tm=40), "warp tiles"),
+    (dict(mma=3), "warp tiles"),
+    (dict(tk=24), "16-deep"),
+    (dict(block_dim=64), "block_dim 128"),
+    (dict(pad_c=8), "registers"),
+    (dict(bias=True), "registers"),
+    (dict(chunk=8), "16-byte rows"),
+    (dict(pad_ab=4), "16-byte")])
+def test_mma_refusals_name_the_reason(over, match):
+    """Specs the mma.sync kernel cannot run are refused before any compile, with the reason."""
+    import dataclasses
+
+    spec = dataclasses.replace(_mma_spec(), **over)
+    with pytest.raises(ValueError, match=match):
+        P.get_kernel(spec)
+    assert P.unfit(spec)
+
+
+def test_mma_config_text():
+    """``/mma`` is a bare flag of the pipelined configuration; its warps are block_dim / 32; it excludes simt and
+    persistent blocks."""
+    from warp_gemm.config.configs import PipeConfig
+
+    pc = PipeConfig.parse("pipe/128x128x32/mma/s3/b128/o2")
+    assert pc.mma and not pc.simt and str(pc) == "pipe/128x128x32/s3/b128/o2/mma"
+    assert PipeConfig.parse(str(pc)) == pc and pc.fields()["mma"] == 4
+    assert PipeConfig.parse("pipe/128x128x32/s3").fields()["mma"] == 0
+    for bad, match in [("pipe/128x128x32/mma/mma", "mma given twice"), ("pipe/128x128x32/mma/simt", "give one"),
+                       ("pipe/128x128x32/mma/p1", "no persistent")]:
+        with pytest.raises(ValueError, match=match):
+            PipeConfig.parse(bad)
+
+
+def test_mma_forced_through_the_api_on_cpu(planned, request):
+    """``options(family="pipelined", pipe_config=".../mma")`` plans the mma.sync kernel (16-byte padded A/B rows,
+    register accumulator, the configuration's warps) through the public call path; the CPU twin computes it."""
+    import warp_gemm
+
+    rng = _rng(request)
+    a, b = random_operands(70, 131, 75, "float16", rng, batch=2)
+    out = wp.array(np.full((2, 70, 131), np.nan, np.float32), device="cpu")
+    B = wp.array(np.ascontiguousarray(np.swapaxes(b, 1, 2)).astype(np.float16), device="cpu").transpose((0, 2, 1))
+    with warp_gemm.options(family="pipelined", cpu_backend="tiles", pipe_config="pipe/64x64x32/s3/b128/o0/mma"):
+        warp_gemm.gemm(wp.array(a.astype(np.float16), device="cpu"), B, alpha=1.5, out=out)
+    spec = planned[-1].family_spec
+    assert planned[-1].family == "pipelined" and spec.mma == 4 and spec.pad_ab == 8 and spec.pad_c == 0, spec
+    assert spec.layout_b == "T" and spec.block_dim == 1
+    _assert_close(out.numpy().astype(np.float64), 1.5 * np.matmul(a, b), "float32")
+
+
+@pytest.mark.parametrize("n,cfg,warps", [(1024, "pipe/128x128x32/s3/b128/o2/mma", 4),
+                                         (4095, "pipe/128x256x32/s3/b256/o1/mma", 8)])
+def test_mma_planned_on_a_cuda_like_device(monkeypatch, n, cfg, warps):
+    """The planner on a CUDA-like device (pure arithmetic, nothing launched), fp16 n^3 with B stored (N, K): the
+    forced mma.sync configuration keeps its block size and warps, 16-byte row padding and a register accumulator;
+    4095^3 stages both operands into 16-byte rows as for the default kernel."""
+    import dataclasses
+
+    from test_gemv import _CudaLike
+
+    from warp_gemm.config.configs import PipeConfig
+    from warp_gemm.core import operands
+    from warp_gemm.core.lru import LRU
+    from warp_gemm.core.options import Options
+    from warp_gemm.core.plan import make_plan
+    from warp_gemm.core.problem import validate
+
+    if _compat.WIDEN_16BIT_INPUTS:
+        pytest.skip("Warp 1.7: no pipelined family")
+    monkeypatch.setattr(operands, "_VIEWS", LRU(64))
+    a, b = np.zeros((n, n), np.float16), np.zeros((n, n), np.float16)
+    p = validate(a, b, None, 1.0, 0.0, False, True, None, "gemm")
+    fake = _CudaLike()
+    p = dataclasses.replace(p, A=dataclasses.replace(p.A, device=fake), B=dataclasses.replace(p.B, device=fake),
+                            D=dataclasses.replace(p.D, device=fake))
+    plan = make_plan(p, 1.0, 0.0, False, None, Options(family="pipelined", pipe_config=PipeConfig.parse(cfg)))
+    spec = plan.family_spec
+    assert plan.family == "pipelined" and spec.mma == warps and spec.layout_b == "T", plan
+    assert (spec.block_dim, spec.pad_ab, spec.pad_c) == (32 * warps, 8, 0)
+    assert tuple(plan.stage) == ((True, True) if n % 8 else (False, False))
+
+
+@pytest.mark.skipif(not _compat.HAS_COMPILE_AOT, reason="wp.compile_aot_module arrived in warp-lang 1.9")
+@pytest.mark.parametrize("dtype,layout", [("float16", "NN"), ("float16", "TT")] +
+                         ([("bfloat16", "NT")] if _compat.HAS_BF16 else []))
+def test_mma_cuda_build_offline(dtype, layout, tmp_path):
+    """The mma.sync kernel (128x128x32, 4 warps, 3 stages) compiles for sm_90 offline, and its PTX keeps the
+    accumulator in registers (no local memory, no calls) with, per K tile of 32, 2 x (4 + 4) ldmatrix x4 (.trans
+    for A of layout T and B of layout N) and 2 x 4 x 8 mma.sync m16n8k16 of the input type."""
+    import inspect
+    import re
+
+    spec = P.default_spec(dtype, "float32", layout=layout, epilogue="axpby", tm=128, tn=128, tk=32, stages=3,
+                          block_dim=128, min_blocks=2, pad_ab=8, pad_c=0, mma=4)
+    _build_offline(spec, tmp_path / "cubin")
+    if "use_ptx" not in inspect.signature(wp.compile_aot_module).parameters:
+        return
+    k = P.get_kernel(spec)
+    wp.compile_aot_module(k.module, arch=[90], module_dir=str(tmp_path / "ptx"), use_ptx=True)
+    ptx = "".join(p.read_text() for p in (tmp_path / "ptx").rglob("*.ptx"))
+    assert ".local" not in ptx and not re.search(r"\bcall", ptx)
+    t = P.MMA_TYPES[dtype]
+    assert len(re.findall(rf"mma\.sync\.aligned\.m16n8k16\.row\.col\.f32\.{t}\.{t}\.f32", ptx)) == 2 * 4 * 8
+    a_tr = len(re.findall(r"ldmatrix\.sync\.aligned\.m8n8\.x4\.trans\.shared\.b16", ptx))
+    a_all = len(re.findall(r"ldmatrix\.sync\.aligned\.m8n8\.x4(\.trans)?\.shared\.b16", ptx))
+    assert a_all == 2 * (4 + 4)
+    assert a_tr == 2 * 4 * ((layout[0] == "T") + (layout[1] == "N"))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype,layout,cfg", [
+    ("float16", "NN", "pipe/128x128x32/s3/b128/o2/mma"), ("float16", "NT", "pipe/128x256x32/s3/b256/o1/mma"),
+    ("bfloat16", "TN", "pipe/64x64x32/s4/b128/o4/mma"), ("float16", "TT", "pipe/128x128x64/s3/b256/o1/mma")],
+    ids=lambda v: str(v))
+@pytest.mark.parametrize("epilogue", ["scale", "axpby"])
+def test_mma_forced_on_cuda(dtype, layout, cfg, epilogue, planned, request):
+    """The mma.sync kernel forced through the API on CUDA in each layout: two batch entries of 1000x1000 (M and N
+    edges), K 520 (a partial K tile), alpha and beta * C, 16-bit output."""
+    from conftest import make, nan_like, to_f64
+
+    import warp_gemm
+
+    rng = _rng(request)
+    Bn, M, N, K = 2, 1000, 1000, 520
+    a, b = random_operands(M, N, K, dtype, rng, batch=Bn)
+    c = round_to(rng.standard_normal((Bn, M, N)), dtype) if epilogue == "axpby" else None
+    out = nan_like("warp", (Bn, M, N), dtype, "cuda")
+
+    def operand(x, trans):
+        if not trans:
+            return make(x, dtype, "warp", "cuda")
+        return make(np.ascontiguousarray(np.swapaxes(x, 1, 2)), dtype, "warp", "cuda").transpose((0, 2, 1))
+
+    args = [operand(a, layout[0] == "T"), operand(b, layout[1] == "T")]
+    with warp_gemm.options(family="pipelined", pipe_config=cfg):
+        if c is None:
+            warp_gemm.gemm(*args, alpha=1.25, out=out)
+        else:
+            warp_gemm.gemm(*args, make(c, dtype, "warp", "cuda"), alpha=1.25, beta=-0.5, out=out)
+    spec = planned[-1].family_spec
+    assert planned[-1].family == "pipelined" and spec.mma and spec.layout_a + spec.layout_b == layout, spec
+    ref = 1.25 * np.matmul(a, b) + (0.0 if c is None else -0.5 * c)
+    _assert_close(to_f64(out), ref, dtype)

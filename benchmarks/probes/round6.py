@@ -312,9 +312,20 @@ SET22 = {"default": (F22, {}),
                          "pipe/128x64x16/s3/b128/o3/simt", "pipe/64x64x32/s3/b64/o4/simt")}
 # (ptxas 13.0 offline, sm_90, NN: 126-128 registers and no spill for the 128x128x16 ones under (256, 2); 128x128x32
 # spills 60 bytes under (256, 2), so it runs one block per SM here with 168 registers.)
+# Twenty-third run (R6_SET=23, round 12): 16-bit inputs through the mma.sync kernel (pipelined.PipeSpec.mma: ldmatrix
+# fragments and mma.sync.m16n8k16 in block_dim / 32 warps, float32 sums in registers, one barrier per K step) against
+# the default (tile_matmul; round 9's runner: fp16 4096^3 184.6-189.4 TFLOP/s, bf16 8192^3 193.1, cuBLAS ~700).
+# ptxas 13.0 offline (sm_90, NN): 218 registers for 128x128 with 4 warps, 216-224 for 8 warps of 64x64, 176-187 for 8
+# warps of 64x32; none spills (8 warps under (256, 2) spill 44-80 bytes: left out).
+F23 = ["sq_4096", "sq_4096_T", "sq_8192", "bf16_8192", "odd_4095", "sq_1000", "b64_256"]
+SET23 = {"default": (F23, {}),
+         **pipe_variants(F23, "pipe/128x128x32/s3/b128/o2/mma", "pipe/128x128x32/s4/b128/o2/mma",
+                         "pipe/128x128x64/s3/b128/o1/mma", "pipe/128x256x32/s3/b256/o1/mma",
+                         "pipe/256x128x32/s3/b256/o1/mma", "pipe/128x128x64/s3/b256/o1/mma",
+                         "pipe/128x64x32/s4/b128/o3/mma")}
 # R6_SET -> (variants, cold repeats); unset: the first run's VARIANTS, one repeat.
 SETS = {"13": (SET13, 3), "14": (SET14, 3), "15": (SET15, 3), "16": (SET16, 3), "17": (SET17, 3), "18": (SET18, 2),
-        "19": (SET19, 2), "20": (SET20, 2), "21": (SET21, 2), "22": (SET22, 3),
+        "19": (SET19, 2), "20": (SET20, 2), "21": (SET21, 2), "22": (SET22, 3), "23": (SET23, 2),
         "2": (SET2, 3), "3": (SET3, 3), "4": (SET4, 2), "5": (SET5, 2), "6": (SET6, 2), "7": (SET7, 2),
         "8": (SET8, 2), "9": (SET9, 3), "10": (SET10, 3), "11": (SET11, 3), "12": (SET12, 3)}
 VARIANTS, REPS = SETS.get(os.environ.get("R6_SET", ""), (VARIANTS, 1))

@@ -159,11 +159,14 @@ class PipeConfig:
     ``tm x tn``, the K tile ``tk``, the K tiles held in shared memory (``stages``, 2-4), threads per block
     and the blocks per SM the compiler must leave registers for (``min_blocks``, CUDA
     ``__launch_bounds__``; 0: no bound), and ``persistent`` (> 0: a grid of that many blocks per SM, each
-    looping over output tiles; 0: one tile per block), and ``simt`` (exact float32 only: the K steps' product
+    looping over output tiles; 0: one tile per block), ``simt`` (exact float32 only: the K steps' product
     in CUDA-core FMAs of 8x8 outputs per thread instead of ``tile_matmul``, so ``block_dim`` is ``tm * tn /
-    64``; the A/B rows then take the fp32 padding of 4 elements and the accumulator lives in registers). The
-    shared-tile paddings and the copy chunk stay the family's per-dtype defaults (``pipelined.default_spec``).
-    Written ``pipe/128x128x128/s2/b256/o1`` (``/p1`` appended where persistent, ``/simt`` where SIMT)."""
+    64``; the A/B rows then take the fp32 padding of 4 elements and the accumulator lives in registers) and
+    ``mma`` (float16/bfloat16 only: the product in ``mma.sync`` tensor-core instructions of ``block_dim / 32``
+    warps instead of ``tile_matmul``; the accumulator lives in registers). The shared-tile paddings and the copy
+    chunk stay the family's per-dtype defaults (``pipelined.default_spec``). Written
+    ``pipe/128x128x128/s2/b256/o1`` (``/p1`` appended where persistent, ``/simt`` where SIMT, ``/mma`` where
+    mma.sync)."""
 
     tm: int
     tn: int
@@ -173,6 +176,7 @@ class PipeConfig:
     min_blocks: int = 0
     persistent: int = 0
     simt: bool = False
+    mma: bool = False
 
     def __post_init__(self):
         for name in ("tm", "tn", "tk", "stages", "block_dim", "min_blocks", "persistent"):
@@ -193,8 +197,14 @@ class PipeConfig:
             raise ValueError(f"PipeConfig: persistent (p) must be 0-8 blocks per SM, got {self.persistent}")
         if not isinstance(self.simt, bool):
             raise ValueError(f"PipeConfig: simt must be True or False, got {self.simt!r}")
-        if self.simt and self.persistent:
-            raise ValueError("PipeConfig: simt kernels keep their accumulator in registers: no persistent blocks (p)")
+        if not isinstance(self.mma, bool):
+            raise ValueError(f"PipeConfig: mma must be True or False, got {self.mma!r}")
+        if self.simt and self.mma:
+            raise ValueError("PipeConfig: simt and mma are two different products: give one")
+        if (self.simt or self.mma) and self.persistent:
+            what = "simt" if self.simt else "mma"
+            raise ValueError(f"PipeConfig: {what} kernels keep their accumulator in registers: no persistent blocks "
+                             "(p)")
         if self.min_blocks * self.block_dim > 2048:
             raise ValueError(f"PipeConfig: min_blocks (o{self.min_blocks}) x block_dim (b{self.block_dim}) is more "
                              "than the 2048 threads an SM holds")
@@ -202,12 +212,13 @@ class PipeConfig:
     def __str__(self) -> str:
         per = f"/p{self.persistent}" if self.persistent else ""
         per += "/simt" if self.simt else ""
+        per += "/mma" if self.mma else ""
         return f"pipe/{self.tm}x{self.tn}x{self.tk}/s{self.stages}/b{self.block_dim}/o{self.min_blocks}{per}"
 
     @classmethod
     def parse(cls, text: str) -> PipeConfig:
         """Inverse of ``str``: ``pipe/128x128x128/s2/b256/o1``; the fields after the tile shape may come
-        in any order or be left out (defaults s2, b256, o0, p0; ``simt`` a bare flag). Errors name the bad
+        in any order or be left out (defaults s2, b256, o0, p0; ``simt`` and ``mma`` bare flags). Errors name the bad
         field."""
         if not isinstance(text, str):
             raise ValueError(f"bad pipelined configuration {text!r}: not a string")
@@ -224,15 +235,16 @@ class PipeConfig:
         names = {"s": "stages", "b": "block_dim", "o": "min_blocks", "p": "persistent"}
         vals = {"stages": 2, "block_dim": 256, "min_blocks": 0, "persistent": 0}
         seen = set()
-        simt = False
+        flags = {"simt": False, "mma": False}
         for part in parts[2:]:
-            if part == "simt":
-                if simt:
-                    raise ValueError(f"bad pipelined configuration {text!r}: simt given twice")
-                simt = True
+            if part in flags:
+                if flags[part]:
+                    raise ValueError(f"bad pipelined configuration {text!r}: {part} given twice")
+                flags[part] = True
                 continue
             if not part or part[0] not in names:
-                raise ValueError(f"bad pipelined configuration {text!r}: unknown field {part!r} (s, b, o, p, simt)")
+                raise ValueError(f"bad pipelined configuration {text!r}: unknown field {part!r} (s, b, o, p, simt, "
+                                 "mma)")
             name = names[part[0]]
             if name in seen:
                 raise ValueError(f"bad pipelined configuration {text!r}: {name} ({part[0]}) given twice")
@@ -243,7 +255,7 @@ class PipeConfig:
                 raise ValueError(f"bad pipelined configuration {text!r}: {name} ({part[0]}) is not an integer: "
                                  f"{part!r}") from None
         try:
-            return cls(tm, tn, tk, **vals, simt=simt)
+            return cls(tm, tn, tk, **vals, **flags)
         except ValueError as e:
             raise ValueError(f"bad pipelined configuration {text!r}: {str(e).removeprefix('PipeConfig: ')}") from None
 
@@ -253,7 +265,8 @@ class PipeConfig:
     def fields(self) -> dict:
         """The ``kernels.pipelined.PipeSpec`` fields this configuration sets."""
         return {"tm": self.tm, "tn": self.tn, "tk": self.tk, "stages": self.stages, "block_dim": self.block_dim,
-                "min_blocks": self.min_blocks, "persistent": self.persistent, "simt": self.simt}
+                "min_blocks": self.min_blocks, "persistent": self.persistent, "simt": self.simt,
+                "mma": self.block_dim // 32 if self.mma else 0}
 
 
 def _pc(text: str) -> PipeConfig:
@@ -263,8 +276,8 @@ def _pc(text: str) -> PipeConfig:
 # Candidates of the pipelined family's tuner, around the measured bests in
 # ``kernels.pipelined.default_spec`` (H100, warp-lang 1.19, TFLOP/s at 4096^3 / 8192^3, NN). Those whose
 # shared memory exceeds the per-block limit are dropped by ``core.plan.candidate_pipe_configs``. The ``/pN``
-# ones (persistent blocks looping over output tiles, round 10) are written but not yet timed on a GPU: the
-# tuner measures them beside the others.
+# ones (persistent blocks looping over output tiles, round 10) and the ``/mma`` ones (the mma.sync product,
+# round 12) are written but not yet timed on a GPU: the tuner measures them beside the others.
 PIPE_CANDIDATES = {
     # 16-bit: 128x128x128 s2 o1 150/161 (the default); 128x128x64 s3/s4 118-132; 128x128x96 s3 138/148;
     # block 128 143/154; 128x64x128 the one-wave small problems (1000^3 70 against 50-53); 96x128 where
@@ -278,7 +291,10 @@ PIPE_CANDIDATES = {
         "pipe/128x64x128/s2/b256/o1", "pipe/128x64x128/s3/b256/o1", "pipe/96x128x128/s2/b256/o1",
         "pipe/128x96x128/s2/b256/o1", "pipe/64x128x64/s3/b128/o2", "pipe/64x32x128/s2/b128/o1",
         "pipe/64x64x128/s2/b256/o1", "pipe/128x256x64/s2/b256/o1",  # (128x256x64: dropped, 234 KB)
-        "pipe/128x128x128/s2/b128/o1/p1", "pipe/128x64x64/s2/b128/o2/p2")],
+        "pipe/128x128x128/s2/b128/o1/p1", "pipe/128x64x64/s2/b128/o2/p2",
+        # mma.sync (round 12; ptxas: 218, 224, 176 and 124 registers, no spill; not yet timed on a GPU)
+        "pipe/128x128x32/s3/b128/o2/mma", "pipe/128x256x32/s3/b256/o1/mma", "pipe/128x128x64/s3/b256/o1/mma",
+        "pipe/64x64x32/s4/b128/o4/mma")],
     # tf32: 128x128x64 s2 82/85 (the default); 128x128x32 s3/s4 66-68; block 512 76/79; small problems
     # 128x64x64 s3 (1000^3 44 against 32-33 for 128x128x64).
     "tf32": [_pc(t) for t in (

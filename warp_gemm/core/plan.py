@@ -332,7 +332,7 @@ def choose_pipe_spec(dev, in_dtype: str, out_dtype: str, tf32: bool, layout: str
 
 def _with_pipe_config(spec, cfg: PipeConfig, device_is_cpu: bool):
     fields = cfg.fields()
-    if cfg.simt:  # the SIMT product reads padded A/B rows (bank-conflict-free) and keeps its accumulator in registers
+    if cfg.simt or cfg.mma:  # snippet products: padded A/B rows (bank-conflict-free), the accumulator in registers
         from warp_gemm.kernels import pipelined
 
         fields.update(pad_ab=pipelined.PAD_AB.get(spec.in_dtype, 0), pad_c=0)
@@ -358,7 +358,7 @@ def pipe_spec(spec, cfg: PipeConfig, device_is_cpu: bool = False):
 
 
 def candidate_pipe_configs(dtype: str, tf32: bool = False) -> list[PipeConfig]:
-    """The pipelined family's tuner candidates for ``dtype`` (``config.configs.PIPE_CANDIDATES``: 8-14
+    """The pipelined family's tuner candidates for ``dtype`` (``config.configs.PIPE_CANDIDATES``: 8-17
     around the measured bests) whose CUDA kernel fits in every layout: shared memory within
     ``pipelined.SMEM_LIMIT`` with the dtype's default paddings, and the family's checks. Exact float32
     has none (the planner keeps it on the tiled family)."""

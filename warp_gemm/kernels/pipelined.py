@@ -39,7 +39,7 @@ Exact float32 on CUDA cores (``spec.simt``; not a default: built and tested, not
 and copies, but each K step's product is the :data:`_SIMT_MMA` snippet (8x8 outputs per thread in the register
 tile's storage, float32 FMAs, 16-byte shared loads, one barrier per K step) instead of ``tile_matmul``, whose
 exact-fp32 path (MathDx SIMT) measured 33-40 TFLOP/s with its operands already in shared memory; every layout
-reads its stages directly (no ``tile_transpose``); the epilogue is :data:`_SIMT_STORE` (alpha, beta * C, cast).
+reads its stages directly (no ``tile_transpose``); the epilogue is :data:`_OWN_STORE` (alpha, beta * C, cast).
 
 Shared memory per block (bytes): ``stages*(TM*(TK+pa) + TK*(TN+pa))*item + TM*(TN+pc)*acc_item``
 (layout T swaps the tile's two extents); :func:`smem_bytes`. 227 KB is the H100 per-block limit.
@@ -105,6 +105,7 @@ class PipeSpec:
     activation: str | None = None  # None/relu/gelu/gelu_tanh/silu/tanh (kernels/epilogue.py), last
     persistent: int = 0  # > 0: a grid of persistent * SMs blocks, each looping over output tiles (see _build)
     simt: bool = False  # exact float32 through the _SIMT_MMA snippet (CUDA-core FMAs) instead of tile_matmul
+    mma: int = 0  # > 0: 16-bit inputs through the _MMA_SYNC snippet (mma.sync tensor cores) in this many warps
 
     @property
     def acc_dtype(self) -> str:
@@ -119,6 +120,7 @@ class PipeSpec:
         act += "_za" if native_acc(self) else ""  # the accumulator's zero-fill snippet (ZERO_ACC_SNIPPET)
         act += f"_per{self.persistent}" if self.persistent else ""
         act += "_simt" if self.simt else ""
+        act += f"_mma{self.mma}" if self.mma else ""
         return (f"wg_pipe_{self.in_dtype}_{self.out_dtype}_{self.layout_a}{self.layout_b}_"
                 f"{self.tm}x{self.tn}x{self.tk}_s{self.stages}_b{self.block_dim}{occ}_c{self.chunk}_"
                 f"p{self.pad_ab}-{self.pad_c}_{self.epilogue}{tf}{bias}{act}")
@@ -428,7 +430,7 @@ _VEC_TYPES = {8: "unsigned long long", 16: "::uint4"}
 # 32 x 64 outputs; a thread's rows and columns are two groups of 4 contiguous ones, 16 rows and 32 columns apart,
 # so a warp's loads of one k read 64 (A) and 128 (B) contiguous bytes: no bank conflict. The accumulator is the
 # register tile's own storage (acc.data) in this order, so only these snippets may read it; the epilogue is
-# _SIMT_STORE (alpha, beta * C, the output cast; no bias or activation). One barrier per K step: the K loop waits
+# _OWN_STORE (alpha, beta * C, the output cast; no bias or activation). One barrier per K step: the K loop waits
 # for stage k (and syncs) before refilling the stage the previous step read (_build).
 SIMT_TILE = 8  # rows and columns of outputs per thread
 
@@ -515,34 +517,220 @@ _SIMT_MMA = r"""
     }}
 """
 
-_SIMT_STORE = r"""
-    // dst[m0 + r, n0 + c] = {OT}(alpha * acc[r, c]{AXPBY_DOC}) for this thread's outputs in _SIMT_MMA's order;
-    // rows and columns past dst's extent are dropped. src: C ("axpby"; dst's shape) or unread.
+# --- 16-bit inputs on tensor cores through mma.sync (spec.mma; built and tested on the CPU twin and offline) ------
+# tile_matmul's 16-bit GEMM (MathDx) reads its fragments with plain 32-bit shared loads and byte permutes (PRMT),
+# never ldmatrix (SASS of the fp16 default, docs/performance.md "Round 11"), and measured 234-261 TFLOP/s with its
+# operands already in shared memory (DIAG=mmaonly, 4096^3): the kernel's ~190 sits under that. _MMA_SYNC replaces
+# the K step's tile_matmul by the warp-level MMA of CUTLASS's sm80 GEMMs: ldmatrix x4 fragment loads (.trans for
+# the operands stored with k across rows: A of layout T, B of layout N), mma.sync.m16n8k16 with float32
+# accumulators in the register tile's own storage (acc.data), one barrier per K step as in the SIMT kernel. The
+# stages are the tile_matmul kernel's (as copied, 16-byte cp.async, rows padded by 16 bytes): an ldmatrix reads 8
+# rows of 16 bytes, and with an odd number of 16-byte words per row (tk, tm, tn multiples of 16 and 8 elements of
+# padding) they fall in 8 different bank groups. The epilogue is _OWN_STORE.
+_MMA_GEOMETRY = r"""
+        const int v = WP_TILE_THREAD_IDX * ({VT} / WP_TILE_BLOCK_DIM) + q;  // the thread of the {VT} the tile needs
+        const int w = v / 32;
+        const int l = v % 32;
+        const int wr = (w / {WN}) * {WTM};  // the first row and column of warp w's outputs in the tile
+        const int wc = (w % {WN}) * {WTN};
+"""
+
+_MMA_SYNC = r"""
+    // acc += A x B over stage s of the shared buffers ba (A's {AR} x {AC} stage as copied, row stride {ALD}) and bb
+    // ({BR} x {BC}, row stride {BLD}) on tensor cores: mma.sync m16n8k16, {T} products, float32 sums. The tile's {VT}
+    // threads are {NW} warps ({WM} x {WN}) of {WTM} x {WTN} outputs: {MI} x {NJ} MMA tiles of 16 x 8 whose 4 outputs
+    // per thread are acc.data[4 (mi {NJ} + nj) + c]: row wr + 16 mi + l / 4 + 8 (c / 2), column wc + 8 nj + 2 (l % 4)
+    // + c % 2 (l: the lane). Fragments come from ldmatrix x4 loads: lane l gives the address of row l % 8 of matrix
+    // l / 8; A's matrix j is rows + 8 (j % 2), k + 8 (j / 2) of a 16 x 16 (the a0..a3 of the PTX fragment), B's
+    // columns + 8 (j / 2), k + 8 (j % 2) of a 16 x 16 (b0, b1 of MMA tiles 2 nb and 2 nb + 1). No barrier: the
+    // caller syncs before it refills a stage.
+#if defined(__CUDA_ARCH__)
+    const int q = 0;
+{GEOM}    const int j = l / 8;
+    const int i = l % 8;
+    const unsigned sa = (unsigned)__cvta_generic_to_shared(ba.data.ptr) + (unsigned)(s * {SA} * 2);
+    const unsigned sb = (unsigned)__cvta_generic_to_shared(bb.data.ptr) + (unsigned)(s * {SB} * 2);
+    float* d = acc.data;
+#pragma unroll
+    for (int kk = 0; kk < {KS}; ++kk) {{
+        const int cb = 16 * kk;
+        unsigned af[{MI}][4];
+        unsigned bf[{NB}][4];
+#pragma unroll
+        for (int mi = 0; mi < {MI}; ++mi) {{
+            const int rb = wr + 16 * mi;
+            asm volatile("ldmatrix.sync.aligned.m8n8.x4{ATR}.shared.b16 {{%0, %1, %2, %3}}, [%4];\n"
+                         : "=r"(af[mi][0]), "=r"(af[mi][1]), "=r"(af[mi][2]), "=r"(af[mi][3])
+                         : "r"(sa + 2 * ({A_OFF})));
+        }}
+#pragma unroll
+        for (int nb = 0; nb < {NB}; ++nb) {{
+            const int rb = wc + 16 * nb;
+            asm volatile("ldmatrix.sync.aligned.m8n8.x4{BTR}.shared.b16 {{%0, %1, %2, %3}}, [%4];\n"
+                         : "=r"(bf[nb][0]), "=r"(bf[nb][1]), "=r"(bf[nb][2]), "=r"(bf[nb][3])
+                         : "r"(sb + 2 * ({B_OFF})));
+        }}
+#pragma unroll
+        for (int mi = 0; mi < {MI}; ++mi)
+#pragma unroll
+            for (int nj = 0; nj < {NJ}; ++nj) {{
+                float* c = d + 4 * (mi * {NJ} + nj);
+                asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.{T}.{T}.f32 {{%0, %1, %2, %3}}, "
+                             "{{%4, %5, %6, %7}}, {{%8, %9}}, {{%0, %1, %2, %3}};\n"
+                             : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                             : "r"(af[mi][0]), "r"(af[mi][1]), "r"(af[mi][2]), "r"(af[mi][3]),
+                               "r"(bf[nj / 2][2 * (nj % 2)]), "r"(bf[nj / 2][2 * (nj % 2) + 1]));
+            }}
+    }}
+#else
+    // The CPU runs the tile's threads one after another. Each output sums, over k, the A and B values that the
+    // lanes holding them in the PTX fragment layouts would have received from the ldmatrix addresses above (the
+    // same expressions), so the CPU checks the addressing.
+    const {IT}* As = (const {IT}*)ba.data.ptr + (size_t)s * {SA};
+    const {IT}* Bs = (const {IT}*)bb.data.ptr + (size_t)s * {SB};
+    // half e of register j of lane L of an x4 ldmatrix at (rb, cb): row L / 4, column 2 (L % 4) + e of matrix j
+    // (.trans: of its transpose), whose row i starts where lane 8 j + i points
+    auto lda = [&](int rb, int cb, int L, int j, int e) -> float {{
+        const int i = {A_I};
+        return (float)As[({A_OFF}) + {A_C}];
+    }};
+    auto ldb = [&](int rb, int cb, int L, int j, int e) -> float {{
+        const int i = {B_I};
+        return (float)Bs[({B_OFF}) + {B_C}];
+    }};
+    for (int q = 0; q < {VT} / WP_TILE_BLOCK_DIM; ++q) {{
+{GEOM}        float* d = acc.data + q * {PER};
+        for (int kk = 0; kk < {KS}; ++kk)
+            for (int mi = 0; mi < {MI}; ++mi)
+                for (int nj = 0; nj < {NJ}; ++nj)
+                    for (int c = 0; c < 4; ++c) {{
+                        const int row = l / 4 + 8 * (c / 2);  // in the 16 x 8 MMA tile
+                        const int col = 2 * (l % 4) + c % 2;
+                        float x = 0.0f;
+                        // A (row, k): lane 4 (row % 8) + (k % 8) / 2, register row / 8 + 2 (k / 8), half k % 2; B (k,
+                        // col): lane 4 col + (k % 8) / 2, register k / 8 of MMA tile nj (2 (nj % 2) + k / 8 of the x4)
+                        for (int k = 0; k < 16; ++k)
+                            x += lda(wr + 16 * mi, 16 * kk, 4 * (row % 8) + (k % 8) / 2, row / 8 + 2 * (k / 8), k % 2) *
+                                 ldb(wc + 16 * (nj / 2), 16 * kk, 4 * col + (k % 8) / 2, 2 * (nj % 2) + k / 8, k % 2);
+                        d[4 * (mi * {NJ} + nj) + c] += x;
+                    }}
+    }}
+#endif
+"""
+# ldmatrix addressing per operand and storage (_MMA_SYNC): the element offset in the stage of row i of x4 matrix j
+# at (rb, cb) (rb: the first row of A / column of B, cb: the first k), the .trans flag, and, for the CPU, which row
+# (i) and column of matrix j hold half e of lane L's register.
+_LDSM = {
+    # k along the stage's rows (A of layout N, B of layout T): plain ldmatrix
+    ("A", False): ("(rb + 8 * (j % 2) + i) * {LD} + cb + 8 * (j / 2)", "", "L / 4", "2 * (L % 4) + e"),
+    ("B", False): ("(rb + 8 * (j / 2) + i) * {LD} + cb + 8 * (j % 2)", "", "L / 4", "2 * (L % 4) + e"),
+    # k down the stage's columns (A of layout T, B of layout N): ldmatrix .trans
+    ("A", True): ("(cb + 8 * (j / 2) + i) * {LD} + rb + 8 * (j % 2)", ".trans", "2 * (L % 4) + e", "L / 4"),
+    ("B", True): ("(cb + 8 * (j % 2) + i) * {LD} + rb + 8 * (j / 2)", ".trans", "2 * (L % 4) + e", "L / 4"),
+}
+MMA_TYPES = {"float16": "f16", "bfloat16": "bf16"}
+
+
+def mma_warps(spec: PipeSpec) -> tuple[int, int] | None:
+    """``(warps along M, warps along N)`` of the mma.sync kernel's ``spec.mma`` warps: the split whose warp tiles
+    are the squarest (ties: the taller), each a multiple of 16 x 16 outputs; None if there is none."""
+    best = None
+    for wm in range(1, spec.mma + 1):
+        wn = spec.mma // wm
+        if wm * wn != spec.mma or spec.tm % (16 * wm) or spec.tn % (16 * wn):
+            continue
+        cand = (abs(spec.tm // wm - spec.tn // wn), -(spec.tm // wm), wm, wn)
+        best = cand if best is None else min(best, cand)
+    return None if best is None else best[2:]
+
+
+def _mma_fields(spec: PipeSpec) -> dict:
+    wm, wn = mma_warps(spec)
+    wtm, wtn = spec.tm // wm, spec.tn // wn
+    ar, ac = spec.a_tile()
+    br, bc = spec.b_tile()
+    ald, bld = ac + spec.pad_ab, bc + spec.pad_ab
+    a_off, atr, a_i, a_c = _LDSM[("A", spec.layout_a == "T")]
+    b_off, btr, b_i, b_c = _LDSM[("B", spec.layout_b == "N")]
+    f = dict(VT=32 * spec.mma, NW=spec.mma, WM=wm, WN=wn, WTM=wtm, WTN=wtn, MI=wtm // 16, NJ=wtn // 8,
+             NB=wtn // 16, PER=wtm * wtn // 32, KS=spec.tk // 16, AR=ar, AC=ac, BR=br, BC=bc, ALD=ald, BLD=bld,
+             SA=ar * ald, SB=br * bld, T=MMA_TYPES.get(spec.in_dtype, "f16"), IT=_C_TYPES[spec.in_dtype],
+             A_OFF=a_off.format(LD=ald), ATR=atr, A_I=a_i, A_C=a_c, B_OFF=b_off.format(LD=bld), BTR=btr, B_I=b_i,
+             B_C=b_c)
+    f["GEOM"] = _MMA_GEOMETRY.format(**f)
+    return f
+
+
+def _mma_sync_snippet(spec: PipeSpec) -> str:
+    return _MMA_SYNC.format(**_mma_fields(spec))
+
+
+_OWN_STORE = r"""
+    // dst[m0 + r, n0 + c] = {OT}(alpha * acc[r, c]{AXPBY_DOC}) for this thread's {PER} outputs, held in acc.data in
+    // {ORDER}'s order (output o at tile row {ROW}, column {COL}); rows and columns past dst's extent are dropped.
+    // Outputs o .. o + {V} - 1 (o a multiple of {V}) are {V} consecutive columns of one row, stored with one
+    // {VB}-byte store where dst's rows allow it (unit column stride, base and row stride multiples of {VB} bytes).
+    // src: C ("axpby"; dst's shape) or unread.
     const int nr = dst.shape[0];
     const int nc = dst.shape[1];
     char* base = (char*)dst.data;
     const size_t ld = (size_t)dst.strides[0];
     const size_t cs = (size_t)dst.strides[1];
+    const bool vec = cs == sizeof({OT}) && (size_t)base % {VB} == 0 && (nr <= 1 || ld % {VB} == 0);
     const char* cbase = (const char*)src.data;
     const size_t cld = (size_t)src.strides[0];
     const size_t ccs = (size_t)src.strides[1];
     for (int q = 0; q < {VT} / WP_TILE_BLOCK_DIM; ++q) {{
-{GEOM}        const float* d = acc.data + q * 64;
+{GEOM}        const float* d = acc.data + q * {PER};
 #pragma unroll
-        for (int i = 0; i < 8; ++i) {{
-            const int gr = m0 + row0 + (i % 4) + 16 * (i / 4);
+        for (int o = 0; o < {PER}; o += {V}) {{
+            const int gr = m0 + {ROW};
+            const int gc = n0 + {COL};
+            if (gr >= nr || gc >= nc)
+                continue;
+            alignas({VB}) {OT} y[{V}];
 #pragma unroll
-            for (int j = 0; j < 8; ++j) {{
-                const int gc = n0 + col0 + (j % 4) + 32 * (j / 4);
-                if (gr < nr && gc < nc) {{
-                    float x = alpha * d[i * 8 + j];
-{AXPBY}                    *({OT}*)(base + (size_t)gr * ld + (size_t)gc * cs) = {OT}(x);
-                }}
+            for (int e = 0; e < {V}; ++e) {{
+                float x = alpha * d[o + e];
+{AXPBY}                y[e] = {OT}(x);
+            }}
+            char* g = base + (size_t)gr * ld + (size_t)gc * cs;
+            if (vec && gc + {V} <= nc) {{
+#if defined(__CUDA_ARCH__)
+                *({VTYPE}*)g = *(const {VTYPE}*)y;
+#else
+                for (int b = 0; b < {VB}; ++b) g[b] = ((const char*)y)[b];
+#endif
+            }} else {{
+                for (int e = 0; e < {V} && gc + e < nc; ++e) *({OT}*)(g + (size_t)e * cs) = y[e];
             }}
         }}
     }}
 """
-_SIMT_AXPBY = "                    x += beta * (float)(*(const {OT}*)(cbase + (size_t)gr * cld + (size_t)gc * ccs));\n"
+# beta * C for output o + e (its column may lie past dst's extent: then the value is never stored, and C not read)
+_OWN_AXPBY = ("                if (gc + e < nc) x += beta * (float)(*(const {OT}*)(cbase + (size_t)gr * cld + "
+              "(size_t)(gc + e) * ccs));\n")
+_VEC_STORE_TYPES = {2: "unsigned short", 4: "unsigned int", 8: "unsigned long long", 16: "::uint4"}
+
+
+def _own_store_snippet(spec: PipeSpec) -> str:
+    """:data:`_OWN_STORE` for the kernels whose product is a snippet (SIMT, mma.sync) and whose accumulator is the
+    register tile's storage in that snippet's order."""
+    ot = _C_TYPES[spec.out_dtype]
+    axpby = spec.epilogue == "axpby"
+    if spec.simt:
+        f = _simt_fields(spec)
+        order = dict(ORDER="_SIMT_MMA", PER=SIMT_TILE * SIMT_TILE, V=4, ROW="row0 + (o / 8) % 4 + 16 * (o / 32)",
+                     COL="col0 + o % 4 + 32 * ((o % 8) / 4)")
+    else:
+        f = _mma_fields(spec)
+        order = dict(ORDER="_MMA_SYNC", PER=f["PER"], V=2,
+                     ROW=f"wr + 16 * (o / {4 * f['NJ']}) + l / 4 + 8 * ((o % 4) / 2)",
+                     COL=f"wc + 8 * ((o / 4) % {f['NJ']}) + 2 * (l % 4) + o % 2")
+    vb = order["V"] * ITEM_BYTES[spec.out_dtype]
+    return _OWN_STORE.format(OT=ot, AXPBY=_OWN_AXPBY.format(OT=ot) if axpby else "", VT=f["VT"], GEOM=f["GEOM"],
+                             AXPBY_DOC=" + beta * src[m0 + r, n0 + c]" if axpby else "", VB=vb,
+                             VTYPE=_VEC_STORE_TYPES[vb], **order)
 
 
 def simt_threads(spec: PipeSpec) -> int:
@@ -559,13 +747,6 @@ def _simt_fields(spec: PipeSpec) -> dict:
 
 def _simt_mma_snippet(spec: PipeSpec) -> str:
     return _SIMT_MMA.format(**_simt_fields(spec))
-
-
-def _simt_store_snippet(spec: PipeSpec) -> str:
-    ot = _C_TYPES[spec.out_dtype]
-    axpby = spec.epilogue == "axpby"
-    return _SIMT_STORE.format(OT=ot, AXPBY=_SIMT_AXPBY.format(OT=ot) if axpby else "",
-                              AXPBY_DOC=" + beta * src[m0 + r, n0 + c]" if axpby else "", **_simt_fields(spec))
 
 
 def _copy_t_snippet(spec: PipeSpec, rows: int, cols: int, dld: int) -> str:
@@ -668,8 +849,12 @@ def _check(spec: PipeSpec) -> None:
                          "needs a shared accumulator of at least SNIPPET_MIN_TM rows (pad_c > 0) and tile_empty")
     if not 0 <= spec.persistent <= 8:
         raise ValueError(f"persistent must be 0-8 blocks per SM: {spec}")
+    if spec.simt and spec.mma:
+        raise ValueError(f"{spec}: simt and mma are two different products: give one")
     if spec.simt:
         _check_simt(spec)
+    if spec.mma:
+        _check_mma(spec)
     if spec.activation is not None:
         from .epilogue import check_activation
 
@@ -690,6 +875,25 @@ def _check_simt(spec: PipeSpec) -> None:
                          "persistent blocks, bias or activation")
     if spec.chunk != 16 or (spec.pad_ab * 4) % 16:
         raise ValueError(f"{spec}: the SIMT kernel reads B in 16-byte words: chunk 16 and pad_ab a multiple of 4")
+
+
+def _check_mma(spec: PipeSpec) -> None:
+    if spec.in_dtype not in MMA_TYPES:
+        raise ValueError(f"{spec}: the mma.sync kernel (mma) is for float16 and bfloat16 inputs only")
+    if not 0 < spec.mma <= 16 or mma_warps(spec) is None:
+        raise ValueError(f"{spec}: the mma.sync kernel splits the {spec.tm}x{spec.tn} tile among its {spec.mma} warps "
+                         "in warp tiles of whole 16 x 16 outputs (1-16 warps); this split has none")
+    if spec.tk % 16:
+        raise ValueError(f"{spec}: the mma.sync kernel takes K tiles of whole 16-deep MMA steps (tk a multiple of 16)")
+    if spec.block_dim not in (1, 32 * spec.mma):
+        raise ValueError(f"{spec}: the mma.sync kernel's {spec.mma} warps take block_dim {32 * spec.mma} (1 on the "
+                         f"CPU), got {spec.block_dim}")
+    if spec.pad_c or spec.persistent or spec.bias or spec.activation is not None:
+        raise ValueError(f"{spec}: the mma.sync kernel keeps its accumulator in registers and stores it itself: no "
+                         "pad_c, persistent blocks, bias or activation")
+    if spec.chunk != 16 or (spec.pad_ab * 2) % 16:
+        raise ValueError(f"{spec}: the mma.sync kernel's ldmatrix reads 16-byte rows: chunk 16 and pad_ab a multiple "
+                         "of 8")
 
 
 # --- the kernel factory ---------------------------------------------------------------------------------
@@ -733,10 +937,12 @@ def _build(spec: PipeSpec, zero_acc_snippet: bool):
     wait0 = _native(_WAIT.format(N=0), key + "_wait0", _stub_int())
 
     copy_stage = _stage_copier(spec, cp_a, cp_b)
-    SIMT = spec.simt
-    if SIMT:
-        mma = _native(_simt_mma_snippet(spec), key + "_mma", _stub_mma(IN, SAR, ACP, SBR, BCP, ACC, TM, TN))
-        simt_store = _native(_simt_store_snippet(spec), key + "_sstore", _stub_simt_store(OUT, ACC, TM, TN))
+    # SIMT and mma.sync kernels: the K step's product and the epilogue are snippets over a register accumulator.
+    OWN = spec.simt or spec.mma > 0
+    if OWN:
+        product = _simt_mma_snippet(spec) if spec.simt else _mma_sync_snippet(spec)
+        mma = _native(product, key + "_mma", _stub_mma(IN, SAR, ACP, SBR, BCP, ACC, TM, TN))
+        own_store = _native(_own_store_snippet(spec), key + "_sstore", _stub_own_store(OUT, ACC, TM, TN))
         wait_prev = _native(_WAIT.format(N=S - 2), key + "_waitp", _stub_int())
     ZERO_ACC, STORE = zero_acc_snippet, native_store(spec)
     if ZERO_ACC:
@@ -744,7 +950,7 @@ def _build(spec: PipeSpec, zero_acc_snippet: bool):
                            _stub_acc(ACC, TM, TNC))
     if STORE:
         store = _native(_store_snippet(spec), key + "_store", _stub_store(OUT, ACC, TM, TNC))
-    elif not SIMT:
+    elif not OWN:
         epilogue = _epilogue(spec)
 
     def gemm(
@@ -796,10 +1002,10 @@ def _build(spec: PipeSpec, zero_acc_snippet: bool):
             if p < k_tiles:
                 copy_stage(ba, bb, Ab, Bb, p, p, m0, n0)
             commit(0)
-        if wp.static(SIMT):
-            # One barrier per K step (the SIMT product has none of its own, unlike tile_matmul): wait for K tile
-            # k's group (S - 2 younger ones may stay in flight) with a block sync, after which every thread is
-            # done with the stage K tile k-1 used, then refill that stage with K tile k + S - 1.
+        if wp.static(OWN):
+            # One barrier per K step (the SIMT and mma.sync products have none of their own, unlike tile_matmul):
+            # wait for K tile k's group (S - 2 younger ones may stay in flight) with a block sync, after which every
+            # thread is done with the stage K tile k-1 used, then refill that stage with K tile k + S - 1.
             for k in range(k_tiles):
                 wait_prev(0)
                 kn = k + S - 1
@@ -832,8 +1038,8 @@ def _build(spec: PipeSpec, zero_acc_snippet: bool):
                 else:
                     wp.tile_matmul(a, b, acc)
         wait0(0)  # no copy outlives the kernel (all groups past k_tiles are empty; cheap)
-        if wp.static(SIMT):
-            simt_store(D[bi], C[wp.min(bi, c_nb - 1)], acc, alpha, beta, m0, n0)  # acc: this thread's registers
+        if wp.static(OWN):
+            own_store(D[bi], C[wp.min(bi, c_nb - 1)], acc, alpha, beta, m0, n0)  # acc: this thread's registers
         elif wp.static(STORE):
             store(D[bi], acc_s, alpha, m0, n0)  # tile_matmul ended with a block sync: acc is complete
         else:
@@ -1036,7 +1242,7 @@ def _stub_mma(IN, SAR, ACP, SBR, BCP, ACC, TM, TN):
     return stub
 
 
-def _stub_simt_store(OUT, ACC, TM, TN):
+def _stub_own_store(OUT, ACC, TM, TN):
     def stub(dst: wp.array2d(dtype=OUT), src: wp.array2d(dtype=OUT), acc: wp.tile(dtype=ACC, shape=(TM, TN)),
              alpha: ACC, beta: ACC, m0: int, n0: int): ...
 
