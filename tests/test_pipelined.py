@@ -793,12 +793,14 @@ def test_simt_forced_on_cuda(layout, cfg, epilogue, planned, request):
 
 
 # --- 16-bit inputs on tensor cores through mma.sync (spec.mma) ------------------------------------------------------
-MMA_DTYPES = ["float16"] + (["bfloat16"] if _compat.HAS_BF16 else [])
+MMA_DTYPES = ["float16"] + (["bfloat16"] if _compat.HAS_BF16 else []) + (["tf32"] if _compat.HAS_TF32 else [])
 
 
 def _mma_spec(dtype="float16", layout="NN", epilogue="axpby", tm=64, tn=64, tk=32, stages=3, mma=4, **over):
-    return _spec(dtype, layout=layout, epilogue=epilogue, tm=tm, tn=tn, tk=tk, stages=stages, pad_ab=8, pad_c=0,
-                 mma=mma, **over)
+    """An mma.sync spec for the CPU twin; ``dtype`` "tf32": float32 inputs through tf32 MMAs (m16n8k8)."""
+    tf32 = dtype == "tf32"
+    return _spec("float32" if tf32 else dtype, layout=layout, epilogue=epilogue, tf32=tf32, tm=tm, tn=tn, tk=tk,
+                 stages=stages, pad_ab=4 if tf32 else 8, pad_c=0, mma=mma, **over)
 
 
 def _ld8(n: int) -> int:
@@ -809,16 +811,18 @@ def _ld8(n: int) -> int:
 @pytest.mark.parametrize("layout", ["NN", "NT", "TN", "TT"])
 @pytest.mark.parametrize("dtype", MMA_DTYPES)
 def test_mma_layouts_and_edges(dtype, layout, epilogue, request):
-    """The mma.sync kernel (ldmatrix fragments, m16n8k16 MMAs, float32 sums in registers): on the CPU twin each output
-    sums the values that its lanes' ldmatrix addresses and the PTX fragment layouts deliver, so the addressing of every
-    layout (.trans or not) is checked. 70x131x75 on 64x64x32 tiles of 4 warps (M, N and K edges, 3 K tiles through 3
-    stages), three batch entries with A broadcast, D a column view whose other columns stay."""
+    """The mma.sync kernel (ldmatrix fragments, m16n8k16 MMAs -- tf32: m16n8k8 over stages copied K-contiguous --,
+    float32 sums in registers): on the CPU twin each output sums the values that its lanes' ldmatrix addresses and the
+    PTX fragment layouts deliver, so the addressing of every layout (.trans or not) is checked. 70x131x75 on 64x64x32
+    tiles of 4 warps (M, N and K edges, 3 K tiles through 3 stages), three batch entries with A broadcast, D a column
+    view whose other columns stay."""
     M, N, K = 70, 131, 75
     lda = _ld8(M) if layout[0] == "T" else _ld8(K)
     ldb = _ld8(K) if layout[1] == "T" else _ld8(N)
     spec = _mma_spec(dtype, layout, epilogue, out_dtype="float32")
+    assert spec.transposing_copies() == ((layout[0] == "T", layout[1] == "N") if dtype == "tf32" else (False, False))
     out, ref = _run(spec, M, N, K, _rng(request), batch=3, a_nb=1, b_nb=3, c_nb=3, lda=lda, ldb=ldb, ldd=N + 5)
-    _assert_close(out, ref, "float32")
+    _assert_close(out, ref, "float32", tf32=dtype == "tf32")
 
 
 @pytest.mark.parametrize("tm,tn,tk,mma,warps", [(128, 128, 64, 8, (2, 4)), (64, 128, 32, 2, (1, 2)),
@@ -843,7 +847,7 @@ def test_mma_short_k(K, request):
 
 
 @pytest.mark.parametrize("over,match", [
-    (dict(in_dtype="float32", out_dtype="float32", pad_ab=4), "float16 and bfloat16"),
+    (dict(in_dtype="float32", out_dtype="float32", pad_ab=4), "float16, bfloat16 and tf32"),
     (dict(simt=True), "give one"),
     (dict(tm=40), "warp tiles"),
     (dict(mma=3), "warp tiles"),
@@ -895,12 +899,13 @@ def test_mma_forced_through_the_api_on_cpu(planned, request):
     _assert_close(out.numpy().astype(np.float64), 1.5 * np.matmul(a, b), "float32")
 
 
-@pytest.mark.parametrize("n,cfg,warps", [(1024, "pipe/128x128x32/s3/b128/o2/mma", 4),
-                                         (4095, "pipe/128x256x32/s3/b256/o1/mma", 8)])
-def test_mma_planned_on_a_cuda_like_device(monkeypatch, n, cfg, warps):
-    """The planner on a CUDA-like device (pure arithmetic, nothing launched), fp16 n^3 with B stored (N, K): the
-    forced mma.sync configuration keeps its block size and warps, 16-byte row padding and a register accumulator;
-    4095^3 stages both operands into 16-byte rows as for the default kernel."""
+@pytest.mark.parametrize("dtype,n,cfg,warps", [("float16", 1024, "pipe/128x128x32/s3/b128/o2/mma", 4),
+                                               ("float16", 4095, "pipe/128x256x32/s3/b256/o1/mma", 8),
+                                               ("tf32", 4095, "pipe/128x64x32/s4/b128/o3/mma", 4)])
+def test_mma_planned_on_a_cuda_like_device(monkeypatch, dtype, n, cfg, warps):
+    """The planner on a CUDA-like device (pure arithmetic, nothing launched), n^3 with B stored (N, K): the forced
+    mma.sync configuration keeps its block size and warps, 16-byte row padding and a register accumulator; 4095^3
+    stages both operands into 16-byte rows as for the default kernel."""
     import dataclasses
 
     from test_gemv import _CudaLike
@@ -915,30 +920,38 @@ def test_mma_planned_on_a_cuda_like_device(monkeypatch, n, cfg, warps):
     if _compat.WIDEN_16BIT_INPUTS:
         pytest.skip("Warp 1.7: no pipelined family")
     monkeypatch.setattr(operands, "_VIEWS", LRU(64))
-    a, b = np.zeros((n, n), np.float16), np.zeros((n, n), np.float16)
+    tf32 = dtype == "tf32"
+    if tf32 and not _compat.HAS_TF32:
+        pytest.skip("no tf32 in this Warp")
+    npt = np.float32 if tf32 else np.float16
+    a, b = np.zeros((n, n), npt), np.zeros((n, n), npt)
     p = validate(a, b, None, 1.0, 0.0, False, True, None, "gemm")
     fake = _CudaLike()
     p = dataclasses.replace(p, A=dataclasses.replace(p.A, device=fake), B=dataclasses.replace(p.B, device=fake),
                             D=dataclasses.replace(p.D, device=fake))
-    plan = make_plan(p, 1.0, 0.0, False, None, Options(family="pipelined", pipe_config=PipeConfig.parse(cfg)))
+    plan = make_plan(p, 1.0, 0.0, tf32, None, Options(family="pipelined", pipe_config=PipeConfig.parse(cfg)))
     spec = plan.family_spec
-    assert plan.family == "pipelined" and spec.mma == warps and spec.layout_b == "T", plan
-    assert (spec.block_dim, spec.pad_ab, spec.pad_c) == (32 * warps, 8, 0)
+    assert plan.family == "pipelined" and spec.mma == warps and spec.layout_b == "T" and spec.tf32 == tf32, plan
+    assert (spec.block_dim, spec.pad_ab, spec.pad_c) == (32 * warps, 4 if tf32 else 8, 0)
     assert tuple(plan.stage) == ((True, True) if n % 8 else (False, False))
 
 
 @pytest.mark.skipif(not _compat.HAS_COMPILE_AOT, reason="wp.compile_aot_module arrived in warp-lang 1.9")
 @pytest.mark.parametrize("dtype,layout", [("float16", "NN"), ("float16", "TT")] +
-                         ([("bfloat16", "NT")] if _compat.HAS_BF16 else []))
+                         ([("bfloat16", "NT")] if _compat.HAS_BF16 else []) +
+                         ([("tf32", "TN")] if _compat.HAS_TF32 else []))
 def test_mma_cuda_build_offline(dtype, layout, tmp_path):
     """The mma.sync kernel (128x128x32, 4 warps, 3 stages) compiles for sm_90 offline, and its PTX keeps the
-    accumulator in registers (no local memory, no calls) with, per K tile of 32, 2 x (4 + 4) ldmatrix x4 (.trans
-    for A of layout T and B of layout N) and 2 x 4 x 8 mma.sync m16n8k16 of the input type."""
+    accumulator in registers (no local memory, no calls) with, per K tile of 32 and k step of 16 (tf32: 8), 4 + 4
+    ldmatrix x4 (.trans for 16-bit A of layout T and B of layout N) and 4 x 8 mma.sync of the input type (tf32: each
+    fragment register rounded with cvt.rna)."""
     import inspect
     import re
 
-    spec = P.default_spec(dtype, "float32", layout=layout, epilogue="axpby", tm=128, tn=128, tk=32, stages=3,
-                          block_dim=128, min_blocks=2, pad_ab=8, pad_c=0, mma=4)
+    tf32 = dtype == "tf32"
+    spec = P.default_spec("float32" if tf32 else dtype, "float32", tf32=tf32, layout=layout, epilogue="axpby",
+                          tm=128, tn=128, tk=32, stages=3, block_dim=128, min_blocks=2, pad_ab=4 if tf32 else 8,
+                          pad_c=0, mma=4)
     _build_offline(spec, tmp_path / "cubin")
     if "use_ptx" not in inspect.signature(wp.compile_aot_module).parameters:
         return
@@ -946,27 +959,32 @@ def test_mma_cuda_build_offline(dtype, layout, tmp_path):
     wp.compile_aot_module(k.module, arch=[90], module_dir=str(tmp_path / "ptx"), use_ptx=True)
     ptx = "".join(p.read_text() for p in (tmp_path / "ptx").rglob("*.ptx"))
     assert ".local" not in ptx and not re.search(r"\bcall", ptx)
-    t = P.MMA_TYPES[dtype]
-    assert len(re.findall(rf"mma\.sync\.aligned\.m16n8k16\.row\.col\.f32\.{t}\.{t}\.f32", ptx)) == 2 * 4 * 8
+    t, steps = ("tf32", 4) if tf32 else (P.MMA_TYPES[dtype], 2)
+    shape = "m16n8k8" if tf32 else "m16n8k16"
+    assert len(re.findall(rf"mma\.sync\.aligned\.{shape}\.row\.col\.f32\.{t}\.{t}\.f32", ptx)) == steps * 4 * 8
     a_tr = len(re.findall(r"ldmatrix\.sync\.aligned\.m8n8\.x4\.trans\.shared\.b16", ptx))
     a_all = len(re.findall(r"ldmatrix\.sync\.aligned\.m8n8\.x4(\.trans)?\.shared\.b16", ptx))
-    assert a_all == 2 * (4 + 4)
-    assert a_tr == 2 * 4 * ((layout[0] == "T") + (layout[1] == "N"))
+    assert a_all == steps * (4 + 4)
+    assert a_tr == (0 if tf32 else steps * 4 * ((layout[0] == "T") + (layout[1] == "N")))
+    assert len(re.findall(r"cvt\.rna\.tf32\.f32", ptx)) == (steps * (4 + 4) * 4 if tf32 else 0)
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype,layout,cfg", [
     ("float16", "NN", "pipe/128x128x32/s3/b128/o2/mma"), ("float16", "NT", "pipe/128x256x32/s3/b256/o1/mma"),
-    ("bfloat16", "TN", "pipe/64x64x32/s4/b128/o4/mma"), ("float16", "TT", "pipe/128x128x64/s3/b256/o1/mma")],
+    ("bfloat16", "TN", "pipe/64x64x32/s4/b128/o4/mma"), ("float16", "TT", "pipe/128x128x64/s3/b256/o1/mma"),
+    ("tf32", "NN", "pipe/128x128x32/s3/b128/o2/mma"), ("tf32", "TT", "pipe/128x64x32/s4/b128/o3/mma")],
     ids=lambda v: str(v))
 @pytest.mark.parametrize("epilogue", ["scale", "axpby"])
 def test_mma_forced_on_cuda(dtype, layout, cfg, epilogue, planned, request):
     """The mma.sync kernel forced through the API on CUDA in each layout: two batch entries of 1000x1000 (M and N
-    edges), K 520 (a partial K tile), alpha and beta * C, 16-bit output."""
+    edges), K 520 (a partial K tile), alpha and beta * C, the input dtype as output (tf32: float32 with allow_tf32)."""
     from conftest import make, nan_like, to_f64
 
     import warp_gemm
 
+    tf32 = dtype == "tf32"
+    dtype = "float32" if tf32 else dtype
     rng = _rng(request)
     Bn, M, N, K = 2, 1000, 1000, 520
     a, b = random_operands(M, N, K, dtype, rng, batch=Bn)
@@ -981,10 +999,11 @@ def test_mma_forced_on_cuda(dtype, layout, cfg, epilogue, planned, request):
     args = [operand(a, layout[0] == "T"), operand(b, layout[1] == "T")]
     with warp_gemm.options(family="pipelined", pipe_config=cfg):
         if c is None:
-            warp_gemm.gemm(*args, alpha=1.25, out=out)
+            warp_gemm.gemm(*args, alpha=1.25, out=out, allow_tf32=tf32)
         else:
-            warp_gemm.gemm(*args, make(c, dtype, "warp", "cuda"), alpha=1.25, beta=-0.5, out=out)
+            warp_gemm.gemm(*args, make(c, dtype, "warp", "cuda"), alpha=1.25, beta=-0.5, out=out, allow_tf32=tf32)
     spec = planned[-1].family_spec
     assert planned[-1].family == "pipelined" and spec.mma and spec.layout_a + spec.layout_b == layout, spec
+    assert spec.tf32 == tf32
     ref = 1.25 * np.matmul(a, b) + (0.0 if c is None else -0.5 * c)
-    _assert_close(to_f64(out), ref, dtype)
+    _assert_close(to_f64(out), ref, dtype, tf32=tf32)

@@ -323,9 +323,17 @@ SET23 = {"default": (F23, {}),
                          "pipe/128x128x64/s3/b128/o1/mma", "pipe/128x256x32/s3/b256/o1/mma",
                          "pipe/256x128x32/s3/b256/o1/mma", "pipe/128x128x64/s3/b256/o1/mma",
                          "pipe/128x64x32/s4/b128/o3/mma")}
+# Twenty-fourth run (R6_SET=24): tf32 through the mma.sync kernel (m16n8k8 over stages copied K-contiguous, each
+# fragment register rounded with cvt.rna) against the default (tile_matmul tf32: 97.0 TFLOP/s at 4096^3 in round 9's
+# runner, 4095^3 0.64x cuBLAS). ptxas: 208 registers for 128x128x32 with 4 warps, 136-154 with 8, no spill.
+T24 = ["tf32_4096", "tf32_4095"]
+SET24 = {"default": (T24, {}),
+         **pipe_variants(T24, "pipe/128x128x32/s3/b128/o2/mma", "pipe/128x128x32/s3/b256/o1/mma",
+                         "pipe/128x256x32/s3/b256/o1/mma", "pipe/128x128x64/s3/b256/o1/mma",
+                         "pipe/128x64x32/s4/b128/o3/mma")}
 # R6_SET -> (variants, cold repeats); unset: the first run's VARIANTS, one repeat.
 SETS = {"13": (SET13, 3), "14": (SET14, 3), "15": (SET15, 3), "16": (SET16, 3), "17": (SET17, 3), "18": (SET18, 2),
-        "19": (SET19, 2), "20": (SET20, 2), "21": (SET21, 2), "22": (SET22, 3), "23": (SET23, 2),
+        "19": (SET19, 2), "20": (SET20, 2), "21": (SET21, 2), "22": (SET22, 3), "23": (SET23, 2), "24": (SET24, 3),
         "2": (SET2, 3), "3": (SET3, 3), "4": (SET4, 2), "5": (SET5, 2), "6": (SET6, 2), "7": (SET7, 2),
         "8": (SET8, 2), "9": (SET9, 3), "10": (SET10, 3), "11": (SET11, 3), "12": (SET12, 3)}
 VARIANTS, REPS = SETS.get(os.environ.get("R6_SET", ""), (VARIANTS, 1))

@@ -301,7 +301,9 @@ PIPE_CANDIDATES = {
         "pipe/128x128x64/s2/b256/o1", "pipe/128x128x64/s2/b512/o1", "pipe/128x128x32/s3/b256/o1",
         "pipe/128x128x32/s4/b256/o1", "pipe/128x64x64/s3/b256/o1", "pipe/128x64x64/s2/b256/o1",
         "pipe/96x128x64/s2/b256/o1", "pipe/128x96x64/s2/b256/o1", "pipe/64x64x64/s2/b128/o2",
-        "pipe/128x128x64/s2/b256/o1/p1")],
+        "pipe/128x128x64/s2/b256/o1/p1",
+        # mma.sync m16n8k8 (round 12; ptxas: 208, 154 and 154 registers, no spill; not yet timed on a GPU)
+        "pipe/128x128x32/s3/b128/o2/mma", "pipe/128x128x32/s3/b256/o1/mma", "pipe/128x64x32/s4/b128/o3/mma")],
     # float64: 64x64x32 s2 b128 o2 24.5/25.1 (the default); one block/SM 23.2-23.9; 3 stages 17-18;
     # 128x64x32 23.3-24.1.
     "float64": [_pc(t) for t in (

@@ -41,6 +41,11 @@ tile's storage, float32 FMAs, 16-byte shared loads, one barrier per K step) inst
 exact-fp32 path (MathDx SIMT) measured 33-40 TFLOP/s with its operands already in shared memory; every layout
 reads its stages directly (no ``tile_transpose``); the epilogue is :data:`_OWN_STORE` (alpha, beta * C, cast).
 
+float16, bfloat16 and tf32 on tensor cores without tile_matmul (``spec.mma`` warps; not a default: built and tested,
+not yet timed): the same stages, each K step's product the :data:`_MMA_SYNC` snippet (ldmatrix fragments,
+mma.sync.m16n8k16 -- tf32: m16n8k8 over stages copied K-contiguous --, float32 sums in the register tile's storage,
+one barrier per K step); the epilogue is :data:`_OWN_STORE`.
+
 Shared memory per block (bytes): ``stages*(TM*(TK+pa) + TK*(TN+pa))*item + TM*(TN+pc)*acc_item``
 (layout T swaps the tile's two extents); :func:`smem_bytes`. 227 KB is the H100 per-block limit.
 
@@ -127,11 +132,30 @@ class PipeSpec:
 
     def a_tile(self) -> tuple[int, int]:
         """Rows and columns of one stage of A in shared memory: as stored (layout T: the transposed tile), or
-        K-major ``(tk, tm)`` in the SIMT kernel whatever the layout."""
-        return (self.tk, self.tm) if self.layout_a == "T" or self.simt else (self.tm, self.tk)
+        K-major ``(tk, tm)`` in the SIMT kernel whatever the layout, or K-contiguous ``(tm, tk)`` in the tf32
+        mma.sync kernel whatever the layout (its ldmatrix reads rows of 16 bytes along k)."""
+        if self.simt or self.tf32_mma:
+            return (self.tk, self.tm) if self.simt else (self.tm, self.tk)
+        return (self.tk, self.tm) if self.layout_a == "T" else (self.tm, self.tk)
 
     def b_tile(self) -> tuple[int, int]:
-        return (self.tn, self.tk) if self.layout_b == "T" and not self.simt else (self.tk, self.tn)
+        if self.simt or self.tf32_mma:
+            return (self.tk, self.tn) if self.simt else (self.tn, self.tk)
+        return (self.tn, self.tk) if self.layout_b == "T" else (self.tk, self.tn)
+
+    @property
+    def tf32_mma(self) -> bool:
+        return bool(self.mma) and self.tf32
+
+    def transposing_copies(self) -> tuple[bool, bool]:
+        """Whether A's and B's stages hold the transpose of the tile as stored (copied 4 bytes at a time by
+        ``_COPY_T``): the SIMT kernel's A stored (M, K) and B stored (N, K); the tf32 mma.sync kernel's A stored
+        (K, M) and B stored (K, N)."""
+        if self.simt:
+            return self.layout_a == "N", self.layout_b == "T"
+        if self.tf32_mma:
+            return self.layout_a == "T", self.layout_b == "N"
+        return False, False
 
 
 def default_spec(in_dtype: str, out_dtype: str | None = None, *, tf32: bool = False, layout: str = "NN",
@@ -536,24 +560,24 @@ _MMA_GEOMETRY = r"""
 """
 
 _MMA_SYNC = r"""
-    // acc += A x B over stage s of the shared buffers ba (A's {AR} x {AC} stage as copied, row stride {ALD}) and bb
-    // ({BR} x {BC}, row stride {BLD}) on tensor cores: mma.sync m16n8k16, {T} products, float32 sums. The tile's {VT}
-    // threads are {NW} warps ({WM} x {WN}) of {WTM} x {WTN} outputs: {MI} x {NJ} MMA tiles of 16 x 8 whose 4 outputs
-    // per thread are acc.data[4 (mi {NJ} + nj) + c]: row wr + 16 mi + l / 4 + 8 (c / 2), column wc + 8 nj + 2 (l % 4)
-    // + c % 2 (l: the lane). Fragments come from ldmatrix x4 loads: lane l gives the address of row l % 8 of matrix
-    // l / 8; A's matrix j is rows + 8 (j % 2), k + 8 (j / 2) of a 16 x 16 (the a0..a3 of the PTX fragment), B's
-    // columns + 8 (j / 2), k + 8 (j % 2) of a 16 x 16 (b0, b1 of MMA tiles 2 nb and 2 nb + 1). No barrier: the
-    // caller syncs before it refills a stage.
+    // acc += A x B over stage s of the shared buffers ba (A's {AR} x {AC} stage, row stride {ALD}) and bb ({BR} x
+    // {BC}, row stride {BLD}) on tensor cores: mma.sync {SHAPE}, {T} products, float32 sums. The tile's {VT} threads
+    // are {NW} warps ({WM} x {WN}) of {WTM} x {WTN} outputs: {MI} x {NJ} MMA tiles of 16 x 8 whose 4 outputs per
+    // thread are acc.data[4 (mi {NJ} + nj) + c]: row wr + 16 mi + l / 4 + 8 (c / 2), column wc + 8 nj + 2 (l % 4) +
+    // c % 2 (l: the lane). Fragments come from ldmatrix x4 loads of 8 x 16-byte matrices ({P} element(s) per 32-bit
+    // register): lane l gives the address of row l % 8 of matrix l / 8; A's matrix j is rows + 8 (j % 2), k + {KH}
+    // (j / 2) of a 16 x {KSTEP} (the a0..a3 of the PTX fragment), B's columns + 8 (j / 2), k + {KH} (j % 2) of a 16 x
+    // {KSTEP} (b0, b1 of MMA tiles 2 nb and 2 nb + 1).{CVT_DOC} No barrier: the caller syncs before it refills a stage.
 #if defined(__CUDA_ARCH__)
     const int q = 0;
 {GEOM}    const int j = l / 8;
     const int i = l % 8;
-    const unsigned sa = (unsigned)__cvta_generic_to_shared(ba.data.ptr) + (unsigned)(s * {SA} * 2);
-    const unsigned sb = (unsigned)__cvta_generic_to_shared(bb.data.ptr) + (unsigned)(s * {SB} * 2);
+    const unsigned sa = (unsigned)__cvta_generic_to_shared(ba.data.ptr) + (unsigned)(s * {SA} * {ITEM});
+    const unsigned sb = (unsigned)__cvta_generic_to_shared(bb.data.ptr) + (unsigned)(s * {SB} * {ITEM});
     float* d = acc.data;
 #pragma unroll
     for (int kk = 0; kk < {KS}; ++kk) {{
-        const int cb = 16 * kk;
+        const int cb = {KSTEP} * kk;
         unsigned af[{MI}][4];
         unsigned bf[{NB}][4];
 #pragma unroll
@@ -561,21 +585,21 @@ _MMA_SYNC = r"""
             const int rb = wr + 16 * mi;
             asm volatile("ldmatrix.sync.aligned.m8n8.x4{ATR}.shared.b16 {{%0, %1, %2, %3}}, [%4];\n"
                          : "=r"(af[mi][0]), "=r"(af[mi][1]), "=r"(af[mi][2]), "=r"(af[mi][3])
-                         : "r"(sa + 2 * ({A_OFF})));
-        }}
+                         : "r"(sa + {ITEM} * ({A_OFF})));
+{CVT_A}        }}
 #pragma unroll
         for (int nb = 0; nb < {NB}; ++nb) {{
             const int rb = wc + 16 * nb;
             asm volatile("ldmatrix.sync.aligned.m8n8.x4{BTR}.shared.b16 {{%0, %1, %2, %3}}, [%4];\n"
                          : "=r"(bf[nb][0]), "=r"(bf[nb][1]), "=r"(bf[nb][2]), "=r"(bf[nb][3])
-                         : "r"(sb + 2 * ({B_OFF})));
-        }}
+                         : "r"(sb + {ITEM} * ({B_OFF})));
+{CVT_B}        }}
 #pragma unroll
         for (int mi = 0; mi < {MI}; ++mi)
 #pragma unroll
             for (int nj = 0; nj < {NJ}; ++nj) {{
                 float* c = d + 4 * (mi * {NJ} + nj);
-                asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.{T}.{T}.f32 {{%0, %1, %2, %3}}, "
+                asm volatile("mma.sync.aligned.{SHAPE}.row.col.f32.{T}.{T}.f32 {{%0, %1, %2, %3}}, "
                              "{{%4, %5, %6, %7}}, {{%8, %9}}, {{%0, %1, %2, %3}};\n"
                              : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                              : "r"(af[mi][0]), "r"(af[mi][1]), "r"(af[mi][2]), "r"(af[mi][3]),
@@ -588,15 +612,15 @@ _MMA_SYNC = r"""
     // same expressions), so the CPU checks the addressing.
     const {IT}* As = (const {IT}*)ba.data.ptr + (size_t)s * {SA};
     const {IT}* Bs = (const {IT}*)bb.data.ptr + (size_t)s * {SB};
-    // half e of register j of lane L of an x4 ldmatrix at (rb, cb): row L / 4, column 2 (L % 4) + e of matrix j
-    // (.trans: of its transpose), whose row i starts where lane 8 j + i points
+{CPU_CVT}    // element e of register j of lane L of an x4 ldmatrix at (rb, cb): row L / 4, b16 columns 2 (L % 4), + 1
+    // of matrix j (.trans: of its transpose), whose row i starts where lane 8 j + i points
     auto lda = [&](int rb, int cb, int L, int j, int e) -> float {{
         const int i = {A_I};
-        return (float)As[({A_OFF}) + {A_C}];
+        return {RND}((float)As[({A_OFF}) + {A_C}]);
     }};
     auto ldb = [&](int rb, int cb, int L, int j, int e) -> float {{
         const int i = {B_I};
-        return (float)Bs[({B_OFF}) + {B_C}];
+        return {RND}((float)Bs[({B_OFF}) + {B_C}]);
     }};
     for (int q = 0; q < {VT} / WP_TILE_BLOCK_DIM; ++q) {{
 {GEOM}        float* d = acc.data + q * {PER};
@@ -607,24 +631,44 @@ _MMA_SYNC = r"""
                         const int row = l / 4 + 8 * (c / 2);  // in the 16 x 8 MMA tile
                         const int col = 2 * (l % 4) + c % 2;
                         float x = 0.0f;
-                        // A (row, k): lane 4 (row % 8) + (k % 8) / 2, register row / 8 + 2 (k / 8), half k % 2; B (k,
-                        // col): lane 4 col + (k % 8) / 2, register k / 8 of MMA tile nj (2 (nj % 2) + k / 8 of the x4)
-                        for (int k = 0; k < 16; ++k)
-                            x += lda(wr + 16 * mi, 16 * kk, 4 * (row % 8) + (k % 8) / 2, row / 8 + 2 * (k / 8), k % 2) *
-                                 ldb(wc + 16 * (nj / 2), 16 * kk, 4 * col + (k % 8) / 2, 2 * (nj % 2) + k / 8, k % 2);
+                        // A (row, k): lane 4 (row % 8) + (k % {KH}) / {P}, register row / 8 + 2 (k / {KH}), element
+                        // k % {P}; B (k, col): lane 4 col + (k % {KH}) / {P}, register k / {KH} of MMA tile nj (2 (nj %
+                        // 2) + k / {KH} of the x4)
+                        for (int k = 0; k < {KSTEP}; ++k)
+                            x += lda(wr + 16 * mi, {KSTEP} * kk, 4 * (row % 8) + (k % {KH}) / {P},
+                                     row / 8 + 2 * (k / {KH}), k % {P}) *
+                                 ldb(wc + 16 * (nj / 2), {KSTEP} * kk, 4 * col + (k % {KH}) / {P},
+                                     2 * (nj % 2) + k / {KH}, k % {P});
                         d[4 * (mi * {NJ} + nj) + c] += x;
                     }}
     }}
 #endif
 """
+# tf32: each fragment register rounded to tf32 (to nearest, ties away from zero) rather than left to the tensor
+# core, which ignores the low 13 bits (truncation: a bias of up to one tf32 unit instead of half).
+_MMA_CVT = ("            for (int r = 0; r < 4; ++r)\n"
+            "                asm(\"cvt.rna.tf32.f32 %0, %1;\\n\"\n"
+            "                    : \"=r\"({F}[{X}][r]) : \"f\"(__uint_as_float({F}[{X}][r])));\n")
+_MMA_CPU_CVT = r"""    // tf32 rounding as cvt.rna.tf32.f32: to nearest, ties away from zero, on the 19 upper bits;
+    // infinities and NaN unchanged
+    auto tf32 = [](float x) -> float {{
+        unsigned u;
+        memcpy(&u, &x, 4);
+        if ((u & 0x7f800000u) != 0x7f800000u)
+            u = (u + 0x1000u) & 0xffffe000u;
+        memcpy(&x, &u, 4);
+        return x;
+    }};
+"""
 # ldmatrix addressing per operand and storage (_MMA_SYNC): the element offset in the stage of row i of x4 matrix j
 # at (rb, cb) (rb: the first row of A / column of B, cb: the first k), the .trans flag, and, for the CPU, which row
-# (i) and column of matrix j hold half e of lane L's register.
+# (i) and column of matrix j hold element e of lane L's register (P elements per register; KH: the k offset of the
+# second matrix along k).
 _LDSM = {
-    # k along the stage's rows (A of layout N, B of layout T): plain ldmatrix
-    ("A", False): ("(rb + 8 * (j % 2) + i) * {LD} + cb + 8 * (j / 2)", "", "L / 4", "2 * (L % 4) + e"),
-    ("B", False): ("(rb + 8 * (j / 2) + i) * {LD} + cb + 8 * (j % 2)", "", "L / 4", "2 * (L % 4) + e"),
-    # k down the stage's columns (A of layout T, B of layout N): ldmatrix .trans
+    # k along the stage's rows (A of layout N, B of layout T; tf32: every layout): plain ldmatrix
+    ("A", False): ("(rb + 8 * (j % 2) + i) * {LD} + cb + {KH} * (j / 2)", "", "L / 4", "{P} * (L % 4) + e"),
+    ("B", False): ("(rb + 8 * (j / 2) + i) * {LD} + cb + {KH} * (j % 2)", "", "L / 4", "{P} * (L % 4) + e"),
+    # k down the stage's columns (16-bit A of layout T, B of layout N): ldmatrix .trans
     ("A", True): ("(cb + 8 * (j / 2) + i) * {LD} + rb + 8 * (j % 2)", ".trans", "2 * (L % 4) + e", "L / 4"),
     ("B", True): ("(cb + 8 * (j % 2) + i) * {LD} + rb + 8 * (j / 2)", ".trans", "2 * (L % 4) + e", "L / 4"),
 }
@@ -650,13 +694,21 @@ def _mma_fields(spec: PipeSpec) -> dict:
     ar, ac = spec.a_tile()
     br, bc = spec.b_tile()
     ald, bld = ac + spec.pad_ab, bc + spec.pad_ab
-    a_off, atr, a_i, a_c = _LDSM[("A", spec.layout_a == "T")]
-    b_off, btr, b_i, b_c = _LDSM[("B", spec.layout_b == "N")]
+    tf = spec.tf32_mma
+    p = 1 if tf else 2  # elements per 32-bit register
+    kstep = 8 if tf else 16
+    a_off, atr, a_i, a_c = _LDSM[("A", not tf and spec.layout_a == "T")]
+    b_off, btr, b_i, b_c = _LDSM[("B", not tf and spec.layout_b == "N")]
+    k = dict(KH=4 * p, P=p)
     f = dict(VT=32 * spec.mma, NW=spec.mma, WM=wm, WN=wn, WTM=wtm, WTN=wtn, MI=wtm // 16, NJ=wtn // 8,
-             NB=wtn // 16, PER=wtm * wtn // 32, KS=spec.tk // 16, AR=ar, AC=ac, BR=br, BC=bc, ALD=ald, BLD=bld,
-             SA=ar * ald, SB=br * bld, T=MMA_TYPES.get(spec.in_dtype, "f16"), IT=_C_TYPES[spec.in_dtype],
-             A_OFF=a_off.format(LD=ald), ATR=atr, A_I=a_i, A_C=a_c, B_OFF=b_off.format(LD=bld), BTR=btr, B_I=b_i,
-             B_C=b_c)
+             NB=wtn // 16, PER=wtm * wtn // 32, KSTEP=kstep, KS=spec.tk // kstep, AR=ar, AC=ac, BR=br, BC=bc,
+             ALD=ald, BLD=bld, SA=ar * ald, SB=br * bld, ITEM=ITEM_BYTES[spec.in_dtype],
+             T="tf32" if tf else MMA_TYPES.get(spec.in_dtype, "f16"), SHAPE=f"m16n8k{kstep}",
+             IT=_C_TYPES[spec.in_dtype], A_OFF=a_off.format(LD=ald, **k), ATR=atr, A_I=a_i, A_C=a_c.format(**k),
+             B_OFF=b_off.format(LD=bld, **k), BTR=btr, B_I=b_i, B_C=b_c.format(**k), **k,
+             CVT_A=_MMA_CVT.format(F="af", X="mi") if tf else "", CVT_B=_MMA_CVT.format(F="bf", X="nb") if tf else "",
+             CVT_DOC=" tf32: each register rounded to nearest (cvt.rna)." if tf else "",
+             CPU_CVT=_MMA_CPU_CVT.format() if tf else "", RND="tf32" if tf else "")
     f["GEOM"] = _MMA_GEOMETRY.format(**f)
     return f
 
@@ -878,8 +930,8 @@ def _check_simt(spec: PipeSpec) -> None:
 
 
 def _check_mma(spec: PipeSpec) -> None:
-    if spec.in_dtype not in MMA_TYPES:
-        raise ValueError(f"{spec}: the mma.sync kernel (mma) is for float16 and bfloat16 inputs only")
+    if spec.in_dtype not in MMA_TYPES and not spec.tf32:
+        raise ValueError(f"{spec}: the mma.sync kernel (mma) is for float16, bfloat16 and tf32 inputs only")
     if not 0 < spec.mma <= 16 or mma_warps(spec) is None:
         raise ValueError(f"{spec}: the mma.sync kernel splits the {spec.tm}x{spec.tn} tile among its {spec.mma} warps "
                          "in warp tiles of whole 16 x 16 outputs (1-16 warps); this split has none")
@@ -891,9 +943,9 @@ def _check_mma(spec: PipeSpec) -> None:
     if spec.pad_c or spec.persistent or spec.bias or spec.activation is not None:
         raise ValueError(f"{spec}: the mma.sync kernel keeps its accumulator in registers and stores it itself: no "
                          "pad_c, persistent blocks, bias or activation")
-    if spec.chunk != 16 or (spec.pad_ab * 2) % 16:
-        raise ValueError(f"{spec}: the mma.sync kernel's ldmatrix reads 16-byte rows: chunk 16 and pad_ab a multiple "
-                         "of 8")
+    if spec.chunk != 16 or (spec.pad_ab * ITEM_BYTES[spec.in_dtype]) % 16:
+        raise ValueError(f"{spec}: the mma.sync kernel's ldmatrix reads 16-byte rows: chunk 16 and pad_ab a whole "
+                         "number of 16 bytes")
 
 
 # --- the kernel factory ---------------------------------------------------------------------------------
@@ -927,9 +979,10 @@ def _build(spec: PipeSpec, zero_acc_snippet: bool):
     EMPTY = _compat.HAS_TILE_EMPTY
     key = spec.key
 
-    # The SIMT kernel's K-major stages take A stored (M, K) and B stored (N, K) transposed (_COPY_T).
-    a_snip = _copy_t_snippet(spec, AC, AR, ACP) if spec.simt and not TRANS_A else _copy_snippet(spec, AR, AC, ACP)
-    b_snip = _copy_t_snippet(spec, BC, BR, BCP) if spec.simt and TRANS_B else _copy_snippet(spec, BR, BC, BCP)
+    # Stages that hold the transpose of the stored tile (the SIMT and tf32 mma.sync kernels) copy it with _COPY_T.
+    XA, XB = spec.transposing_copies()
+    a_snip = _copy_t_snippet(spec, AC, AR, ACP) if XA else _copy_snippet(spec, AR, AC, ACP)
+    b_snip = _copy_t_snippet(spec, BC, BR, BCP) if XB else _copy_snippet(spec, BR, BC, BCP)
     cp_a = _native(a_snip, key + "_cp_a", _stub_copy(IN, SAR, ACP))
     cp_b = _native(b_snip, key + "_cp_b", _stub_copy(IN, SBR, BCP))
     commit = _native(_COMMIT, key + "_commit", _stub_int())
