@@ -61,9 +61,10 @@ def _f64(a: wp.array, dtype: str) -> np.ndarray:
 
 
 def _run(spec: P.PipeSpec, M, N, K, rng, *, batch=1, a_nb=1, b_nb=1, c_nb=1, alpha=1.25, beta=-0.5,
-         lda=None, ldb=None, ldd=None, chunk_check=True, a=None, b=None, group_m=2):
+         lda=None, ldb=None, ldd=None, chunk_check=True, a=None, b=None, group_m=2, fibers=False):
     """Run ``spec`` on fresh operands; returns (D as float64, float64 reference). ``ldd``: D is a column
-    view of a wider array (row stride ``ldd``) whose other columns must come back untouched."""
+    view of a wider array (row stride ``ldd``) whose other columns must come back untouched. ``fibers``: blocks of
+    ``spec.block_dim`` CPU fibers (``wp.config.enable_cpu_blocks``, set by the caller), as CUDA threads."""
     dt = spec.in_dtype
     nb = max(a_nb, b_nb, batch)
     if a is None:
@@ -78,7 +79,7 @@ def _run(spec: P.PipeSpec, M, N, K, rng, *, batch=1, a_nb=1, b_nb=1, c_nb=1, alp
     D = _wp(np.full((batch, M, N), np.nan), spec.out_dtype, ldd)
     k, dim, inputs, block = P.launch_args(spec, A, B, C, D, alpha, beta, M, N, K, batch, a_nb, b_nb,
                                           c_nb if C is not None else 1, group_m=group_m)
-    wp.launch_tiled(k, dim=dim, inputs=inputs, block_dim=block, device="cpu")
+    wp.launch_tiled(k, dim=dim, inputs=inputs, block_dim=spec.block_dim if fibers else block, device="cpu")
     wp.synchronize_device("cpu")
     if ldd is not None and ldd != N:
         wide = wp.array(ptr=D.ptr, dtype=D.dtype, shape=(batch, M, ldd), device="cpu")
@@ -1007,3 +1008,27 @@ def test_mma_forced_on_cuda(dtype, layout, cfg, epilogue, planned, request):
     assert spec.tf32 == tf32
     ref = 1.25 * np.matmul(a, b) + (0.0 if c is None else -0.5 * c)
     _assert_close(to_f64(out), ref, dtype, tf32=tf32)
+
+
+# --- the CUDA thread paths on CPU fibers -----------------------------------------------------------------------------
+@pytest.mark.skipif(not _compat.HAS_CPU_BLOCKS, reason="CPU blocks of several threads need warp-lang >= 1.18")
+@pytest.mark.parametrize("dtype,tf32,over", [
+    ("float16", False, dict(mma=4, block_dim=128, tm=64, tn=64, tk=32, pad_ab=8)),
+    ("float32", True, dict(mma=4, block_dim=128, tm=64, tn=64, tk=32, pad_ab=4)),
+    ("float32", False, dict(simt=True, block_dim=64, tm=64, tn=64, tk=16, pad_ab=4)),
+    ("float16", False, dict(block_dim=64, tm=32, tn=32, tk=32, pad_ab=8, pad_c=8))], ids=lambda v: str(v))
+@pytest.mark.parametrize("layout", ["NN", "TT"])
+def test_cuda_thread_paths_on_cpu_fibers(dtype, tf32, over, layout, request):
+    """With ``wp.config.enable_cpu_blocks`` each block runs its CUDA block size of fibers: the snippets then take the
+    paths CUDA threads take -- one thread's share of the mma.sync / SIMT outputs, and the copies' interior fast paths
+    (_COPY_FAST's chunks, _COPY_T's 4 x 8 blocks per warp), which a block of one thread never reaches -- against
+    float64. 152x136x200 on 64x64 (32x32) tiles: interior tiles and M, N, K edges."""
+    spec = P.default_spec(dtype, "float32", tf32=tf32, layout=layout, epilogue="axpby", device_is_cpu=True, stages=3,
+                          **{"pad_c": 0, **over})
+    old = wp.config.enable_cpu_blocks
+    wp.config.enable_cpu_blocks = True
+    try:
+        out, ref = _run(spec, 152, 136, 200, _rng(request), fibers=True)
+    finally:
+        wp.config.enable_cpu_blocks = old
+    _assert_close(out, ref, "float32", tf32=tf32)

@@ -340,22 +340,27 @@ _COPY = r"""
 {FALLBACK}"""
 
 _COPY_FAST = r"""
-#if defined(__CUDA_ARCH__)
     if (r0 + {ROWS} <= nr && c0 + {COLS} <= nc) {{
         // The whole region inside src (most tiles): every chunk whole, the thread's chunks {PER} rows apart,
-        // one address computed, no bounds arithmetic per chunk.
+        // one address computed, no bounds arithmetic per chunk. (The CPU runs it with several fibers per block,
+        // wp.config.enable_cpu_blocks, as a synchronous copy.)
         const int t = WP_TILE_THREAD_IDX;
         const int r = t / {CPR};
         const int cc = (t - r * {CPR}) * {E};
         const char* g = base + (size_t)(r0 + r) * ld + (size_t)(c0 + cc) * {ITEM};
+#if defined(__CUDA_ARCH__)
         const unsigned sa = (unsigned)__cvta_generic_to_shared(sbase + ((size_t)r * {DLD} + cc) * {ITEM});
 #pragma unroll
         for (int q = 0; q < {NQ}; ++q)
             asm volatile("cp.async.{CG}.shared.global [%0], [%1], {CH};\n" :: "r"(sa + q * ({PER} * {DLD} * {ITEM})),
                          "l"(g + (size_t)q * {PER} * ld));
+#else
+        char* s = sbase + ((size_t)r * {DLD} + cc) * {ITEM};
+        for (int q = 0; q < {NQ}; ++q)
+            memcpy(s + (size_t)q * {PER} * {DLD} * {ITEM}, g + (size_t)q * {PER} * ld, {CH});
+#endif
         return;
     }}
-#endif
 """
 
 _COMMIT = r"""
@@ -461,29 +466,44 @@ SIMT_TILE = 8  # rows and columns of outputs per thread
 _COPY_T = r"""
     // Copy the ROWS x COLS region of `src` at (r0, c0), 4-byte elements, transposed into the shared tile `dst`:
     // element (r, c) to row d0 + c, column r (row stride DLD elements); elements outside src are written as zero.
-    // Assumes: unit column stride of src. Thread t takes elements t, t + block_dim, ... in src's row-major order
-    // (consecutive threads read consecutive elements of a row). CUDA: one cp.async.ca of 4 bytes each (source
-    // size 0 past the edges), completion through commit/wait snippets; the CPU: synchronous.
+    // Assumes: unit column stride of src. A region wholly inside src takes the fast path below where the tile
+    // allows it; otherwise thread t takes elements t, t + block_dim, ... in src's row-major order. CUDA: one
+    // cp.async.ca of 4 bytes each (source size 0 past the edges), completion through commit/wait snippets; the
+    // CPU: synchronous.
     const int nr = src.shape[0];
     const int nc = src.shape[1];
     const char* base = (const char*)src.data;
     const size_t ld = (size_t)src.strides[0];
     char* sbase = (char*)dst.data.ptr + (size_t)d0 * ({DLD} * 4);
-#if defined(__CUDA_ARCH__)
     if ({FAST} && r0 + {ROWS} <= nr && c0 + {COLS} <= nc) {{
-        // the whole region inside src: the thread's column is fixed, its rows {PER} apart
+        // The whole region inside src: a warp copies blocks of 4 rows x 8 columns (lane: row lane % 4, column
+        // lane / 4), so its 32 shared stores hit 32 different banks (DLD is 4 modulo 8: column c's 4 rows start
+        // at bank 4 (c DLD / 4 mod 8)) and its loads read 4 rows of 32 bytes. Warp w starts at row {RW}, column
+        // {CW}; then {Q1} steps of {RSTEP} rows x {Q2} of {CSTEP} columns (one address, constant offsets). (The CPU
+        // runs it with several fibers per block, wp.config.enable_cpu_blocks, synchronously.)
         const int t = WP_TILE_THREAD_IDX;
-        const int r = t / {COLS};
-        const int c = t - r * {COLS};
+        const int w = t / 32;
+        const int r = {RW} + (t % 32) % 4;
+        const int c = {CW} + (t % 32) / 4;
         const char* g = base + (size_t)(r0 + r) * ld + (size_t)(c0 + c) * 4;
-        const unsigned sa = (unsigned)__cvta_generic_to_shared(sbase + ((size_t)c * {DLD} + r) * 4);
+        char* s = sbase + ((size_t)c * {DLD} + r) * 4;
+#if defined(__CUDA_ARCH__)
+        const unsigned sa = (unsigned)__cvta_generic_to_shared(s);
+#endif
 #pragma unroll
-        for (int q = 0; q < {NQ}; ++q)
-            asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" :: "r"(sa + q * ({PER} * 4)),
-                         "l"(g + (size_t)q * {PER} * ld));
+        for (int q1 = 0; q1 < {Q1}; ++q1)
+#pragma unroll
+            for (int q2 = 0; q2 < {Q2}; ++q2) {{
+                const size_t so = ((size_t)(q2 * {CSTEP}) * {DLD} + q1 * {RSTEP}) * 4;
+                const char* gq = g + (size_t)(q1 * {RSTEP}) * ld + (size_t)(q2 * {CSTEP}) * 4;
+#if defined(__CUDA_ARCH__)
+                asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" :: "r"(sa + (unsigned)so), "l"(gq));
+#else
+                memcpy(s + so, gq, 4);
+#endif
+            }}
         return;
     }}
-#endif
     for (int e = WP_TILE_THREAD_IDX; e < {ROWS} * {COLS}; e += WP_TILE_BLOCK_DIM) {{
         const int r = e / {COLS};
         const int c = e - r * {COLS};
@@ -805,9 +825,17 @@ def _copy_t_snippet(spec: PipeSpec, rows: int, cols: int, dld: int) -> str:
     """:data:`_COPY_T` for a ``rows x cols`` region of a float32 operand (the SIMT kernel's A stored (M, K), B
     stored (N, K)) into a K-major stage of row stride ``dld``."""
     bd = spec.block_dim
-    fast = FAST_COPY and bd > 1 and (rows * cols) % bd == 0 and bd % cols == 0
-    return _COPY_T.format(ROWS=rows, COLS=cols, DLD=dld, FAST="true" if fast else "false",
-                          PER=bd // cols if fast else 1, NQ=rows * cols // bd if fast else 0)
+    nw, bpr = bd // 32, cols // 8  # warps; blocks of 4 x 8 elements per 4 rows
+    fast = FAST_COPY and bd % 32 == 0 and rows % 4 == 0 and cols % 8 == 0 and dld % 8 == 4
+    if fast and nw % bpr == 0 and rows % (4 * nw // bpr) == 0:  # warps over the columns, then down the rows
+        f = dict(RW=f"4 * (w / {bpr})", CW=f"8 * (w % {bpr})", Q1=rows // (4 * nw // bpr), RSTEP=4 * nw // bpr,
+                 Q2=1, CSTEP=0)
+    elif fast and bpr % nw == 0:  # warps across the columns, every warp down all rows
+        f = dict(RW="0", CW="8 * w", Q1=rows // 4, RSTEP=4, Q2=bpr // nw, CSTEP=8 * nw)
+    else:
+        fast = False
+        f = dict(RW="0", CW="0", Q1=0, RSTEP=0, Q2=0, CSTEP=0)
+    return _COPY_T.format(ROWS=rows, COLS=cols, DLD=dld, FAST="true" if fast else "false", **f)
 
 
 # Whether the copy snippet takes its interior fast path (see _COPY) where the tile allows; the probes switch it off.
