@@ -225,6 +225,16 @@ def test_tuned_pipe_table_changes_the_planner(cache_dir):
     assert all(isinstance(c, Config) for c in tune.shipped_configs("float16"))
 
 
+def test_tuned_mma_winner_changes_the_planner(cache_dir):
+    """A tuned ``/mma`` winner (the mma.sync kernel) is planned like any pipelined configuration: its warps from the
+    block size, the family's 16-byte row padding, the accumulator in registers; its neighbours keep the default."""
+    _save_pipe({"sm90|float16|NN|pipe": {(4096, 4096, 4096): "pipe/128x256x32/s3/b256/o1/mma"}})
+    spec = _pipe_spec_for("float16", 4096, 4096, 4096)
+    assert (spec.tm, spec.tn, spec.tk, spec.stages, spec.block_dim, spec.mma) == (128, 256, 32, 3, 256, 8)
+    assert (spec.pad_ab, spec.pad_c, spec.simt) == (8, 0, False) and _pipe.unfit(spec) == ""
+    assert _pipe_spec_for("float16", 4000, 4096, 4100) == _pipe.default_spec("float16", M=4000, N=4096, K=4100)
+
+
 def test_tuned_pipe_config_that_does_not_fit_is_ignored(cache_dir):
     """A tuned configuration whose kernel would not fit (shared memory) leaves default_spec's choice."""
     _save_pipe({"sm90|float16|NN|pipe": {(4096, 4096, 4096): "pipe/128x256x64/s2/b256/o1"},  # 234 KB

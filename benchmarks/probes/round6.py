@@ -71,6 +71,7 @@ CASES = {
     "sq_8192": (1, 8192, 8192, 8192, "float16", "N"),
     "tf32_4096": (1, 4096, 4096, 4096, "tf32", "N"),
     "tf32_4095": (1, 4095, 4095, 4095, "tf32", "N"),
+    "tf32_4096_T": (1, 4096, 4096, 4096, "tf32", "T"),  # B stored (N, K): no transposing copy in the mma.sync kernel
     "f64_4096": (1, 4096, 4096, 4096, "float64", "N"),
     "f32_4096": (1, 4096, 4096, 4096, "float32", "N"),
     "f32_4096_T": (1, 4096, 4096, 4096, "float32", "T"),
@@ -325,8 +326,9 @@ SET23 = {"default": (F23, {}),
                          "pipe/128x64x32/s4/b128/o3/mma")}
 # Twenty-fourth run (R6_SET=24): tf32 through the mma.sync kernel (m16n8k8 over stages copied K-contiguous, each
 # fragment register rounded with cvt.rna) against the default (tile_matmul tf32: 97.0 TFLOP/s at 4096^3 in round 9's
-# runner, 4095^3 0.64x cuBLAS). ptxas: 208 registers for 128x128x32 with 4 warps, 136-154 with 8, no spill.
-T24 = ["tf32_4096", "tf32_4095"]
+# runner, 4095^3 0.64x cuBLAS). ptxas: 208-220 registers for 128x128x32 with 4 warps, 136-156 with 8, no spill. NN
+# copies B (stored (K, N)) transposed, 4 bytes at a time; tf32_4096_T (B stored (N, K)) copies both in 16-byte chunks.
+T24 = ["tf32_4096", "tf32_4096_T", "tf32_4095"]
 SET24 = {"default": (T24, {}),
          **pipe_variants(T24, "pipe/128x128x32/s3/b128/o2/mma", "pipe/128x128x32/s3/b256/o1/mma",
                          "pipe/128x256x32/s3/b256/o1/mma", "pipe/128x128x64/s3/b256/o1/mma",
