@@ -3,6 +3,7 @@
 #   bash scripts/gpu_round4.sh bench   # kernel cache filled in parallel, then the runner's small/odd/large
 #                                      # fp16 table, fp32/fp64 batched small, the host loop
 #   bash scripts/gpu_round4.sh suite A|B   # the GPU suite in 32 shards: A = shards 0-15, B = 16-31
+#   SETS="23 24" bash scripts/gpu_round4.sh probe   # probe sets of benchmarks/probes/round6.py (warm, then time)
 #   bash scripts/gpu_round4.sh probe5  # round 5: one-wave tile shapes for odd shapes (small_waves SW_SET=3),
 #                                      # where odd shapes' time goes (diag_plans), staging kernels (staging.py)
 set -uo pipefail
@@ -55,6 +56,14 @@ probe5b)  # grids under half the SMs (small_waves SW_SET=4)
   SW_SET=4 python3 benchmarks/probes/small_waves.py warm -j 15 > "$out/sw4_warm.txt" 2>&1
   SW_SET=4 python3 benchmarks/probes/small_waves.py time --json "$out/sw4.json" > "$out/sw4.txt" 2>&1
   cat "$out/sw4.txt"
+  ;;
+probe)  # probe sets of benchmarks/probes/round6.py, compiled in parallel then timed: SETS="23 24" (round 12: the
+  # mma.sync kernel, 16-bit and tf32), 22 (round 11: SIMT), 21 (round 10: persistent blocks); ~6 min for 23
+  for S in ${SETS:-23 24}; do
+    R6_SET=$S python3 benchmarks/probes/round6.py warm -j 16 > "$out/r${S}w.txt" 2>&1
+    R6_SET=$S python3 benchmarks/probes/round6.py time --json "$out/r${S}p.json" > "$out/r${S}p.txt" 2>&1
+    tail -n 80 "$out/r${S}p.txt"
+  done
   ;;
 suite)
   # B23: B without shard 23 (test_tile_func + test_grad, ~41 cold compiles: over 575 s in round 7)

@@ -319,11 +319,14 @@ SET22 = {"default": (F22, {}),
 # ptxas 13.0 offline (sm_90, NN): 218 registers for 128x128 with 4 warps, 216-224 for 8 warps of 64x64, 176-187 for 8
 # warps of 64x32; none spills (8 warps under (256, 2) spill 44-80 bytes: left out).
 F23 = ["sq_4096", "sq_4096_T", "sq_8192", "bf16_8192", "odd_4095", "sq_1000", "b64_256"]
-SET23 = {"default": (F23, {}),
+SET23 = {"default": (F23 + ["odd_1023"], {}),
          **pipe_variants(F23, "pipe/128x128x32/s3/b128/o2/mma", "pipe/128x128x32/s4/b128/o2/mma",
                          "pipe/128x128x64/s3/b128/o1/mma", "pipe/128x256x32/s3/b256/o1/mma",
                          "pipe/256x128x32/s3/b256/o1/mma", "pipe/128x128x64/s3/b256/o1/mma",
-                         "pipe/128x64x32/s4/b128/o3/mma")}
+                         "pipe/128x64x32/s4/b128/o3/mma"),
+         # smaller tiles for the small grids (64 x 256^3: 0.50x cuBLAS, issue 18 wants 0.8; 1000^3)
+         **pipe_variants(["b64_256", "sq_1000", "odd_1023"], "pipe/64x64x32/s4/b128/o4/mma",
+                         "pipe/64x128x32/s4/b128/o3/mma", "pipe/128x64x64/s3/b128/o2/mma")}
 # Twenty-fourth run (R6_SET=24): tf32 through the mma.sync kernel (m16n8k8 over stages copied K-contiguous, each
 # fragment register rounded with cvt.rna) against the default (tile_matmul tf32: 97.0 TFLOP/s at 4096^3 in round 9's
 # runner, 4095^3 0.64x cuBLAS). ptxas: 208-220 registers for 128x128x32 with 4 warps, 136-156 with 8, no spill. NN
@@ -332,7 +335,10 @@ T24 = ["tf32_4096", "tf32_4096_T", "tf32_4095"]
 SET24 = {"default": (T24, {}),
          **pipe_variants(T24, "pipe/128x128x32/s3/b128/o2/mma", "pipe/128x128x32/s3/b256/o1/mma",
                          "pipe/128x256x32/s3/b256/o1/mma", "pipe/128x128x64/s3/b256/o1/mma",
-                         "pipe/128x64x32/s4/b128/o3/mma")}
+                         "pipe/128x64x32/s4/b128/o3/mma"),
+         # smaller tiles for the small grids (64 x 256^3: 0.50x cuBLAS, issue 18 wants 0.8; 1000^3)
+         **pipe_variants(["b64_256", "sq_1000", "odd_1023"], "pipe/64x64x32/s4/b128/o4/mma",
+                         "pipe/64x128x32/s4/b128/o3/mma", "pipe/128x64x64/s3/b128/o2/mma")}
 # R6_SET -> (variants, cold repeats); unset: the first run's VARIANTS, one repeat.
 SETS = {"13": (SET13, 3), "14": (SET14, 3), "15": (SET15, 3), "16": (SET16, 3), "17": (SET17, 3), "18": (SET18, 2),
         "19": (SET19, 2), "20": (SET20, 2), "21": (SET21, 2), "22": (SET22, 3), "23": (SET23, 2), "24": (SET24, 3),
