@@ -826,16 +826,20 @@ def test_mma_layouts_and_edges(dtype, layout, epilogue, request):
     _assert_close(out, ref, "float32", tf32=dtype == "tf32")
 
 
-@pytest.mark.parametrize("tm,tn,tk,mma,warps", [(128, 128, 64, 8, (2, 4)), (64, 128, 32, 2, (1, 2)),
-                                                (32, 64, 16, 1, (1, 1)), (128, 64, 32, 8, (4, 2))])
-def test_mma_warp_splits(tm, tn, tk, mma, warps, request):
-    """Other warp splits (mma_warps: the squarest warp tiles, ties to the taller), the 16-bit output's cast, and two
-    partial tiles each way: 8 warps of 64x32, 2 of 64x64, one warp of 32x64 (with 16-deep K tiles), 8 of 32x32."""
-    spec = _mma_spec("float16", "NT", "axpby", tm=tm, tn=tn, tk=tk, stages=2, mma=mma)
+@pytest.mark.parametrize("dtype,tm,tn,tk,mma,warps", [
+    ("float16", 128, 128, 64, 8, (2, 4)), ("float16", 64, 128, 32, 2, (1, 2)), ("float16", 32, 64, 16, 1, (1, 1)),
+    ("float16", 128, 64, 32, 8, (4, 2)), ("float16", 128, 128, 32, 4, (2, 2)), ("float16", 128, 256, 32, 8, (2, 4))] +
+    ([("tf32", 128, 128, 32, 8, (2, 4))] if _compat.HAS_TF32 else []), ids=lambda v: str(v))
+def test_mma_warp_splits(dtype, tm, tn, tk, mma, warps, request):
+    """Other warp splits (mma_warps: the squarest warp tiles, ties to the taller), the output's cast to the input
+    dtype, and two partial tiles each way: 8 warps of 64x32, 2 of 64x64, one warp of 32x64 (with 16-deep K tiles), 8
+    of 32x32, and the probes' main candidates: 4 warps of 64x64 (128x128), 8 of 64x64 (128x256), tf32 8 of 64x32."""
+    spec = _mma_spec(dtype, "NT", "axpby", tm=tm, tn=tn, tk=tk, stages=2, mma=mma,
+                     out_dtype="float32" if dtype == "tf32" else dtype)
     assert P.mma_warps(spec) == warps
     M, N, K = tm + 13, tn + 21, 2 * tk + 40
     out, ref = _run(spec, M, N, K, _rng(request), lda=_ld8(K), ldb=_ld8(K))
-    _assert_close(out, ref, "float16")
+    _assert_close(out, ref, "float32" if dtype == "tf32" else dtype, tf32=dtype == "tf32")
 
 
 @pytest.mark.parametrize("K", [0, 5])
