@@ -324,6 +324,12 @@ SET23 = {"default": (F23 + ["odd_1023"], {}),
                          "pipe/128x128x64/s3/b128/o1/mma", "pipe/128x256x32/s3/b256/o1/mma",
                          "pipe/256x128x32/s3/b256/o1/mma", "pipe/128x128x64/s3/b256/o1/mma",
                          "pipe/128x64x32/s4/b128/o3/mma"),
+         # the product alone (pipelined.DIAG_NO_REFILL: no copies after the prologue; results wrong, time only)
+         "nocopy_128x128x32_s3_b128_o2_mma": (["sq_4096", "sq_8192", "tf32_4096"],
+                                             {"pipe": "pipe/128x128x32/s3/b128/o2/mma",
+                                              "pipelined": {"DIAG_NO_REFILL": True}}),
+         "nocopy_128x256x32_s3_b256_o1_mma": (["sq_4096", "sq_8192"], {"pipe": "pipe/128x256x32/s3/b256/o1/mma",
+                                                                       "pipelined": {"DIAG_NO_REFILL": True}}),
          # smaller tiles for the small grids (64 x 256^3: 0.50x cuBLAS, issue 18 wants 0.8; 1000^3)
          **pipe_variants(["b64_256", "sq_1000", "odd_1023"], "pipe/64x64x32/s4/b128/o4/mma",
                          "pipe/64x128x32/s4/b128/o3/mma", "pipe/128x64x64/s3/b128/o2/mma")}
@@ -336,6 +342,12 @@ SET24 = {"default": (T24, {}),
          **pipe_variants(T24, "pipe/128x128x32/s3/b128/o2/mma", "pipe/128x128x32/s3/b256/o1/mma",
                          "pipe/128x256x32/s3/b256/o1/mma", "pipe/128x128x64/s3/b256/o1/mma",
                          "pipe/128x64x32/s4/b128/o3/mma"),
+         # the product alone (pipelined.DIAG_NO_REFILL: no copies after the prologue; results wrong, time only)
+         "nocopy_128x128x32_s3_b128_o2_mma": (["sq_4096", "sq_8192", "tf32_4096"],
+                                             {"pipe": "pipe/128x128x32/s3/b128/o2/mma",
+                                              "pipelined": {"DIAG_NO_REFILL": True}}),
+         "nocopy_128x256x32_s3_b256_o1_mma": (["sq_4096", "sq_8192"], {"pipe": "pipe/128x256x32/s3/b256/o1/mma",
+                                                                       "pipelined": {"DIAG_NO_REFILL": True}}),
          # smaller tiles for the small grids (64 x 256^3: 0.50x cuBLAS, issue 18 wants 0.8; 1000^3)
          **pipe_variants(["b64_256", "sq_1000", "odd_1023"], "pipe/64x64x32/s4/b128/o4/mma",
                          "pipe/64x128x32/s4/b128/o3/mma", "pipe/128x64x64/s3/b128/o2/mma")}

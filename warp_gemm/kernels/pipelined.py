@@ -840,6 +840,9 @@ def _copy_t_snippet(spec: PipeSpec, rows: int, cols: int, dld: int) -> str:
 
 # Whether the copy snippet takes its interior fast path (see _COPY) where the tile allows; the probes switch it off.
 FAST_COPY = True
+# A diagnostic for the probes, never for results: the SIMT / mma.sync K loop skips its refills (only the prologue's
+# S - 1 K tiles are copied; later steps multiply stale stages), which leaves the product alone: its copy-free ceiling.
+DIAG_NO_REFILL = False
 # Whether shared accumulators may be zero-filled by _ZERO_ACC (after tile_empty) instead of tile_zeros
 # (native_acc); the probes switch it off.
 ZERO_ACC_SNIPPET = True
@@ -1020,6 +1023,7 @@ def _build(spec: PipeSpec, zero_acc_snippet: bool):
     copy_stage = _stage_copier(spec, cp_a, cp_b)
     # SIMT and mma.sync kernels: the K step's product and the epilogue are snippets over a register accumulator.
     OWN = spec.simt or spec.mma > 0
+    REFILL = not DIAG_NO_REFILL
     if OWN:
         product = _simt_mma_snippet(spec) if spec.simt else _mma_sync_snippet(spec)
         mma = _native(product, key + "_mma", _stub_mma(IN, SAR, ACP, SBR, BCP, ACC, TM, TN))
@@ -1090,8 +1094,9 @@ def _build(spec: PipeSpec, zero_acc_snippet: bool):
             for k in range(k_tiles):
                 wait_prev(0)
                 kn = k + S - 1
-                if kn < k_tiles:
-                    copy_stage(ba, bb, Ab, Bb, kn % S, kn, m0, n0)
+                if wp.static(REFILL):
+                    if kn < k_tiles:
+                        copy_stage(ba, bb, Ab, Bb, kn % S, kn, m0, n0)
                 commit(0)
                 mma(ba, bb, acc, k % S)
         else:
