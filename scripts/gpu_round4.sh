@@ -58,7 +58,8 @@ probe5b)  # grids under half the SMs (small_waves SW_SET=4)
   cat "$out/sw4.txt"
   ;;
 probe)  # probe sets of benchmarks/probes/round6.py, compiled in parallel then timed: SETS="23 24" (round 12: the
-  # mma.sync kernel, 16-bit and tf32), 22 (round 11: SIMT), 21 (round 10: persistent blocks); ~6 min for 23
+  # mma.sync kernel, 16-bit and tf32), 25 (round 12: wgmma, NT), 22 (round 11: SIMT), 21 (round 10: persistent
+  # blocks); ~6 min for 23
   for S in ${SETS:-23 24}; do
     R6_SET=$S python3 benchmarks/probes/round6.py warm -j 16 > "$out/r${S}w.txt" 2>&1
     R6_SET=$S python3 benchmarks/probes/round6.py time --json "$out/r${S}p.json" > "$out/r${S}p.txt" 2>&1

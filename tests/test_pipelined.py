@@ -1020,13 +1020,16 @@ def test_mma_forced_on_cuda(dtype, layout, cfg, epilogue, planned, request):
     ("float16", False, dict(mma=4, block_dim=128, tm=64, tn=64, tk=32, pad_ab=8)),
     ("float32", True, dict(mma=4, block_dim=128, tm=64, tn=64, tk=32, pad_ab=4)),
     ("float32", False, dict(simt=True, block_dim=64, tm=64, tn=64, tk=16, pad_ab=4)),
-    ("float16", False, dict(block_dim=64, tm=32, tn=32, tk=32, pad_ab=8, pad_c=8))], ids=lambda v: str(v))
-@pytest.mark.parametrize("layout", ["NN", "TT"])
+    ("float16", False, dict(block_dim=64, tm=32, tn=32, tk=32, pad_ab=8, pad_c=8)),
+    ("float16", False, dict(wgmma=True, block_dim=256, tm=128, tn=64, tk=64, pad_ab=0))], ids=lambda v: str(v))
+@pytest.mark.parametrize("layout", ["NN", "TT", "NT"])
 def test_cuda_thread_paths_on_cpu_fibers(dtype, tf32, over, layout, request):
     """With ``wp.config.enable_cpu_blocks`` each block runs its CUDA block size of fibers: the snippets then take the
     paths CUDA threads take -- one thread's share of the mma.sync / SIMT outputs, and the copies' interior fast paths
     (_COPY_FAST's chunks, _COPY_T's 4 x 8 blocks per warp), which a block of one thread never reaches -- against
     float64. 152x136x200 on 64x64 (32x32) tiles: interior tiles and M, N, K edges."""
+    if bool(over.get("wgmma")) != (layout == "NT"):
+        pytest.skip("the wgmma kernel is for layout NT only; NT is run for it alone")
     spec = P.default_spec(dtype, "float32", tf32=tf32, layout=layout, epilogue="axpby", device_is_cpu=True, stages=3,
                           **{"pad_c": 0, **over})
     old = wp.config.enable_cpu_blocks
@@ -1036,3 +1039,146 @@ def test_cuda_thread_paths_on_cpu_fibers(dtype, tf32, over, layout, request):
     finally:
         wp.config.enable_cpu_blocks = old
     _assert_close(out, ref, "float32", tf32=tf32)
+
+
+# --- 16-bit NT on sm_90a warpgroup MMAs (spec.wgmma) -----------------------------------------------------------------
+def _wgmma_spec(dtype="float16", epilogue="axpby", tm=64, tn=64, tk=32, stages=3, **over):
+    return _spec(dtype, layout="NT", epilogue=epilogue, tm=tm, tn=tn, tk=tk, stages=stages, pad_ab=0, pad_c=0,
+                 wgmma=True, **over)
+
+
+@pytest.mark.parametrize("epilogue", ["scale", "axpby"])
+@pytest.mark.parametrize("dtype,tm,tn,tk,stages", [
+    ("float16", 64, 64, 32, 3), ("float16", 128, 128, 64, 2), ("float16", 64, 256, 16, 4)] +
+    ([("bfloat16", 128, 256, 32, 3)] if _compat.HAS_BF16 else []), ids=lambda v: str(v))
+def test_wgmma_tiles_and_edges(dtype, tm, tn, tk, stages, epilogue, request):
+    """The wgmma kernel (K-major core-matrix stages, shared-memory descriptors, warpgroup sums in wgmma's D order) on
+    the CPU twin: each sum reads A and B through the fields decoded from the kernel's own descriptors and the
+    core-matrix layout, so the copies' placement, the descriptors (start per warpgroup and k step, LBO, SBO) and the
+    store order are checked against float64. M, N and K edges, three batch entries with A broadcast, D a column
+    view whose other columns stay."""
+    M, N, K = tm + 30, tn + 13, 2 * tk + 24
+    out, ref = _run(_wgmma_spec(dtype, epilogue, tm, tn, tk, stages, out_dtype="float32"), M, N, K, _rng(request),
+                    batch=3, a_nb=1, b_nb=3, c_nb=3, lda=_ld8(K), ldb=_ld8(K), ldd=N + 3)
+    _assert_close(out, ref, "float32")
+
+
+@pytest.mark.parametrize("K", [0, 5])
+def test_wgmma_short_k_and_output_cast(K, request):
+    """K == 0 (alpha * 0 + beta * C) and K under one K tile, with a float16 output."""
+    out, ref = _run(_wgmma_spec(), 40, 70, K, _rng(request), lda=_ld8(K) if K else None,
+                    ldb=_ld8(K) if K else None, chunk_check=K > 0)
+    _assert_close(out, ref, "float16")
+
+
+@pytest.mark.parametrize("over,match", [
+    (dict(layout_a="T"), "layout NT"),
+    (dict(layout_b="N"), "layout NT"),
+    (dict(in_dtype="float32", out_dtype="float32"), "float16 and bfloat16"),
+    (dict(mma=4), "give one"),
+    (dict(tm=96), "multiple of 64"),
+    (dict(tn=272), "up to 256"),
+    (dict(block_dim=256), "block_dim 128"),
+    (dict(pad_ab=8), "pad_ab 0"),
+    (dict(pad_c=8), "pad_c 0"),
+    (dict(bias=True), "bias")])
+def test_wgmma_refusals_name_the_reason(over, match):
+    """Specs the wgmma kernel cannot run are refused before any compile, with the reason."""
+    import dataclasses
+
+    spec = dataclasses.replace(_wgmma_spec(), **over)
+    with pytest.raises(ValueError, match=match):
+        P.get_kernel(spec)
+    assert P.unfit(spec)
+
+
+def test_wgmma_config_and_plan(monkeypatch):
+    """``/wgmma`` is a bare flag; the planner (a CUDA-like device, nothing launched) keeps the configuration's block
+    size, no padding and a register accumulator, for fp16 4096^3 with B stored (N, K)."""
+    import dataclasses
+
+    from test_gemv import _CudaLike
+
+    from warp_gemm.config.configs import PipeConfig
+    from warp_gemm.core import operands
+    from warp_gemm.core.lru import LRU
+    from warp_gemm.core.options import Options
+    from warp_gemm.core.plan import make_plan
+    from warp_gemm.core.problem import validate
+
+    pc = PipeConfig.parse("pipe/128x256x64/wgmma/s3/b256/o1")
+    assert pc.wgmma and str(pc) == "pipe/128x256x64/s3/b256/o1/wgmma" and PipeConfig.parse(str(pc)) == pc
+    with pytest.raises(ValueError, match="give one"):
+        PipeConfig.parse("pipe/128x128x64/wgmma/mma")
+    if _compat.WIDEN_16BIT_INPUTS:
+        return
+    monkeypatch.setattr(operands, "_VIEWS", LRU(64))
+    a, b = np.zeros((4096, 4096), np.float16), np.zeros((4096, 4096), np.float16)
+    p = validate(a, b, None, 1.0, 0.0, False, True, None, "gemm")
+    fake = _CudaLike()
+    p = dataclasses.replace(p, A=dataclasses.replace(p.A, device=fake), B=dataclasses.replace(p.B, device=fake),
+                            D=dataclasses.replace(p.D, device=fake))
+    spec = make_plan(p, 1.0, 0.0, False, None, Options(family="pipelined", pipe_config=pc)).family_spec
+    assert spec.wgmma and (spec.block_dim, spec.pad_ab, spec.pad_c, spec.layout_b) == (256, 0, 0, "T"), spec
+    assert P.unfit(spec) == ""
+
+
+@pytest.mark.skipif(not (_compat.HAS_COMPILE_AOT and _compat.HAS_CUDA_ARCH_SUFFIX),
+                    reason="sm_90a offline builds need wp.compile_aot_module and wp.config.cuda_arch_suffix")
+def test_wgmma_cuda_build_offline(tmp_path):
+    """The wgmma kernel (128x128x64, 2 warpgroups, 3 stages) compiles for sm_90a offline; its PTX keeps the
+    accumulator in registers (no local memory, no calls), issues 4 wgmma m64n128k16 per K tile between one fence and
+    one commit / wait, and fences the copies for the async proxy."""
+    import inspect
+    import re
+
+    spec = P.default_spec("float16", "float32", layout="NT", epilogue="axpby", tm=128, tn=128, tk=64, stages=3,
+                          block_dim=256, min_blocks=1, pad_ab=0, pad_c=0, wgmma=True)
+    old = wp.config.cuda_arch_suffix
+    wp.config.cuda_arch_suffix = "a"
+    try:
+        _build_offline(spec, tmp_path / "cubin")
+        if "use_ptx" not in inspect.signature(wp.compile_aot_module).parameters:
+            return
+        wp.compile_aot_module(P.get_kernel(spec).module, arch=[90], module_dir=str(tmp_path / "ptx"), use_ptx=True)
+    finally:
+        wp.config.cuda_arch_suffix = old
+    ptx = "".join(p.read_text() for p in (tmp_path / "ptx").rglob("*.ptx"))
+    assert ".target sm_90a" in ptx and ".local" not in ptx and not re.search(r"\bcall", ptx)
+    assert len(re.findall(r"wgmma\.mma_async\.sync\.aligned\.m64n128k16\.f32\.f16\.f16", ptx)) == 4
+    assert len(re.findall(r"wgmma\.fence\.sync\.aligned", ptx)) == 1
+    assert len(re.findall(r"wgmma\.commit_group\.sync\.aligned", ptx)) == 1
+    assert len(re.findall(r"wgmma\.wait_group\.sync\.aligned 0", ptx)) == 1
+    assert "fence.proxy.async.shared::cta" in ptx
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype,cfg", [("float16", "pipe/128x128x64/s3/b256/o1/wgmma"),
+                                       ("bfloat16", "pipe/128x256x32/s3/b256/o1/wgmma"),
+                                       ("float16", "pipe/64x128x64/s4/b128/o2/wgmma")], ids=lambda v: str(v))
+@pytest.mark.parametrize("epilogue", ["scale", "axpby"])
+def test_wgmma_forced_on_cuda(dtype, cfg, epilogue, planned, request):
+    """The wgmma kernel forced through the API on an sm_90 GPU, B stored (N, K): two batch entries of 1000x1000 (M
+    and N edges), K 520 (a partial K tile), alpha and beta * C, the input dtype as output."""
+    from conftest import make, nan_like, to_f64
+
+    import warp_gemm
+
+    if wp.get_device("cuda").arch != 90:
+        pytest.skip("wgmma needs an sm_90 GPU")
+    rng = _rng(request)
+    Bn, M, N, K = 2, 1000, 1000, 520
+    a, b = random_operands(M, N, K, dtype, rng, batch=Bn)
+    c = round_to(rng.standard_normal((Bn, M, N)), dtype) if epilogue == "axpby" else None
+    out = nan_like("warp", (Bn, M, N), dtype, "cuda")
+    bt = make(np.ascontiguousarray(np.swapaxes(b, 1, 2)), dtype, "warp", "cuda").transpose((0, 2, 1))
+    with warp_gemm.options(family="pipelined", pipe_config=cfg):
+        if c is None:
+            warp_gemm.gemm(make(a, dtype, "warp", "cuda"), bt, alpha=1.25, out=out)
+        else:
+            warp_gemm.gemm(make(a, dtype, "warp", "cuda"), bt, make(c, dtype, "warp", "cuda"), alpha=1.25, beta=-0.5,
+                           out=out)
+    spec = planned[-1].family_spec
+    assert planned[-1].family == "pipelined" and spec.wgmma and spec.layout_a + spec.layout_b == "NT", spec
+    ref = 1.25 * np.matmul(a, b) + (0.0 if c is None else -0.5 * c)
+    _assert_close(to_f64(out), ref, dtype)

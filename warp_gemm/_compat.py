@@ -90,6 +90,8 @@ HAS_RECORD_CMD: bool = "record_cmd" in inspect.signature(wp.launch).parameters
 HAS_LAUNCH_BOUNDS: bool = "launch_bounds" in _kernel_params
 #: 1.18+: CPU tile kernels may use several threads per block.
 HAS_CPU_BLOCKS: bool = hasattr(wp.config, "enable_cpu_blocks")
+# sm_90a compiles (wgmma) through wp.config.cuda_arch_suffix = "a" (warp-lang 1.19 has it)
+HAS_CUDA_ARCH_SUFFIX: bool = hasattr(wp.config, "cuda_arch_suffix")
 #: 1.12 and 1.19 (not 1.7): a user ``@wp.func`` may take tile parameters, annotated ``wp.tile(...)``
 #: (1.12+ passes them by reference). 1.7 has no tile annotation and no type code for a tile argument,
 #: so a function that takes a tile cannot be declared (or instantiated, with ``Any``) there.

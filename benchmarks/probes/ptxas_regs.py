@@ -10,6 +10,7 @@ not identical). Warp's PTX may declare a newer ``.version`` than the local ptxas
     python benchmarks/probes/ptxas_regs.py float16 NN pipe/128x128x128/s2/b128/o1 pipe/128x128x128/s2/b256/o1
     python benchmarks/probes/ptxas_regs.py float32 NT pipe/128x128x16/s3/b256/o2/simt
     python benchmarks/probes/ptxas_regs.py float16 NN default      # the planner's spec for 4096^3
+    python benchmarks/probes/ptxas_regs.py float16 NT pipe/128x128x64/s3/b256/o1/wgmma   # sm_90a
 
 Found with it (ptxas 13.0, round 11): the fp16 default 128x128x128 with 128 threads uses 255 registers and
 spills ~140 bytes per thread around tile_matmul (256 threads: 148, no spill); MathDx's fp16 GEMM reads its
@@ -31,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-OPS = ("HMMA", "DMMA", "FFMA", "LDS", "LDSM", "PRMT", "LDGSTS", "STL", "LDL", "BAR")
+OPS = ("HMMA", "HGMMA", "DMMA", "FFMA", "LDS", "LDSM", "PRMT", "LDGSTS", "STL", "LDL", "BAR")
 
 
 def _cuobjdump() -> str | None:
@@ -66,11 +67,20 @@ def measure(spec, ptx_version: str, workdir: Path) -> dict:
     k = pipelined.get_kernel(spec)
     k.module.options["block_dim"] = spec.block_dim
     out = workdir / spec.key
-    wp.compile_aot_module(k.module, arch=[90], module_dir=str(out), use_ptx=True)
+    sm90a = getattr(spec, "wgmma", False)  # wgmma: sm_90a (Warp's cuda_arch_suffix "a", ptxas -arch=sm_90a)
+    old = getattr(wp.config, "cuda_arch_suffix", None)
+    if sm90a:
+        wp.config.cuda_arch_suffix = "a"
+    try:
+        wp.compile_aot_module(k.module, arch=[90], module_dir=str(out), use_ptx=True)
+    finally:
+        if sm90a:
+            wp.config.cuda_arch_suffix = old
     ptx = next(out.glob("*.ptx")).read_bytes().replace(b"\0", b"")
     ptx = re.sub(rb"^\.version \d+\.\d+", b".version " + ptx_version.encode(), ptx, count=1, flags=re.M)
     (out / "k.ptx").write_bytes(ptx)
-    r = subprocess.run(["ptxas", "-arch=sm_90", "-v", str(out / "k.ptx"), "-o", str(out / "k.cubin")],
+    r = subprocess.run(["ptxas", "-arch=sm_90a" if sm90a else "-arch=sm_90", "-v", str(out / "k.ptx"), "-o",
+                        str(out / "k.cubin")],
                        capture_output=True, text=True)
     row = {"key": spec.key}
     m = re.search(r"Used (\d+) registers", r.stderr)

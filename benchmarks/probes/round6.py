@@ -72,6 +72,8 @@ CASES = {
     "tf32_4096": (1, 4096, 4096, 4096, "tf32", "N"),
     "tf32_4095": (1, 4095, 4095, 4095, "tf32", "N"),
     "tf32_4096_T": (1, 4096, 4096, 4096, "tf32", "T"),  # B stored (N, K): no transposing copy in the mma.sync kernel
+    "sq_8192_T": (1, 8192, 8192, 8192, "float16", "T"),
+    "bf16_8192_T": (1, 8192, 8192, 8192, "bfloat16", "T"),
     "f64_4096": (1, 4096, 4096, 4096, "float64", "N"),
     "f32_4096": (1, 4096, 4096, 4096, "float32", "N"),
     "f32_4096_T": (1, 4096, 4096, 4096, "float32", "T"),
@@ -351,9 +353,21 @@ SET24 = {"default": (T24, {}),
          # smaller tiles for the small grids (64 x 256^3: 0.50x cuBLAS, issue 18 wants 0.8; 1000^3)
          **pipe_variants(["b64_256", "sq_1000", "odd_1023"], "pipe/64x64x32/s4/b128/o4/mma",
                          "pipe/64x128x32/s4/b128/o3/mma", "pipe/128x64x64/s3/b128/o2/mma")}
+# Twenty-fifth run (R6_SET=25): 16-bit NT (B stored (N, K), as torch's linear weights) through the wgmma kernel
+# (pipelined.PipeSpec.wgmma: sm_90a warpgroup MMAs from unpadded K-major core-matrix stages, one warpgroup per 64
+# rows) against the default and the mma.sync kernel. Never run on a GPU before this probe: if its first row is an
+# error or its err column is large, the GPU tests test_wgmma_forced_on_cuda say more. ptxas (sm_90a): 126-128
+# registers for 128-column tiles, 184-198 for 256, no spill.
+T25 = ["sq_4096_T", "sq_8192_T", "bf16_8192_T", "odd_4097_T"]
+SET25 = {"default": (T25, {}),
+         **pipe_variants(T25, "pipe/128x128x64/s3/b256/o1/wgmma", "pipe/128x256x64/s3/b256/o1/wgmma",
+                         "pipe/128x256x32/s4/b256/o1/wgmma", "pipe/256x128x64/s3/b512/o1/wgmma",
+                         "pipe/64x128x64/s4/b128/o2/wgmma", "pipe/128x128x32/s4/b256/o2/wgmma",
+                         "pipe/128x128x32/s3/b128/o2/mma")}
 # R6_SET -> (variants, cold repeats); unset: the first run's VARIANTS, one repeat.
 SETS = {"13": (SET13, 3), "14": (SET14, 3), "15": (SET15, 3), "16": (SET16, 3), "17": (SET17, 3), "18": (SET18, 2),
         "19": (SET19, 2), "20": (SET20, 2), "21": (SET21, 2), "22": (SET22, 3), "23": (SET23, 2), "24": (SET24, 3),
+        "25": (SET25, 2),
         "2": (SET2, 3), "3": (SET3, 3), "4": (SET4, 2), "5": (SET5, 2), "6": (SET6, 2), "7": (SET7, 2),
         "8": (SET8, 2), "9": (SET9, 3), "10": (SET10, 3), "11": (SET11, 3), "12": (SET12, 3)}
 VARIANTS, REPS = SETS.get(os.environ.get("R6_SET", ""), (VARIANTS, 1))

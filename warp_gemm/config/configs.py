@@ -162,11 +162,12 @@ class PipeConfig:
     looping over output tiles; 0: one tile per block), ``simt`` (exact float32 only: the K steps' product
     in CUDA-core FMAs of 8x8 outputs per thread instead of ``tile_matmul``, so ``block_dim`` is ``tm * tn /
     64``; the A/B rows then take the fp32 padding of 4 elements and the accumulator lives in registers) and
-    ``mma`` (float16/bfloat16 only: the product in ``mma.sync`` tensor-core instructions of ``block_dim / 32``
-    warps instead of ``tile_matmul``; the accumulator lives in registers). The shared-tile paddings and the copy
-    chunk stay the family's per-dtype defaults (``pipelined.default_spec``). Written
-    ``pipe/128x128x128/s2/b256/o1`` (``/p1`` appended where persistent, ``/simt`` where SIMT, ``/mma`` where
-    mma.sync)."""
+    ``mma`` (float16/bfloat16/tf32: the product in ``mma.sync`` tensor-core instructions of ``block_dim / 32``
+    warps instead of ``tile_matmul``; the accumulator lives in registers) and ``wgmma`` (float16/bfloat16, layout
+    NT, sm_90 only: Hopper warpgroup MMAs from unpadded core-matrix stages, one warpgroup per 64 rows, so
+    ``block_dim`` is ``2 * tm``). The shared-tile paddings and the copy chunk stay the family's per-dtype defaults
+    (``pipelined.default_spec``). Written ``pipe/128x128x128/s2/b256/o1`` (``/p1`` appended where persistent,
+    ``/simt``, ``/mma`` or ``/wgmma`` where those products)."""
 
     tm: int
     tn: int
@@ -177,6 +178,7 @@ class PipeConfig:
     persistent: int = 0
     simt: bool = False
     mma: bool = False
+    wgmma: bool = False
 
     def __post_init__(self):
         for name in ("tm", "tn", "tk", "stages", "block_dim", "min_blocks", "persistent"):
@@ -197,12 +199,13 @@ class PipeConfig:
             raise ValueError(f"PipeConfig: persistent (p) must be 0-8 blocks per SM, got {self.persistent}")
         if not isinstance(self.simt, bool):
             raise ValueError(f"PipeConfig: simt must be True or False, got {self.simt!r}")
-        if not isinstance(self.mma, bool):
-            raise ValueError(f"PipeConfig: mma must be True or False, got {self.mma!r}")
-        if self.simt and self.mma:
-            raise ValueError("PipeConfig: simt and mma are two different products: give one")
-        if (self.simt or self.mma) and self.persistent:
-            what = "simt" if self.simt else "mma"
+        for name in ("mma", "wgmma"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"PipeConfig: {name} must be True or False, got {getattr(self, name)!r}")
+        if self.simt + self.mma + self.wgmma > 1:
+            raise ValueError("PipeConfig: simt, mma and wgmma are different products: give one")
+        if (self.simt or self.mma or self.wgmma) and self.persistent:
+            what = "simt" if self.simt else "mma" if self.mma else "wgmma"
             raise ValueError(f"PipeConfig: {what} kernels keep their accumulator in registers: no persistent blocks "
                              "(p)")
         if self.min_blocks * self.block_dim > 2048:
@@ -213,13 +216,14 @@ class PipeConfig:
         per = f"/p{self.persistent}" if self.persistent else ""
         per += "/simt" if self.simt else ""
         per += "/mma" if self.mma else ""
+        per += "/wgmma" if self.wgmma else ""
         return f"pipe/{self.tm}x{self.tn}x{self.tk}/s{self.stages}/b{self.block_dim}/o{self.min_blocks}{per}"
 
     @classmethod
     def parse(cls, text: str) -> PipeConfig:
         """Inverse of ``str``: ``pipe/128x128x128/s2/b256/o1``; the fields after the tile shape may come
-        in any order or be left out (defaults s2, b256, o0, p0; ``simt`` and ``mma`` bare flags). Errors name the bad
-        field."""
+        in any order or be left out (defaults s2, b256, o0, p0; ``simt``, ``mma``, ``wgmma`` bare flags). Errors
+        name the bad field."""
         if not isinstance(text, str):
             raise ValueError(f"bad pipelined configuration {text!r}: not a string")
         parts = text.strip().split("/")
@@ -235,7 +239,7 @@ class PipeConfig:
         names = {"s": "stages", "b": "block_dim", "o": "min_blocks", "p": "persistent"}
         vals = {"stages": 2, "block_dim": 256, "min_blocks": 0, "persistent": 0}
         seen = set()
-        flags = {"simt": False, "mma": False}
+        flags = {"simt": False, "mma": False, "wgmma": False}
         for part in parts[2:]:
             if part in flags:
                 if flags[part]:
@@ -244,7 +248,7 @@ class PipeConfig:
                 continue
             if not part or part[0] not in names:
                 raise ValueError(f"bad pipelined configuration {text!r}: unknown field {part!r} (s, b, o, p, simt, "
-                                 "mma)")
+                                 "mma, wgmma)")
             name = names[part[0]]
             if name in seen:
                 raise ValueError(f"bad pipelined configuration {text!r}: {name} ({part[0]}) given twice")
@@ -266,7 +270,7 @@ class PipeConfig:
         """The ``kernels.pipelined.PipeSpec`` fields this configuration sets."""
         return {"tm": self.tm, "tn": self.tn, "tk": self.tk, "stages": self.stages, "block_dim": self.block_dim,
                 "min_blocks": self.min_blocks, "persistent": self.persistent, "simt": self.simt,
-                "mma": self.block_dim // 32 if self.mma else 0}
+                "mma": self.block_dim // 32 if self.mma else 0, "wgmma": self.wgmma}
 
 
 def _pc(text: str) -> PipeConfig:

@@ -336,6 +336,8 @@ def _with_pipe_config(spec, cfg: PipeConfig, device_is_cpu: bool):
         from warp_gemm.kernels import pipelined
 
         fields.update(pad_ab=pipelined.PAD_AB.get(spec.in_dtype, 0), pad_c=0)
+    if cfg.wgmma:  # unpadded core-matrix stages, the accumulator in registers
+        fields.update(pad_ab=0, pad_c=0)
     if device_is_cpu:  # one thread per block on the CPU (default_spec's CPU spec); no launch bound
         fields.update(block_dim=spec.block_dim, min_blocks=0)
         if cfg.persistent and not spec.pad_c:  # persistent blocks re-zero a shared accumulator: give it one

@@ -46,6 +46,11 @@ not yet timed): the same stages, each K step's product the :data:`_MMA_SYNC` sni
 mma.sync.m16n8k16 -- tf32: m16n8k8 over stages copied K-contiguous --, float32 sums in the register tile's storage,
 one barrier per K step); the epilogue is :data:`_OWN_STORE`.
 
+float16 and bfloat16 with A stored (M, K) and B stored (N, K) on Hopper's warpgroup MMAs (``spec.wgmma``; sm_90
+only, compiled for sm_90a; not a default: built and tested on the CPU twin and offline, never run): unpadded
+K-major core-matrix stages filled by the same copies, :data:`_WGMMA` (wgmma.mma_async from shared-memory
+descriptors, float32 sums in registers) and :data:`_OWN_STORE`.
+
 Shared memory per block (bytes): ``stages*(TM*(TK+pa) + TK*(TN+pa))*item + TM*(TN+pc)*acc_item``
 (layout T swaps the tile's two extents); :func:`smem_bytes`. 227 KB is the H100 per-block limit.
 
@@ -111,6 +116,7 @@ class PipeSpec:
     persistent: int = 0  # > 0: a grid of persistent * SMs blocks, each looping over output tiles (see _build)
     simt: bool = False  # exact float32 through the _SIMT_MMA snippet (CUDA-core FMAs) instead of tile_matmul
     mma: int = 0  # > 0: 16-bit inputs through the _MMA_SYNC snippet (mma.sync tensor cores) in this many warps
+    wgmma: bool = False  # 16-bit NT through the _WGMMA snippet (sm_90a warpgroup MMAs on core-matrix stages)
 
     @property
     def acc_dtype(self) -> str:
@@ -126,6 +132,7 @@ class PipeSpec:
         act += f"_per{self.persistent}" if self.persistent else ""
         act += "_simt" if self.simt else ""
         act += f"_mma{self.mma}" if self.mma else ""
+        act += "_wgmma" if self.wgmma else ""
         return (f"wg_pipe_{self.in_dtype}_{self.out_dtype}_{self.layout_a}{self.layout_b}_"
                 f"{self.tm}x{self.tn}x{self.tk}_s{self.stages}_b{self.block_dim}{occ}_c{self.chunk}_"
                 f"p{self.pad_ab}-{self.pad_c}_{self.epilogue}{tf}{bias}{act}")
@@ -327,7 +334,7 @@ _COPY = r"""
         int valid = nc - gc;
         valid = gr >= nr ? 0 : (valid < 0 ? 0 : (valid > {E} ? {E} : valid));
         const char* g = valid ? base + (size_t)gr * ld + (size_t)gc * {ITEM} : base;
-        char* s = sbase + ((size_t)r * {DLD} + cc) * {ITEM};
+        char* s = sbase + {DST};
 #if defined(__CUDA_ARCH__) && {ASYNC}
         const unsigned sa = (unsigned)__cvta_generic_to_shared(s);
         asm volatile("cp.async.{CG}.shared.global [%0], [%1], {CH}, %2;\n" :: "r"(sa), "l"(g), "r"(valid * {ITEM}));
@@ -349,15 +356,15 @@ _COPY_FAST = r"""
         const int cc = (t - r * {CPR}) * {E};
         const char* g = base + (size_t)(r0 + r) * ld + (size_t)(c0 + cc) * {ITEM};
 #if defined(__CUDA_ARCH__)
-        const unsigned sa = (unsigned)__cvta_generic_to_shared(sbase + ((size_t)r * {DLD} + cc) * {ITEM});
+        const unsigned sa = (unsigned)__cvta_generic_to_shared(sbase + {DST});
 #pragma unroll
         for (int q = 0; q < {NQ}; ++q)
-            asm volatile("cp.async.{CG}.shared.global [%0], [%1], {CH};\n" :: "r"(sa + q * ({PER} * {DLD} * {ITEM})),
+            asm volatile("cp.async.{CG}.shared.global [%0], [%1], {CH};\n" :: "r"(sa + q * ({QOFF})),
                          "l"(g + (size_t)q * {PER} * ld));
 #else
-        char* s = sbase + ((size_t)r * {DLD} + cc) * {ITEM};
+        char* s = sbase + {DST};
         for (int q = 0; q < {NQ}; ++q)
-            memcpy(s + (size_t)q * {PER} * {DLD} * {ITEM}, g + (size_t)q * {PER} * ld, {CH});
+            memcpy(s + (size_t)q * ({QOFF}), g + (size_t)q * {PER} * ld, {CH});
 #endif
         return;
     }}
@@ -737,6 +744,120 @@ def _mma_sync_snippet(spec: PipeSpec) -> str:
     return _MMA_SYNC.format(**_mma_fields(spec))
 
 
+# --- 16-bit NT on sm_90a warpgroup MMAs (spec.wgmma; built and tested on the CPU twin and offline, never run) --------
+# mma.sync issues one 16x8x16 product per warp instruction; Hopper's wgmma.mma_async multiplies 64 x N x 16 per
+# warpgroup (4 warps) straight from shared memory, and is what cuBLAS's 690-760 TFLOP/s runs on. Warp 1.19 compiles
+# for sm_90a when wp.config.cuda_arch_suffix is "a" (the factory sets it while it loads such a module:
+# _load_arch_specific). The stages hold A (TM x TK) and B (TN x TK), both K-major (layouts N and T), as wgmma's
+# core matrices without swizzle (_core_offset: 8 rows x 16 bytes contiguous; along K 128 bytes apart (the
+# descriptor's LBO), along M/N TK / 8 core matrices apart (SBO)), written there by the same 16-byte cp.async copies.
+# Warpgroup g computes rows 64 g .. 64 g + 63 of the tile over all TN columns; each thread holds TN / 2 float32 sums
+# in the register tile's storage, in the order of wgmma's D fragment (_OWN_STORE). Per K step: the copies' wait,
+# fence.proxy.async (the copies are generic-proxy writes, wgmma reads through the async proxy), the block barrier,
+# then TK / 16 wgmma with one commit and a wait for all of them before the next barrier may let a stage be refilled.
+_WGMMA_GEOMETRY = r"""
+        const int v = WP_TILE_THREAD_IDX * ({VT} / WP_TILE_BLOCK_DIM) + q;  // the thread of the {VT} the tile needs
+        const int l = v % 32;
+        const int wr = 64 * (v / 128) + 16 * ((v % 128) / 32);  // the first of the 16 rows of this thread's warp
+"""
+
+_WGMMA = r"""
+    // acc += A x B over stage s of the shared buffers ba (A's {TM} x {TK} stage) and bb (B's {TN} x {TK}), both
+    // K-major core matrices (LBO 128 bytes along K, SBO {SBO} bytes along M / N). Warpgroup v / 128 multiplies its
+    // 64 rows by all {TN} columns, {KS} wgmma.mma_async m64n{TN}k16 ({T}, float32 sums) per stage; thread v's
+    // {PER} sums are acc.data[4 i + c]: row wr + l / 4 + 8 (c / 2), column 8 i + 2 (l % 4) + c % 2. The shared matrix
+    // descriptor: bits 0-13 start address / 16, 16-29 LBO / 16, 32-45 SBO / 16, swizzle bits 62-63 zero.
+    auto desc = [](unsigned long long addr) -> unsigned long long {{
+        return ((addr & 0x3FFFFull) >> 4) | ((unsigned long long)(128 >> 4) << 16) |
+               ((unsigned long long)({SBO} >> 4) << 32);
+    }};
+#if defined(__CUDA_ARCH__)
+    const int q = 0;
+{GEOM}    float* d = acc.data;
+    const unsigned long long sa = (unsigned long long)__cvta_generic_to_shared(ba.data.ptr) +
+                                  (unsigned long long)s * {SA} + (unsigned long long)(64 * (v / 128) / 8) * {SBO};
+    const unsigned long long sb = (unsigned long long)__cvta_generic_to_shared(bb.data.ptr) +
+                                  (unsigned long long)s * {SB};
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+    for (int kk = 0; kk < {KS}; ++kk) {{
+        const unsigned long long da = desc(sa + 256 * kk);
+        const unsigned long long db = desc(sb + 256 * kk);
+        // scale-d p = 1: D = A B + D; scale-a, scale-b 1; no transposes (both K-major)
+        asm volatile("{{\n.reg .pred p;\nsetp.ne.b32 p, %{NS}, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n{TN}k16.f32.{T}.{T} "
+                     "{{{DREGS}}}, %{NA}, %{NB}, p, 1, 1, 0, 0;\n}}\n"
+                     : {DOUTS}
+                     : "l"(da), "l"(db), "r"(1));
+    }}
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+    // the sums are written by the asynchronous wgmma: no access to them may move above its wait
+#pragma unroll
+    for (int i = 0; i < {PER}; ++i)
+        asm volatile("" : "+f"(d[i])::"memory");
+#else
+    // The CPU runs the tile's threads one after another; each sum reads A and B through the descriptors' fields
+    // (decoded from the same desc()) and the core-matrix layout, so the copies' placement and the descriptors are
+    // checked against each other.
+    const char* As = (const char*)ba.data.ptr + (size_t)s * {SA};
+    const char* Bs = (const char*)bb.data.ptr + (size_t)s * {SB};
+    auto at = [](const char* base, unsigned long long dsc, int r, int k) -> float {{
+        const size_t start = (size_t)(dsc & 0x3FFFull) << 4;
+        const size_t lbo = (size_t)((dsc >> 16) & 0x3FFFull) << 4;
+        const size_t sbo = (size_t)((dsc >> 32) & 0x3FFFull) << 4;
+        return (float)*(const {IT}*)(base + start + (size_t)(r / 8) * sbo + (size_t)(k / 8) * lbo +
+                                      (size_t)(r % 8) * 16 + (size_t)(k % 8) * 2);
+    }};
+    for (int q = 0; q < {VT} / WP_TILE_BLOCK_DIM; ++q) {{
+{GEOM}        float* d = acc.data + q * {PER};
+        for (int kk = 0; kk < {KS}; ++kk) {{
+            const unsigned long long da = desc((unsigned long long)(64 * (v / 128) / 8) * {SBO} + 256 * kk);
+            const unsigned long long db = desc((unsigned long long)(256 * kk));
+            for (int o = 0; o < {PER}; ++o) {{
+                const int row = wr % 64 + l / 4 + 8 * ((o % 4) / 2);  // in the warpgroup's 64 rows
+                const int col = 8 * (o / 4) + 2 * (l % 4) + o % 2;
+                float x = 0.0f;
+                for (int k = 0; k < 16; ++k)
+                    x += at(As, da, row, k) * at(Bs, db, col, k);
+                d[o] += x;
+            }}
+        }}
+    }}
+#endif
+"""
+_WAIT_PROXY = r"""
+    // Wait until at most {N} cp.async groups of this thread are pending, make its copies visible to the async
+    // proxy (wgmma reads shared memory through it), then to the block. CPU: only the block barrier.
+#if defined(__CUDA_ARCH__)
+    asm volatile("cp.async.wait_group {N};\n" ::);
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+    WP_TILE_SYNC();
+"""
+
+
+def wgmma_threads(spec: PipeSpec) -> int:
+    """Threads of the wgmma kernel: one warpgroup (128) per 64 rows of the tile; the CUDA block size."""
+    return 128 * (spec.tm // 64)
+
+
+def _wgmma_fields(spec: PipeSpec) -> dict:
+    it = ITEM_BYTES[spec.in_dtype]
+    n_d = spec.tn // 2  # float32 sums per thread
+    f = dict(VT=wgmma_threads(spec), TM=spec.tm, TN=spec.tn, TK=spec.tk, KS=spec.tk // 16, PER=n_d,
+             SBO=(spec.tk * it // 16) * 128, SA=spec.tm * spec.tk * it, SB=spec.tn * spec.tk * it,
+             T=MMA_TYPES.get(spec.in_dtype, "f16"), IT=_C_TYPES[spec.in_dtype],
+             DREGS=", ".join(f"%{i}" for i in range(n_d)), NA=n_d, NB=n_d + 1, NS=n_d + 2,
+             DOUTS=", ".join(f'"+f"(d[{i}])' for i in range(n_d)))
+    f["GEOM"] = _WGMMA_GEOMETRY.format(**f)
+    return f
+
+
+def _wgmma_snippet(spec: PipeSpec) -> str:
+    return _WGMMA.format(**_wgmma_fields(spec))
+
+
 _OWN_STORE = r"""
     // dst[m0 + r, n0 + c] = {OT}(alpha * acc[r, c]{AXPBY_DOC}) for this thread's {PER} outputs, held in acc.data in
     // {ORDER}'s order (output o at tile row {ROW}, column {COL}); rows and columns past dst's extent are dropped.
@@ -794,6 +915,10 @@ def _own_store_snippet(spec: PipeSpec) -> str:
         f = _simt_fields(spec)
         order = dict(ORDER="_SIMT_MMA", PER=SIMT_TILE * SIMT_TILE, V=4, ROW="row0 + (o / 8) % 4 + 16 * (o / 32)",
                      COL="col0 + o % 4 + 32 * ((o % 8) / 4)")
+    elif spec.wgmma:
+        f = _wgmma_fields(spec)
+        order = dict(ORDER="_WGMMA", PER=f["PER"], V=2, ROW="wr + l / 4 + 8 * ((o % 4) / 2)",
+                     COL="8 * (o / 4) + 2 * (l % 4) + o % 2")
     else:
         f = _mma_fields(spec)
         order = dict(ORDER="_MMA_SYNC", PER=f["PER"], V=2,
@@ -884,7 +1009,7 @@ def _store_snippet(spec: PipeSpec) -> str:
                          TOTAL=spec.tm * (spec.tn // e), CPR=spec.tn // e)
 
 
-def _copy_snippet(spec: PipeSpec, rows: int, cols: int, dld: int, checked: bool = False) -> str:
+def _copy_snippet(spec: PipeSpec, rows: int, cols: int, dld: int, checked: bool = False, core: bool = False) -> str:
     it = ITEM_BYTES[spec.in_dtype]  # checked: tile_gemm_func's run-time alignment check (_copy_check)
     ch = spec.chunk
     e = ch // it
@@ -892,8 +1017,26 @@ def _copy_snippet(spec: PipeSpec, rows: int, cols: int, dld: int, checked: bool 
     # the interior fast path: asynchronous whole chunks, each thread's the same count, rows of a whole block
     fast = (FAST_COPY and not checked and ch >= 4 and bd > 1 and total % bd == 0 and bd % cpr == 0)
     f = dict(DLD=dld, ITEM=it, TOTAL=total, CPR=cpr, E=e, CH=ch, CG="cg" if ch == 16 else "ca")
-    path = _COPY_FAST.format(PER=bd // cpr, NQ=total // bd, ROWS=rows, COLS=cols, **f) if fast else ""
+    per = bd // cpr if bd > 1 else 1
+    if core:  # the wgmma kernel's core-matrix stage (_core_offset): a chunk's place, and q's rows PER apart
+        f["DST"] = _core_offset("r", "cc", cols, it)
+        qoff = f"{per // 8} * {(cols * it // 16) * 128}"
+        fast = fast and per % 8 == 0
+    else:
+        f["DST"] = f"((size_t)r * {dld} + cc) * {it}"
+        qoff = f"{per} * {dld} * {it}"
+    path = _COPY_FAST.format(PER=per, NQ=total // bd, ROWS=rows, COLS=cols, QOFF=qoff, **f) if fast else ""
     return _COPY.format(FASTPATH=path, **f, **_copy_check(it, ch, e, rows, cols, dld, checked))
+
+
+def _core_offset(r: str, c: str, cols: int, item: int) -> str:
+    """Byte offset of element (r, c) (c a multiple of 16 bytes' elements for a chunk) in a stage of ``cols``
+    elements per row stored as wgmma's K-major core matrices without swizzle (:data:`_WGMMA`): 8 rows x 16 bytes
+    contiguous (128 bytes), the K-adjacent core matrix 128 bytes on (LBO), the next 8 rows cols * item / 16 core
+    matrices on (SBO)."""
+    e = 16 // item
+    return (f"((size_t)(({c}) / {e}) * 128 + (size_t)(({r}) / 8) * {(cols * item // 16) * 128} + "
+            f"(size_t)(({r}) % 8) * 16 + (size_t)(({c}) % {e}) * {item})")
 
 
 def _native(snippet: str, name: str, stub):
@@ -932,8 +1075,10 @@ def _check(spec: PipeSpec) -> None:
                          "needs a shared accumulator of at least SNIPPET_MIN_TM rows (pad_c > 0) and tile_empty")
     if not 0 <= spec.persistent <= 8:
         raise ValueError(f"persistent must be 0-8 blocks per SM: {spec}")
-    if spec.simt and spec.mma:
-        raise ValueError(f"{spec}: simt and mma are two different products: give one")
+    if (spec.simt + bool(spec.mma) + spec.wgmma) > 1:
+        raise ValueError(f"{spec}: simt, mma and wgmma are different products: give one")
+    if spec.wgmma:
+        _check_wgmma(spec)
     if spec.simt:
         _check_simt(spec)
     if spec.mma:
@@ -979,6 +1124,24 @@ def _check_mma(spec: PipeSpec) -> None:
                          "number of 16 bytes")
 
 
+def _check_wgmma(spec: PipeSpec) -> None:
+    if spec.in_dtype not in MMA_TYPES or spec.tf32:
+        raise ValueError(f"{spec}: the wgmma kernel is for float16 and bfloat16 inputs only")
+    if (spec.layout_a, spec.layout_b) != ("N", "T"):
+        raise ValueError(f"{spec}: the wgmma kernel reads K-major stages only: A stored (M, K) and B stored (N, K) "
+                         "(layout NT)")
+    if spec.tm % 64 or not 16 <= spec.tn <= 256 or spec.tn % 16 or spec.tk % 16:
+        raise ValueError(f"{spec}: the wgmma kernel takes tm a multiple of 64 (one warpgroup per 64 rows), tn a "
+                         "multiple of 16 up to 256 and tk a multiple of 16")
+    if spec.block_dim not in (1, wgmma_threads(spec)):
+        raise ValueError(f"{spec}: the wgmma kernel's {spec.tm // 64} warpgroups take block_dim {wgmma_threads(spec)} "
+                         f"(1 on the CPU), got {spec.block_dim}")
+    if spec.pad_ab or spec.pad_c or spec.persistent or spec.bias or spec.activation is not None or spec.chunk != 16:
+        raise ValueError(f"{spec}: the wgmma kernel's stages are unpadded core matrices of 16-byte copies and its "
+                         "accumulator is in registers: pad_ab 0, pad_c 0, chunk 16, no persistent blocks, bias or "
+                         "activation")
+
+
 # --- the kernel factory ---------------------------------------------------------------------------------
 _factory_lock = threading.Lock()
 
@@ -1012,8 +1175,8 @@ def _build(spec: PipeSpec, zero_acc_snippet: bool):
 
     # Stages that hold the transpose of the stored tile (the SIMT and tf32 mma.sync kernels) copy it with _COPY_T.
     XA, XB = spec.transposing_copies()
-    a_snip = _copy_t_snippet(spec, AC, AR, ACP) if XA else _copy_snippet(spec, AR, AC, ACP)
-    b_snip = _copy_t_snippet(spec, BC, BR, BCP) if XB else _copy_snippet(spec, BR, BC, BCP)
+    a_snip = _copy_t_snippet(spec, AC, AR, ACP) if XA else _copy_snippet(spec, AR, AC, ACP, core=spec.wgmma)
+    b_snip = _copy_t_snippet(spec, BC, BR, BCP) if XB else _copy_snippet(spec, BR, BC, BCP, core=spec.wgmma)
     cp_a = _native(a_snip, key + "_cp_a", _stub_copy(IN, SAR, ACP))
     cp_b = _native(b_snip, key + "_cp_b", _stub_copy(IN, SBR, BCP))
     commit = _native(_COMMIT, key + "_commit", _stub_int())
@@ -1022,13 +1185,16 @@ def _build(spec: PipeSpec, zero_acc_snippet: bool):
 
     copy_stage = _stage_copier(spec, cp_a, cp_b)
     # SIMT and mma.sync kernels: the K step's product and the epilogue are snippets over a register accumulator.
-    OWN = spec.simt or spec.mma > 0
+    OWN = spec.simt or spec.mma > 0 or spec.wgmma
     REFILL = not DIAG_NO_REFILL
     if OWN:
-        product = _simt_mma_snippet(spec) if spec.simt else _mma_sync_snippet(spec)
+        if spec.wgmma:
+            product = _wgmma_snippet(spec)
+        else:
+            product = _simt_mma_snippet(spec) if spec.simt else _mma_sync_snippet(spec)
         mma = _native(product, key + "_mma", _stub_mma(IN, SAR, ACP, SBR, BCP, ACC, TM, TN))
         own_store = _native(_own_store_snippet(spec), key + "_sstore", _stub_own_store(OUT, ACC, TM, TN))
-        wait_prev = _native(_WAIT.format(N=S - 2), key + "_waitp", _stub_int())
+        wait_prev = _native((_WAIT_PROXY if spec.wgmma else _WAIT).format(N=S - 2), key + "_waitp", _stub_int())
     ZERO_ACC, STORE = zero_acc_snippet, native_store(spec)
     if ZERO_ACC:
         zero_acc = _native(_ZERO_ACC.format(N16=TM * TNC * ITEM_BYTES[spec.acc_dtype] // 16), key + "_zero_acc",
@@ -1364,6 +1530,8 @@ def launch_args(spec: PipeSpec, A, B, C, D, alpha: float, beta: float, M: int, N
         bias = wp.array(ptr=bias.ptr, dtype=bias.dtype, shape=(1, bias.shape[0]), strides=(0, bias.strides[0]),
                         device=bias.device)
     k = get_kernel(spec)
+    if spec.wgmma and not D.device.is_cpu:
+        _load_arch_specific(k, spec, D.device)
     tiles_m, tiles_n, k_tiles = _cdiv(M, spec.tm), _cdiv(N, spec.tn), _cdiv(K, spec.tk)
     c = C if C is not None else D
     inputs = [A, B, c, D, alpha, beta, k_tiles, tiles_m, tiles_n, max(1, int(group_m)),
@@ -1377,6 +1545,31 @@ def launch_args(spec: PipeSpec, A, B, C, D, alpha: float, beta: float, M: int, N
         grid = max(1, min(int(batch) * tiles_m * tiles_n, spec.persistent * sms))
         return k, (1, grid), inputs + [grid], block
     return k, (int(batch), tiles_m * tiles_n), inputs, block
+
+
+_ARCH_SPECIFIC_LOADED: set = set()
+
+
+def _load_arch_specific(kernel, spec: PipeSpec, device) -> None:
+    """Load the wgmma kernel's module on ``device`` compiled for sm_90a (wgmma is an arch-specific feature): Warp
+    takes the suffix from ``wp.config.cuda_arch_suffix`` at compile time only, so it is "a" while this module loads
+    (under the factory lock), then restored; later launches find the module loaded. Caveat: for that moment the
+    setting is process-wide, and a module that another thread compiles then for a pre-sm_90 GPU would fail."""
+    arch = getattr(device, "arch", 0)
+    if arch != 90 or not _compat.HAS_CUDA_ARCH_SUFFIX:
+        raise ValueError(f"{spec.key}: wgmma kernels need an sm_90 GPU (H100/H200) and a Warp with "
+                         f"wp.config.cuda_arch_suffix; got sm_{arch}")
+    key = (spec, str(device))
+    with _factory_lock:
+        if key in _ARCH_SPECIFIC_LOADED:
+            return
+        old = wp.config.cuda_arch_suffix
+        wp.config.cuda_arch_suffix = "a"
+        try:
+            kernel.module.load(device, spec.block_dim)
+        finally:
+            wp.config.cuda_arch_suffix = old
+        _ARCH_SPECIFIC_LOADED.add(key)
 
 
 # --- where the family applies ---------------------------------------------------------------------------
