@@ -695,6 +695,25 @@ def test_simt_forced_through_the_api_on_cpu(planned, request):
     _assert_close(out.numpy().astype(np.float64), 1.5 * np.matmul(a, b), "float32")
 
 
+def _cuda_like_problem(monkeypatch, n: int, np_dtype):
+    """``validate``'s problem for an n x n by n x n product with B stored (N, K), its operands claiming a CUDA-like
+    device (test_gemv._CudaLike): what the planner sees on a GPU, for pure arithmetic (nothing is launched)."""
+    import dataclasses
+
+    from test_gemv import _CudaLike
+
+    from warp_gemm.core import operands
+    from warp_gemm.core.lru import LRU
+    from warp_gemm.core.problem import validate
+
+    monkeypatch.setattr(operands, "_VIEWS", LRU(64))
+    a, b = np.zeros((n, n), np_dtype), np.zeros((n, n), np_dtype)
+    p = validate(a, b, None, 1.0, 0.0, False, True, None, "gemm")
+    fake = _CudaLike()
+    return dataclasses.replace(p, A=dataclasses.replace(p.A, device=fake), B=dataclasses.replace(p.B, device=fake),
+                               D=dataclasses.replace(p.D, device=fake))
+
+
 @pytest.mark.parametrize("cfg,family,want", [
     ("pipe/128x128x16/s3/b256/o2/simt", "pipelined", "simt"),
     (None, "pipelined", None),  # tile_matmul's exact fp32 with B transposed: refused on CUDA (4.8 TFLOP/s)
@@ -703,25 +722,13 @@ def test_simt_forced_through_the_api_on_cpu(planned, request):
 def test_simt_planned_on_a_cuda_like_device(monkeypatch, cfg, family, want):
     """The planner on a CUDA-like device (pure arithmetic, nothing launched), exact float32 1024^3 with B stored
     (N, K): the SIMT configuration is planned where forced, with its 256 threads and the fp32 row padding."""
-    import dataclasses
-
-    from test_gemv import _CudaLike
-
-    from warp_gemm.core import operands
-    from warp_gemm.core.lru import LRU
+    from warp_gemm.config.configs import PipeConfig
     from warp_gemm.core.options import Options
     from warp_gemm.core.plan import make_plan
-    from warp_gemm.core.problem import validate
 
     if _compat.WIDEN_16BIT_INPUTS:
         pytest.skip("Warp 1.7: no pipelined family")
-    monkeypatch.setattr(operands, "_VIEWS", LRU(64))
-    a, b = np.zeros((1024, 1024), np.float32), np.zeros((1024, 1024), np.float32)
-    p = validate(a, b, None, 1.0, 0.0, False, True, None, "gemm")
-    fake = _CudaLike()
-    p = dataclasses.replace(p, A=dataclasses.replace(p.A, device=fake), B=dataclasses.replace(p.B, device=fake),
-                            D=dataclasses.replace(p.D, device=fake))
-    from warp_gemm.config.configs import PipeConfig
+    p = _cuda_like_problem(monkeypatch, 1024, np.float32)
 
     pc = PipeConfig.parse(cfg) if cfg else None
     plan = make_plan(p, 1.0, 0.0, False, None, Options(family=family, pipe_config=pc))
@@ -911,29 +918,16 @@ def test_mma_planned_on_a_cuda_like_device(monkeypatch, dtype, n, cfg, warps):
     """The planner on a CUDA-like device (pure arithmetic, nothing launched), n^3 with B stored (N, K): the forced
     mma.sync configuration keeps its block size and warps, 16-byte row padding and a register accumulator; 4095^3
     stages both operands into 16-byte rows as for the default kernel."""
-    import dataclasses
-
-    from test_gemv import _CudaLike
-
     from warp_gemm.config.configs import PipeConfig
-    from warp_gemm.core import operands
-    from warp_gemm.core.lru import LRU
     from warp_gemm.core.options import Options
     from warp_gemm.core.plan import make_plan
-    from warp_gemm.core.problem import validate
 
     if _compat.WIDEN_16BIT_INPUTS:
         pytest.skip("Warp 1.7: no pipelined family")
-    monkeypatch.setattr(operands, "_VIEWS", LRU(64))
     tf32 = dtype == "tf32"
     if tf32 and not _compat.HAS_TF32:
         pytest.skip("no tf32 in this Warp")
-    npt = np.float32 if tf32 else np.float16
-    a, b = np.zeros((n, n), npt), np.zeros((n, n), npt)
-    p = validate(a, b, None, 1.0, 0.0, False, True, None, "gemm")
-    fake = _CudaLike()
-    p = dataclasses.replace(p, A=dataclasses.replace(p.A, device=fake), B=dataclasses.replace(p.B, device=fake),
-                            D=dataclasses.replace(p.D, device=fake))
+    p = _cuda_like_problem(monkeypatch, n, np.float32 if tf32 else np.float16)
     plan = make_plan(p, 1.0, 0.0, tf32, None, Options(family="pipelined", pipe_config=PipeConfig.parse(cfg)))
     spec = plan.family_spec
     assert plan.family == "pipelined" and spec.mma == warps and spec.layout_b == "T" and spec.tf32 == tf32, plan
@@ -1095,16 +1089,9 @@ def test_wgmma_refusals_name_the_reason(over, match):
 def test_wgmma_config_and_plan(monkeypatch):
     """``/wgmma`` is a bare flag; the planner (a CUDA-like device, nothing launched) keeps the configuration's block
     size, no padding and a register accumulator, for fp16 4096^3 with B stored (N, K)."""
-    import dataclasses
-
-    from test_gemv import _CudaLike
-
     from warp_gemm.config.configs import PipeConfig
-    from warp_gemm.core import operands
-    from warp_gemm.core.lru import LRU
     from warp_gemm.core.options import Options
     from warp_gemm.core.plan import make_plan
-    from warp_gemm.core.problem import validate
 
     pc = PipeConfig.parse("pipe/128x256x64/wgmma/s3/b256/o1")
     assert pc.wgmma and str(pc) == "pipe/128x256x64/s3/b256/o1/wgmma" and PipeConfig.parse(str(pc)) == pc
@@ -1112,12 +1099,7 @@ def test_wgmma_config_and_plan(monkeypatch):
         PipeConfig.parse("pipe/128x128x64/wgmma/mma")
     if _compat.WIDEN_16BIT_INPUTS:
         return
-    monkeypatch.setattr(operands, "_VIEWS", LRU(64))
-    a, b = np.zeros((4096, 4096), np.float16), np.zeros((4096, 4096), np.float16)
-    p = validate(a, b, None, 1.0, 0.0, False, True, None, "gemm")
-    fake = _CudaLike()
-    p = dataclasses.replace(p, A=dataclasses.replace(p.A, device=fake), B=dataclasses.replace(p.B, device=fake),
-                            D=dataclasses.replace(p.D, device=fake))
+    p = _cuda_like_problem(monkeypatch, 4096, np.float16)
     spec = make_plan(p, 1.0, 0.0, False, None, Options(family="pipelined", pipe_config=pc)).family_spec
     assert spec.wgmma and (spec.block_dim, spec.pad_ab, spec.pad_c, spec.layout_b) == (256, 0, 0, "T"), spec
     assert P.unfit(spec) == ""
