@@ -240,10 +240,11 @@ def test_native_accumulator_and_store(dtype, out_dtype, tf32, N, ldd, zero, requ
     _assert_close(out, ref, out_dtype if out_dtype != "float32" or dtype != "float16" else "float16", tf32)
 
 
-def test_native_paths_are_chosen_where_they_apply():
+def test_native_paths_are_chosen_where_they_apply(monkeypatch):
     """Shared accumulators of 32+ rows are zero-filled by the snippet (tile_empty); the epilogue snippet
     only for "scale" without bias or activation (the others keep Warp's tile epilogue); register
     accumulators (pad_c 0) and 16-row tiles (the split-K plan: slower with them) neither."""
+    monkeypatch.setattr(P, "MMA_DEFAULT", False)  # tile_matmul's kernels (the snippet defaults: own tests)
     s = P.default_spec("float16", epilogue="scale")
     assert P.native_store(s) and P.native_acc(s) == _compat.HAS_TILE_EMPTY
     assert s.key.endswith("_za") == _compat.HAS_TILE_EMPTY
@@ -297,7 +298,8 @@ def test_bias_fp16_output(request):
     _assert_close(D.numpy().astype(np.float64), a @ b + bias[None], "float16")
 
 
-def test_spec_key_and_checks():
+def test_spec_key_and_checks(monkeypatch):
+    monkeypatch.setattr(P, "MMA_DEFAULT", False)  # tile_matmul's kernels (the snippet defaults: own tests)
     s = P.default_spec("float16", layout="NT", epilogue="axpby")
     assert s.key.startswith("wg_pipe_float16_float16_NT_128x128x128_s2_b128")  # 128 threads: round 9
     assert hash(s) == hash(P.default_spec("float16", layout="NT", epilogue="axpby"))
@@ -350,9 +352,10 @@ AOT_CASES = [("float16", False), ("float32", False), ("float64", False)] + \
 
 @pytest.mark.skipif(not _compat.HAS_COMPILE_AOT, reason="wp.compile_aot_module arrived in warp-lang 1.9")
 @pytest.mark.parametrize("dtype,tf32", AOT_CASES, ids=lambda v: str(v))
-def test_cuda_build_offline(dtype, tf32, tmp_path):
+def test_cuda_build_offline(dtype, tf32, tmp_path, monkeypatch):
     """The recommended CUDA kernel of each dtype (cp.async PTX, padded views, launch bounds) compiles
     without a GPU (~25 s each on 2 cores): sm_90, fp16 for sm_80 with transposed layouts."""
+    monkeypatch.setattr(P, "MMA_DEFAULT", False)  # tile_matmul's kernels (the snippet defaults: own tests)
     spec = P.default_spec(dtype, tf32=tf32, epilogue="axpby", layout="TT" if dtype == "float16" else "NN")
     src = _build_offline(spec, tmp_path, 80 if dtype == "float16" else 90)
     assert "cp.async.cg.shared.global" in src and f"cp.async.wait_group {spec.stages - 1}" in src
@@ -364,6 +367,7 @@ def test_cuda_build_offline(dtype, tf32, tmp_path):
 def test_cuda_build_offline_native_store(dtype, tmp_path, monkeypatch):
     """The "scale" kernels' store snippet (vector stores: 8 bytes of fp16, 16 of fp64) compiles for sm_90
     without a GPU; the accumulator's zero-fill snippet too (fp64, ZERO_ACC_SNIPPET)."""
+    monkeypatch.setattr(P, "MMA_DEFAULT", False)  # tile_matmul's kernels (the snippet defaults: own tests)
     monkeypatch.setattr(P, "ZERO_ACC_SNIPPET", dtype == "float64")
     spec = P.default_spec(dtype, epilogue="scale")
     assert P.native_store(spec) and P.native_acc(spec) == (dtype == "float64")
@@ -375,9 +379,10 @@ def test_cuda_build_offline_native_store(dtype, tmp_path, monkeypatch):
 @pytest.mark.skipif(not (_compat.HAS_COMPILE_AOT and _compat.HAS_TILE_EMPTY),
                     reason="needs compile_aot_module and tile_empty")
 @pytest.mark.parametrize("epilogue", ["scale", "axpby"])
-def test_cuda_build_offline_persistent(epilogue, tmp_path):
+def test_cuda_build_offline_persistent(epilogue, tmp_path, monkeypatch):
     """The persistent kernel (blocks looping over output tiles; the store snippet or Warp's tile epilogue
     inside the K loop's branch, the accumulator's zero fill between tiles) compiles for sm_90 offline."""
+    monkeypatch.setattr(P, "MMA_DEFAULT", False)  # tile_matmul's kernels (the snippet defaults: own tests)
     spec = P.default_spec("float16", epilogue=epilogue, layout="NT" if epilogue == "axpby" else "NN",
                           persistent=1)
     assert P.native_acc(spec) and P.native_store(spec) == (epilogue == "scale")
@@ -716,7 +721,7 @@ def _cuda_like_problem(monkeypatch, n: int, np_dtype):
 
 @pytest.mark.parametrize("cfg,family,want", [
     ("pipe/128x128x16/s3/b256/o2/simt", "pipelined", "simt"),
-    (None, "pipelined", None),  # tile_matmul's exact fp32 with B transposed: refused on CUDA (4.8 TFLOP/s)
+    (None, "pipelined", "simt-default"),  # the family forced: its exact-fp32 default is the SIMT kernel
     (None, None, "tiled"),  # the default: the tiled family
     ("pipe/128x128x16/s3/b256/o2/simt", None, "tiled")])  # a configuration alone does not force the family
 def test_simt_planned_on_a_cuda_like_device(monkeypatch, cfg, family, want):
@@ -736,10 +741,51 @@ def test_simt_planned_on_a_cuda_like_device(monkeypatch, cfg, family, want):
         spec = plan.family_spec
         assert plan.family == "pipelined" and spec.simt and spec.layout_b == "T", plan.family
         assert (spec.block_dim, spec.pad_ab, spec.pad_c, spec.tk) == (256, 4, 0, 16)
-    elif want is None:
-        assert plan is None or plan.family != "pipelined"
+    elif want == "simt-default":
+        spec = plan.family_spec
+        assert plan.family == "pipelined" and spec.simt and (spec.tm, spec.tn, spec.tk, spec.block_dim) == \
+            (128, 64, 16, 128), spec
     else:
         assert plan.family == want
+
+
+def test_snippet_defaults_for_large_problems_on_cuda(monkeypatch):
+    """Round 12's defaults (H100 measurements in default_spec): large 16-bit problems on CUDA take the mma.sync
+    kernel (128x128x64, 3 stages, 4 warps), tf32 the tf32 one (128x128x32, two blocks per SM), exact fp32 the SIMT
+    kernel (128x64x16, 128 threads) from SIMT_MIN_TILES 128x128 tiles; small, narrow and short-K grids, fused
+    activations and the CPU keep tile_matmul's kernels; and the planner follows (a CUDA-like device)."""
+    from warp_gemm.core import plan as _plan
+    from warp_gemm.core.options import Options
+    from warp_gemm.core.plan import make_plan
+
+    big = dict(M=4096, N=4096, K=4096)
+    s16 = P.default_spec("float16", **big)
+    assert (s16.tm, s16.tn, s16.tk, s16.stages, s16.block_dim, s16.mma, s16.pad_ab, s16.pad_c) == \
+        (128, 128, 64, 3, 128, 4, 8, 0)
+    assert P.default_spec("bfloat16", layout="TN", **big).mma == 4
+    if _compat.HAS_TF32:
+        s32 = P.default_spec("float32", tf32=True, **big)
+        assert (s32.tk, s32.stages, s32.min_blocks, s32.mma, s32.pad_ab, s32.pad_c) == (32, 3, 2, 4, 4, 0)
+    sx = P.default_spec("float32", layout="NT", **big)
+    assert sx.simt and (sx.tm, sx.tn, sx.tk, sx.block_dim, sx.min_blocks) == (128, 64, 16, 128, 3)
+    for spec in (P.default_spec("float16", M=1000, N=1000, K=1000), P.default_spec("float16", M=4096, N=4096, K=256),
+                 P.default_spec("float16", activation="relu", **big), P.default_spec("float16", device_is_cpu=True),
+                 P.default_spec("float32", activation="relu", **big)):
+        assert not spec.mma and not spec.simt, spec
+    for spec in (s16, sx):
+        assert P.unfit(spec) == ""
+    if _compat.WIDEN_16BIT_INPUTS:
+        return
+    plan = make_plan(_cuda_like_problem(monkeypatch, 4096, np.float32), 1.0, 0.0, False, None, Options())
+    assert plan.family == "pipelined" and plan.family_spec.simt and plan.family_spec.layout_b == "T"
+    assert 32 * 32 >= _plan.SIMT_MIN_TILES  # 4096^3: 1024 tiles
+    assert make_plan(_cuda_like_problem(monkeypatch, 1024, np.float32), 1.0, 0.0, False, None, Options()).family \
+        == "tiled"
+    assert make_plan(_cuda_like_problem(monkeypatch, 4096, np.float16), 1.0, 0.0, False, None,
+                     Options()).family_spec.mma == 4
+    monkeypatch.setattr(P, "MMA_DEFAULT", False)
+    assert make_plan(_cuda_like_problem(monkeypatch, 4096, np.float32), 1.0, 0.0, False, None, Options()).family \
+        == "tiled"
 
 
 @pytest.mark.skipif(not _compat.HAS_COMPILE_AOT, reason="wp.compile_aot_module arrived in warp-lang 1.9")
@@ -1115,7 +1161,7 @@ def test_wgmma_cuda_build_offline(tmp_path):
     import re
 
     spec = P.default_spec("float16", "float32", layout="NT", epilogue="axpby", tm=128, tn=128, tk=64, stages=3,
-                          block_dim=256, min_blocks=1, pad_ab=0, pad_c=0, wgmma=True)
+                          block_dim=256, min_blocks=1, pad_ab=0, pad_c=0, mma=0, wgmma=True)
     old = wp.config.cuda_arch_suffix
     wp.config.cuda_arch_suffix = "a"
     try:

@@ -204,7 +204,7 @@ def test_tuned_pipe_table_changes_the_planner(cache_dir):
     per SM for its buckets (paddings, chunk, dtypes, layout and epilogue kept) on a CUDA device; bfloat16
     and untuned layouts borrow, far buckets keep the default, the tiled lookup does not see the group."""
     default = _pipe_spec_for("float16", 4096, 4096, 4096)
-    assert _fields(default) == "pipe/128x128x128/s2/b128/o1"
+    assert _fields(default) == "pipe/128x128x64/s3/b128/o1" and default.mma == 4  # the mma.sync kernel
     _save_pipe({"sm90|float16|NN|pipe": {(4096, 4096, 4096): "pipe/128x128x64/s3/b256/o1",
                                          (256, 256, 256, 64): "pipe/128x64x128/s3/b256/o1"},
                 "sm90|float64|NN|pipe": {(4096, 4096, 4096): "pipe/128x64x32/s2/b256/o1"}})
@@ -212,7 +212,8 @@ def test_tuned_pipe_table_changes_the_planner(cache_dir):
     assert _fields(tuned) == "pipe/128x128x64/s3/b256/o1"
     # a neighbouring bucket keeps the built-in choice: pipelined winners apply to their own bucket only
     assert _pipe_spec_for("float16", 4000, 4096, 4100) == default
-    assert (tuned.pad_ab, tuned.pad_c, tuned.chunk, tuned.in_dtype) == (default.pad_ab, default.pad_c, 16, "float16")
+    # a tile_matmul winner over the mma.sync default: tile_matmul's paddings (shared accumulator), no mma
+    assert (tuned.pad_ab, tuned.pad_c, tuned.chunk, tuned.in_dtype, tuned.mma) == (8, 8, 16, "float16", 0)
     assert _fields(_pipe_spec_for("bfloat16", 4096, 4096, 4096)) == "pipe/128x128x64/s3/b256/o1"
     nt = _pipe_spec_for("float16", 4096, 4096, 4096, layout="NT")
     assert _fields(nt) == "pipe/128x128x64/s3/b256/o1" and nt.layout_b == "T"

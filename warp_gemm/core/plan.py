@@ -150,18 +150,21 @@ def _plan_family(base: Plan, p: Problem, allow_tf32: bool, opts: Options) -> Pla
         return replace(base, family=fam, family_spec=spec, c_into_d=c_into_d)
     if want not in (None, "pipelined"):
         return None
-    if p.in_dtype == "float32" and not tf32 and want is None:
-        # exact float32: the pipelined kernel's copy-free ceiling is 34 TFLOP/s at 4096^3 (27.9 achieved),
-        # the tiled family's two-blocks-per-SM kernel measured 32 (H100): tiled. The SIMT kernel (PipeConfig
-        # "/simt", not yet timed on a GPU) is reached with family="pipelined" and its pipe_config.
+    tiles = p.batch * -(-M // 128) * -(-N // 128)
+    exact32 = p.in_dtype == "float32" and not tf32
+    if exact32 and want is None and (dev.is_cpu or tiles < SIMT_MIN_TILES or not pipelined.MMA_DEFAULT
+                                     or base.activation is not None):
+        # exact float32 through tile_matmul (MathDx SIMT): at most 32 TFLOP/s in this family, the tiled family's
+        # kernel 32.5: tiled. The SIMT kernel (pipelined default_spec) takes the large problems on CUDA: 41.7 at
+        # 4096^3 against 32.5 (H100, round 12), but 1000^3 (64 tiles) 17.8 against 19.1.
         return None
     ca, cb = _max_chunk(base.A), _max_chunk(base.B)
     # Operands whose rows are not 16-byte aligned are first copied (staged) into a cached buffer whose
     # rows are: fp16 4095^3 ran at 138 TFLOP/s staged against 18 with 2-byte synchronous copies, tf32
     # 77 against 46 with 4-byte cp.async (H100; benchmarks/results/pipelined/).
     stage = (ca < 16, cb < 16)
-    tiles = p.batch * -(-M // 128) * -(-N // 128)
-    simt = opts.pipe_config is not None and opts.pipe_config.simt
+    simt = (opts.pipe_config.simt if opts.pipe_config is not None else
+            exact32 and not dev.is_cpu and pipelined.MMA_DEFAULT and base.activation is None)
     if not pipelined.applies(dev, p.in_dtype, tf32, 16, la + lb, simt):
         return None
     if want is None and tiles < PIPELINED_MIN_TILES.get(p.in_dtype, PIPELINED_MIN_TILES["other"]):
@@ -338,6 +341,13 @@ def _with_pipe_config(spec, cfg: PipeConfig, device_is_cpu: bool):
         fields.update(pad_ab=pipelined.PAD_AB.get(spec.in_dtype, 0), pad_c=0)
     if cfg.wgmma:  # unpadded core-matrix stages, the accumulator in registers
         fields.update(pad_ab=0, pad_c=0)
+    if not (cfg.simt or cfg.mma or cfg.wgmma) and (spec.simt or spec.mma or spec.wgmma) and not device_is_cpu:
+        # a tile_matmul configuration over a snippet default: tile_matmul's paddings (shared accumulator)
+        from warp_gemm.kernels import pipelined
+
+        fields.update(pad_ab=pipelined.PAD_AB[spec.in_dtype], pad_c=pipelined.PAD_C[spec.acc_dtype])
+        if spec.in_dtype == "float32" and not spec.tf32:  # exact fp32 through tile_matmul: dense, register acc
+            fields.update(pad_ab=0, pad_c=0)
     if device_is_cpu:  # one thread per block on the CPU (default_spec's CPU spec); no launch bound
         fields.update(block_dim=spec.block_dim, min_blocks=0)
         if cfg.persistent and not spec.pad_c:  # persistent blocks re-zero a shared accumulator: give it one
@@ -420,6 +430,9 @@ def _plan_split_pipe(base: Plan, p: Problem, la: str, lb: str, epi: str, c_into_
 #: (staging included), 512^3 10.9 against 18.3 (H100, graph replay, benchmarks/results/round5/diag6.txt).
 #: Other dtypes keep 24 (unmeasured below it).
 PIPELINED_MIN_TILES = {"float16": 4, "bfloat16": 4, "other": 24}
+# Exact float32 goes to the pipelined family's SIMT kernel from this many 128x128 output tiles (two waves of 132
+# SMs); measured: 1024 tiles and more win (4095^3, 4096^3, 8192^3), 64 lose (1000^3); between them, not measured.
+SIMT_MIN_TILES = 264
 
 
 def _needs_copy(op: Operand) -> bool:

@@ -209,6 +209,15 @@ def default_spec(in_dtype: str, out_dtype: str | None = None, *, tf32: bool = Fa
         short_k = K is not None and K <= SHORT_K_STEPS * 128
         base = dict(tm=96 if narrow else 128, tn=64 if small else 128, tk=128, stages=2,
                     block_dim=256 if narrow or small or short_k else 128, min_blocks=1, pad_ab=8, pad_c=8)
+        big = not (small or narrow or quarter or short_k or device_is_cpu)
+        if MMA_DEFAULT and big and over.get("activation") is None:
+            # The mma.sync kernel (round 12; H100, benchmarks/results/round12/r23p.txt, cold L2, TFLOP/s, cuBLAS in
+            # the same process): 128x128x64 s3, 4 warps of 64x64, one block/SM bound: 4096^3 NN 303.8 / NT 305.0
+            # (tile_matmul 183.9 / 193.4), 8192^3 320.9 (195.6), bf16 8192^3 330.2 (196.2), 4095^3 staged 243.4
+            # (163.8; 1.61x cuBLAS). 128x128x32 s3 o2 299.8 / 298.9; 128x256x32 267 / 276; 8 warps 252. Its copy-free
+            # ceiling (DIAG_NO_REFILL, 128x128x32): 479 / 514. Small grids keep tile_matmul (1000^3 24.5 us against
+            # 23.4-37 for mma tiles; 64 x 256^3 28.7 against 26.0-34.1: within noise or worse).
+            base = dict(tm=128, tn=128, tk=64, stages=3, block_dim=128, min_blocks=1, pad_ab=8, pad_c=0, mma=4)
         if quarter:
             base.update(tm=64, tn=32, block_dim=128)
         if M is not None and N is not None and max(M, N) <= TINY_SIDE:
@@ -224,11 +233,22 @@ def default_spec(in_dtype: str, out_dtype: str | None = None, *, tf32: bool = Fa
         # Small: 128x64x64 s3: 44 NN, 45 NT (128x128x64: 32-33).
         base = dict(tm=128, tn=64 if small else 128, tk=64, stages=3 if small else 2, block_dim=256, min_blocks=1,
                     pad_ab=4, pad_c=8)
+        if MMA_DEFAULT and not (small or device_is_cpu) and over.get("activation") is None:
+            # The mma.sync kernel, tf32 (round 12, results/round12/r24p.txt): 128x128x32 s3, 4 warps, two blocks/SM:
+            # 4096^3 NN 125.7 (tile_matmul 97.6), NT 145.1 (97.9), 4095^3 105.8 (88.0; 0.77x cuBLAS); 128x256x32
+            # 113.7 / 140.8, 8 warps 91.6-113.7. NN copies B transposed 4 bytes at a time (NT: none): the gap.
+            base = dict(tm=128, tn=128, tk=32, stages=3, block_dim=128, min_blocks=2, pad_ab=4, pad_c=0, mma=4)
     elif in_dtype == "float32":
         # Exact fp32 (MathDx SIMT): 128x64x32 s2 dense, register accumulator: 27.9/28.7, 1000^3 20.3;
         # 128x128x32 26/27, padded 64x64x32 s3 25/26 (20.8 at 1000^3). NN only: NT measured 4.8 and TN
         # 10.9 (transposed views in the SIMT path): the planner must not pick this family for them.
         base = dict(tm=128, tn=64, tk=32, stages=2, block_dim=256, min_blocks=0, pad_ab=0, pad_c=0)
+        if MMA_DEFAULT and not device_is_cpu and over.get("activation") is None:
+            # The SIMT kernel (round 12, results/round12/r22p.json): 128x64x16 s3, 128 threads, three blocks/SM:
+            # 4096^3 41.7 (tiled family 32.5), B stored (N, K) 38.9 (7.5), 8192^3 42.8 (33.0), 4095^3 38.4 (29.5;
+            # 0.78x cuBLAS); 128x128x16 s2-s4 39.6-40.7. 1000^3: 17.8 against the tiled 19.1 (the planner sends
+            # small exact-fp32 problems to the tiled family: SIMT_MIN_TILES); every layout, unlike tile_matmul's.
+            base = dict(tm=128, tn=64, tk=16, stages=3, block_dim=128, min_blocks=3, pad_ab=4, pad_c=0, simt=True)
     else:
         # float64: 64x64x32, 2 stages, block 128, two blocks/SM: 24.5/25.1 (NT 25.3/25.7), 1000^3 20.5;
         # one block/SM 23.2-23.9, 3 stages 17-18, 128x64x32 23.3-24.1.
@@ -963,6 +983,9 @@ def _copy_t_snippet(spec: PipeSpec, rows: int, cols: int, dld: int) -> str:
     return _COPY_T.format(ROWS=rows, COLS=cols, DLD=dld, FAST="true" if fast else "false", **f)
 
 
+# Whether default_spec picks the snippet products (mma.sync for 16-bit and tf32, SIMT for exact fp32) for large
+# problems on CUDA (round 12's measurements); the probes switch it off to time tile_matmul's kernels.
+MMA_DEFAULT = True
 # Whether the copy snippet takes its interior fast path (see _COPY) where the tile allows; the probes switch it off.
 FAST_COPY = True
 # A diagnostic for the probes, never for results: the SIMT / mma.sync K loop skips its refills (only the prologue's
