@@ -281,7 +281,7 @@ def _pc(text: str) -> PipeConfig:
 # ``kernels.pipelined.default_spec`` (H100, warp-lang 1.19, TFLOP/s at 4096^3 / 8192^3, NN). Those whose
 # shared memory exceeds the per-block limit are dropped by ``core.plan.candidate_pipe_configs``. The ``/pN``
 # ones (persistent blocks looping over output tiles, round 10) and the ``/mma`` ones (the mma.sync product,
-# round 12) are written but not yet timed on a GPU: the tuner measures them beside the others.
+# round 12; the 16-bit and tf32 defaults since) are measured beside the others.
 PIPE_CANDIDATES = {
     # 16-bit: 128x128x128 s2 o1 150/161 (the default); 128x128x64 s3/s4 118-132; 128x128x96 s3 138/148;
     # block 128 143/154; 128x64x128 the one-wave small problems (1000^3 70 against 50-53); 96x128 where

@@ -35,19 +35,19 @@ tiles one sequence whose copies run ``stages - 1`` steps ahead across tile bound
 accumulator is stored and re-zeroed in place after each tile's last K step (so the zero-fill snippet is
 required: :func:`native_acc`).
 
-Exact float32 on CUDA cores (``spec.simt``; not a default: built and tested, not yet timed): the same stages
+Exact float32 on CUDA cores (``spec.simt``; the default for large problems on CUDA since round 12): the same stages
 and copies, but each K step's product is the :data:`_SIMT_MMA` snippet (8x8 outputs per thread in the register
 tile's storage, float32 FMAs, 16-byte shared loads, one barrier per K step) instead of ``tile_matmul``, whose
 exact-fp32 path (MathDx SIMT) measured 33-40 TFLOP/s with its operands already in shared memory; every layout
 reads its stages directly (no ``tile_transpose``); the epilogue is :data:`_OWN_STORE` (alpha, beta * C, cast).
 
-float16, bfloat16 and tf32 on tensor cores without tile_matmul (``spec.mma`` warps; not a default: built and tested,
-not yet timed): the same stages, each K step's product the :data:`_MMA_SYNC` snippet (ldmatrix fragments,
+float16, bfloat16 and tf32 on tensor cores without tile_matmul (``spec.mma`` warps; the default for large problems
+on CUDA since round 12): the same stages, each K step's product the :data:`_MMA_SYNC` snippet (ldmatrix fragments,
 mma.sync.m16n8k16 -- tf32: m16n8k8 over stages copied K-contiguous --, float32 sums in the register tile's storage,
 one barrier per K step); the epilogue is :data:`_OWN_STORE`.
 
 float16 and bfloat16 with A stored (M, K) and B stored (N, K) on Hopper's warpgroup MMAs (``spec.wgmma``; sm_90
-only, compiled for sm_90a; not a default: built and tested on the CPU twin and offline, never run): unpadded
+only, compiled for sm_90a; not a default: correct on an H100, ~200 TFLOP/s, round 12): unpadded
 K-major core-matrix stages filled by the same copies, :data:`_WGMMA` (wgmma.mma_async from shared-memory
 descriptors, float32 sums in registers) and :data:`_OWN_STORE`.
 
@@ -473,7 +473,7 @@ _C_TYPES = {"float16": "wp::float16", "bfloat16": "wp::bfloat16", "float32": "wp
 _VEC_TYPES = {8: "unsigned long long", 16: "::uint4"}
 
 
-# --- exact float32 on CUDA cores (spec.simt; built and tested on the CPU twin and offline, not yet timed) ----------
+# --- exact float32 on CUDA cores (spec.simt; H100: 41.7 TFLOP/s at 4096^3, the default for large problems) -------
 # tile_matmul's exact-fp32 GEMM (MathDx's SIMT path) ran at 33-40 TFLOP/s on these tiles with its operands already
 # in shared memory, against an fp32 FMA peak of ~67 and cuBLAS's 51.5 (H100; docs/performance.md, "Where the tile
 # API is the wall"): a ceiling under issue 16's 41.5 for every kernel built on it. _SIMT_MMA replaces the
@@ -588,7 +588,7 @@ _SIMT_MMA = r"""
     }}
 """
 
-# --- 16-bit inputs on tensor cores through mma.sync (spec.mma; built and tested on the CPU twin and offline) ------
+# --- 16-bit and tf32 inputs on tensor cores through mma.sync (spec.mma; H100: 303.8 / 125.7 TFLOP/s at 4096^3) ---
 # tile_matmul's 16-bit GEMM (MathDx) reads its fragments with plain 32-bit shared loads and byte permutes (PRMT),
 # never ldmatrix (SASS of the fp16 default, docs/performance.md "Round 11"), and measured 234-261 TFLOP/s with its
 # operands already in shared memory (DIAG=mmaonly, 4096^3): the kernel's ~190 sits under that. _MMA_SYNC replaces
@@ -764,7 +764,7 @@ def _mma_sync_snippet(spec: PipeSpec) -> str:
     return _MMA_SYNC.format(**_mma_fields(spec))
 
 
-# --- 16-bit NT on sm_90a warpgroup MMAs (spec.wgmma; built and tested on the CPU twin and offline, never run) --------
+# --- 16-bit NT on sm_90a warpgroup MMAs (spec.wgmma; correct on an H100, ~200 TFLOP/s: not a default) -------------
 # mma.sync issues one 16x8x16 product per warp instruction; Hopper's wgmma.mma_async multiplies 64 x N x 16 per
 # warpgroup (4 warps) straight from shared memory, and is what cuBLAS's 690-760 TFLOP/s runs on. Warp 1.19 compiles
 # for sm_90a when wp.config.cuda_arch_suffix is "a" (the factory sets it while it loads such a module:
