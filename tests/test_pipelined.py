@@ -114,6 +114,43 @@ def _build_offline(spec: P.PipeSpec, out_dir, arch: int = 90) -> str:
     return "".join(p.read_text() for p in out_dir.rglob("*.cu"))
 
 
+def _forced_on_cuda(dtype, layout, cfg, epilogue, request, tf32=False, batch=2):
+    """``options(family="pipelined", pipe_config=cfg)`` on CUDA: ``batch`` entries of 1000x1000 (M and N edges), K 520
+    (a partial K tile), alpha and (epilogue "axpby") beta * C, operands stored as ``layout`` says (T: a transposed
+    view of the transpose) and the input dtype as output, NaN-prefilled; checked against float64. The caller
+    reads what was planned."""
+    from conftest import make, nan_like, to_f64
+
+    import warp_gemm
+
+    rng = _rng(request)
+    M, N, K = 1000, 1000, 520
+    a, b = random_operands(M, N, K, dtype, rng, batch=batch)
+    c = round_to(rng.standard_normal((batch, M, N)), dtype) if epilogue == "axpby" else None
+    out = nan_like("warp", (batch, M, N), dtype, "cuda")
+
+    def operand(x, trans):
+        if not trans:
+            return make(x, dtype, "warp", "cuda")
+        return make(np.ascontiguousarray(np.swapaxes(x, 1, 2)), dtype, "warp", "cuda").transpose((0, 2, 1))
+
+    args = [operand(a, layout[0] == "T"), operand(b, layout[1] == "T")]
+    with warp_gemm.options(family="pipelined", pipe_config=cfg):
+        if c is None:
+            warp_gemm.gemm(*args, alpha=1.25, out=out, allow_tf32=tf32)
+        else:
+            warp_gemm.gemm(*args, make(c, dtype, "warp", "cuda"), alpha=1.25, beta=-0.5, out=out, allow_tf32=tf32)
+    ref = 1.25 * np.matmul(a, b) + (0.0 if c is None else -0.5 * c)
+    _assert_close(to_f64(out), ref, dtype, tf32)
+
+
+def _assert_refused(spec: P.PipeSpec, match: str) -> None:
+    """``spec`` is refused before any compile (get_kernel raises, unfit names it), with ``match`` in the reason."""
+    with pytest.raises(ValueError, match=match):
+        P.get_kernel(spec)
+    assert P.unfit(spec)
+
+
 DTYPE_CASES = [("float16", False), ("float32", False), ("float64", False)] + \
     ([("bfloat16", False)] if _compat.HAS_BF16 else []) + ([("float32", True)] if _compat.HAS_TF32 else [])
 
@@ -594,30 +631,15 @@ def test_persistent_forced_on_cuda(dtype, tf32, cfg, epilogue, planned, request)
     """The tuner's persistent candidates forced through the API on CUDA: more output tiles than the grid
     (4 x 1000x1000 on 128x128 tiles: 256 tiles for 132 blocks), M and N edges, 520 = 4 K tiles and a partial
     one, the store snippet ("scale") and Warp's tile epilogue with beta * C ("axpby")."""
-    from conftest import make, nan_like, to_f64
-
-    import warp_gemm
     from warp_gemm.config.configs import PipeConfig
 
     if dtype == "bfloat16" and not _compat.HAS_BF16:
         pytest.skip("no bfloat16 in this Warp")
     if tf32 and not _compat.HAS_TF32:
         pytest.skip("no tf32 in this Warp")
-    rng = _rng(request)
-    B, M, N, K = 4, 1000, 1000, 520
-    a, b = random_operands(M, N, K, dtype, rng, batch=B)
-    c = round_to(rng.standard_normal((B, M, N)), dtype) if epilogue == "axpby" else None
-    out = nan_like("warp", (B, M, N), dtype, "cuda")
-    args = [make(a, dtype, "warp", "cuda"), make(b, dtype, "warp", "cuda")]
-    with warp_gemm.options(family="pipelined", pipe_config=cfg):
-        if c is None:
-            warp_gemm.gemm(*args, alpha=1.25, out=out, allow_tf32=tf32)
-        else:
-            warp_gemm.gemm(*args, make(c, dtype, "warp", "cuda"), alpha=1.25, beta=-0.5, out=out, allow_tf32=tf32)
+    _forced_on_cuda(dtype, "NN", cfg, epilogue, request, tf32=tf32, batch=4)
     spec = planned[-1].family_spec
     assert planned[-1].family == "pipelined" and spec.persistent == PipeConfig.parse(cfg).persistent, spec
-    ref = 1.25 * np.matmul(a, b) + (0.0 if c is None else -0.5 * c)
-    _assert_close(to_f64(out), ref, dtype, tf32)
 
 
 # --- exact float32 on CUDA cores (spec.simt) ---------------------------------------------------------------
@@ -677,10 +699,7 @@ def test_simt_refusals_name_the_reason(over, match):
     """Specs the SIMT kernel cannot run are refused before any compile, with the reason."""
     import dataclasses
 
-    spec = dataclasses.replace(_simt_spec(), **over)
-    with pytest.raises(ValueError, match=match):
-        P.get_kernel(spec)
-    assert P.unfit(spec)
+    _assert_refused(dataclasses.replace(_simt_spec(), **over), match)
 
 
 def test_simt_forced_through_the_api_on_cpu(planned, request):
@@ -818,32 +837,9 @@ def test_simt_cuda_build_offline(layout, tmp_path):
 def test_simt_forced_on_cuda(layout, cfg, epilogue, planned, request):
     """The SIMT kernel forced through the API on CUDA in each layout: two batch entries of 1000x1000 (M and N
     edges), K 520 (a partial K tile), alpha and beta * C."""
-    from conftest import make, nan_like, to_f64
-
-    import warp_gemm
-
-    rng = _rng(request)
-    Bn, M, N, K = 2, 1000, 1000, 520
-    a, b = random_operands(M, N, K, "float32", rng, batch=Bn)
-    c = round_to(rng.standard_normal((Bn, M, N)), "float32") if epilogue == "axpby" else None
-    out = nan_like("warp", (Bn, M, N), "float32", "cuda")
-
-    def operand(x, trans):
-        if not trans:
-            return make(x, "float32", "warp", "cuda")
-        return make(np.ascontiguousarray(np.swapaxes(x, 1, 2)), "float32", "warp", "cuda").transpose((0, 2, 1))
-
-    args = [operand(a, layout[0] == "T"), operand(b, layout[1] == "T")]
-    with warp_gemm.options(family="pipelined", pipe_config=cfg):
-        if c is None:
-            warp_gemm.gemm(*args, alpha=1.25, out=out, allow_tf32=False)
-        else:
-            warp_gemm.gemm(*args, make(c, "float32", "warp", "cuda"), alpha=1.25, beta=-0.5, out=out,
-                           allow_tf32=False)
+    _forced_on_cuda("float32", layout, cfg, epilogue, request)
     spec = planned[-1].family_spec
     assert planned[-1].family == "pipelined" and spec.simt and spec.layout_a + spec.layout_b == layout, spec
-    ref = 1.25 * np.matmul(a, b) + (0.0 if c is None else -0.5 * c)
-    _assert_close(to_f64(out), ref, "float32")
 
 
 # --- 16-bit inputs on tensor cores through mma.sync (spec.mma) ------------------------------------------------------
@@ -919,10 +915,7 @@ def test_mma_refusals_name_the_reason(over, match):
     """Specs the mma.sync kernel cannot run are refused before any compile, with the reason."""
     import dataclasses
 
-    spec = dataclasses.replace(_mma_spec(), **over)
-    with pytest.raises(ValueError, match=match):
-        P.get_kernel(spec)
-    assert P.unfit(spec)
+    _assert_refused(dataclasses.replace(_mma_spec(), **over), match)
 
 
 def test_mma_config_text():
@@ -1024,34 +1017,11 @@ def test_mma_cuda_build_offline(dtype, layout, tmp_path):
 def test_mma_forced_on_cuda(dtype, layout, cfg, epilogue, planned, request):
     """The mma.sync kernel forced through the API on CUDA in each layout: two batch entries of 1000x1000 (M and N
     edges), K 520 (a partial K tile), alpha and beta * C, the input dtype as output (tf32: float32 with allow_tf32)."""
-    from conftest import make, nan_like, to_f64
-
-    import warp_gemm
-
     tf32 = dtype == "tf32"
-    dtype = "float32" if tf32 else dtype
-    rng = _rng(request)
-    Bn, M, N, K = 2, 1000, 1000, 520
-    a, b = random_operands(M, N, K, dtype, rng, batch=Bn)
-    c = round_to(rng.standard_normal((Bn, M, N)), dtype) if epilogue == "axpby" else None
-    out = nan_like("warp", (Bn, M, N), dtype, "cuda")
-
-    def operand(x, trans):
-        if not trans:
-            return make(x, dtype, "warp", "cuda")
-        return make(np.ascontiguousarray(np.swapaxes(x, 1, 2)), dtype, "warp", "cuda").transpose((0, 2, 1))
-
-    args = [operand(a, layout[0] == "T"), operand(b, layout[1] == "T")]
-    with warp_gemm.options(family="pipelined", pipe_config=cfg):
-        if c is None:
-            warp_gemm.gemm(*args, alpha=1.25, out=out, allow_tf32=tf32)
-        else:
-            warp_gemm.gemm(*args, make(c, dtype, "warp", "cuda"), alpha=1.25, beta=-0.5, out=out, allow_tf32=tf32)
+    _forced_on_cuda("float32" if tf32 else dtype, layout, cfg, epilogue, request, tf32=tf32)
     spec = planned[-1].family_spec
     assert planned[-1].family == "pipelined" and spec.mma and spec.layout_a + spec.layout_b == layout, spec
     assert spec.tf32 == tf32
-    ref = 1.25 * np.matmul(a, b) + (0.0 if c is None else -0.5 * c)
-    _assert_close(to_f64(out), ref, dtype, tf32=tf32)
 
 
 # --- the CUDA thread paths on CPU fibers -----------------------------------------------------------------------------
@@ -1126,10 +1096,7 @@ def test_wgmma_refusals_name_the_reason(over, match):
     """Specs the wgmma kernel cannot run are refused before any compile, with the reason."""
     import dataclasses
 
-    spec = dataclasses.replace(_wgmma_spec(), **over)
-    with pytest.raises(ValueError, match=match):
-        P.get_kernel(spec)
-    assert P.unfit(spec)
+    _assert_refused(dataclasses.replace(_wgmma_spec(), **over), match)
 
 
 def test_wgmma_config_and_plan(monkeypatch):
@@ -1188,25 +1155,8 @@ def test_wgmma_cuda_build_offline(tmp_path):
 def test_wgmma_forced_on_cuda(dtype, cfg, epilogue, planned, request):
     """The wgmma kernel forced through the API on an sm_90 GPU, B stored (N, K): two batch entries of 1000x1000 (M
     and N edges), K 520 (a partial K tile), alpha and beta * C, the input dtype as output."""
-    from conftest import make, nan_like, to_f64
-
-    import warp_gemm
-
     if wp.get_device("cuda").arch != 90:
         pytest.skip("wgmma needs an sm_90 GPU")
-    rng = _rng(request)
-    Bn, M, N, K = 2, 1000, 1000, 520
-    a, b = random_operands(M, N, K, dtype, rng, batch=Bn)
-    c = round_to(rng.standard_normal((Bn, M, N)), dtype) if epilogue == "axpby" else None
-    out = nan_like("warp", (Bn, M, N), dtype, "cuda")
-    bt = make(np.ascontiguousarray(np.swapaxes(b, 1, 2)), dtype, "warp", "cuda").transpose((0, 2, 1))
-    with warp_gemm.options(family="pipelined", pipe_config=cfg):
-        if c is None:
-            warp_gemm.gemm(make(a, dtype, "warp", "cuda"), bt, alpha=1.25, out=out)
-        else:
-            warp_gemm.gemm(make(a, dtype, "warp", "cuda"), bt, make(c, dtype, "warp", "cuda"), alpha=1.25, beta=-0.5,
-                           out=out)
+    _forced_on_cuda(dtype, "NT", cfg, epilogue, request)
     spec = planned[-1].family_spec
     assert planned[-1].family == "pipelined" and spec.wgmma and spec.layout_a + spec.layout_b == "NT", spec
-    ref = 1.25 * np.matmul(a, b) + (0.0 if c is None else -0.5 * c)
-    _assert_close(to_f64(out), ref, dtype)

@@ -1583,6 +1583,8 @@ def _load_arch_specific(kernel, spec: PipeSpec, device) -> None:
         raise ValueError(f"{spec.key}: wgmma kernels need an sm_90 GPU (H100/H200) and a Warp with "
                          f"wp.config.cuda_arch_suffix; got sm_{arch}")
     key = (spec, str(device))
+    if key in _ARCH_SPECIFIC_LOADED:  # every launch after the first (a set lookup, no lock)
+        return
     with _factory_lock:
         if key in _ARCH_SPECIFIC_LOADED:
             return
