@@ -30,17 +30,22 @@ final)  # the runner's tables after this round's changes (file names carry TAG, 
   python3 benchmarks/warm_cache.py --shapes "10000x16x16x16,1000x16x16x16,64x64x64" --dtype fp32 -j 1 >> "$out/warm.txt" 2>&1 &
   if [ -n "${BIG:-}" ]; then  # issue 16's large squares: bf16, tf32, exact fp32, fp64 (and fp16 8192^3 below)
     python3 benchmarks/warm_cache.py --shapes "4096x4096x4096" --dtype bf16,tf32,fp32,fp64 -j 4 >> "$out/warm.txt" 2>&1 &
+    python3 benchmarks/warm_cache.py --shapes "4095x4095x4095" --dtype fp32 -j 1 >> "$out/warm.txt" 2>&1 &
   fi
   wait; grep -c ": ok" "$out/warm.txt"; grep FAILED "$out/warm.txt" | head -5
-  python3 benchmarks/run.py --shapes "$S16" --dtype fp16 --providers warp_gemm,torch --json "$out/${T}_fp16.json" > "$out/${T}_fp16.txt" 2>&1
-  python3 benchmarks/run.py --shapes "4095x4095x4095,1023x1025x1027,1000x1000x1000" --dtype tf32 --providers warp_gemm,torch --json "$out/${T}_tf32.json" > "$out/${T}_tf32.txt" 2>&1
-  if [ -n "${BIG:-}" ]; then
+  if [ -n "${BIG:-}" ]; then  # first: issue 16's table, so that a run cut by the time limit still has it
     python3 benchmarks/run.py --shapes "4096x4096x4096,8192x8192x8192" --dtype fp16,bf16 --providers warp_gemm,torch --json "$out/${T}_big16.json" > "$out/${T}_big16.txt" 2>&1
     python3 benchmarks/run.py --shapes "4096x4096x4096" --dtype tf32,fp32,fp64 --providers warp_gemm,torch --json "$out/${T}_big32.json" > "$out/${T}_big32.txt" 2>&1
   fi
+  python3 benchmarks/run.py --shapes "$S16" --dtype fp16 --providers warp_gemm,torch --json "$out/${T}_fp16.json" > "$out/${T}_fp16.txt" 2>&1
+  python3 benchmarks/run.py --shapes "4095x4095x4095,1023x1025x1027,1000x1000x1000" --dtype tf32 --providers warp_gemm,torch --json "$out/${T}_tf32.json" > "$out/${T}_tf32.txt" 2>&1
+  if [ -n "${BIG:-}" ]; then
+    python3 benchmarks/run.py --shapes "4095x4095x4095" --dtype fp32 --providers warp_gemm,torch --json "$out/${T}_f32odd.json" > "$out/${T}_f32odd.txt" 2>&1
+  fi
   python3 benchmarks/host_loop.py --out "$out/${T}_host_loop.json" > "$out/${T}_host_loop.txt" 2>&1
-  for f in ${T}_fp16 ${T}_tf32 ${T}_big16 ${T}_big32; do [ -f "$out/$f.txt" ] && sed -n '/# summary/,$p' "$out/$f.txt" | grep -v "^$"; done
+  for f in ${T}_big16 ${T}_big32 ${T}_fp16 ${T}_tf32 ${T}_f32odd; do [ -f "$out/$f.txt" ] && sed -n '/# summary/,$p' "$out/$f.txt" | grep -v "^$"; done
   tail -n 4 "$out/${T}_host_loop.txt"
+  (cd "$out" && tar czf "${T}.tgz" ${T}_* warm.txt && rm -f ${T}_*.txt ${T}_*.json warm.txt)  # $OUT: 8 files back
   ;;
 probe5)
   D5="fp16_4095,fp16_4096,fp16_1023odd,fp16_127odd,fp16_gemv"
@@ -75,6 +80,15 @@ suite)
   for i in $sh; do f=/tmp/suite/gpu_shard_$i.log; echo "== $i: $(tail -n 1 "$f")"; grep -h "^E  " "$f" | head -4; done \
     > "$out/suite_$2_summary.txt"
   tar czf "$out/suite_$2.tgz" -C /tmp suite
+  ;;
+splits)  # several shards, each as 4 processes, all at once: bash scripts/gpu_round4.sh splits "1 16 29 23"
+  for i in $2; do for j in 0 1 2 3; do
+    WARP_GEMM_SHARD="$i/32" WARP_GEMM_SUBSHARD="$j/4" timeout "${SUITE_S:-540}" python3 -m pytest -q \
+      -p no:cacheprovider -m gpu tests > "$out/sub_${i}_$j.txt" 2>&1 &
+  done; done
+  wait; for i in $2; do for j in 0 1 2 3; do f="$out/sub_${i}_$j.txt"; echo "shard $i sub $j: $(tail -n 1 "$f")"
+    grep -h "^FAILED\|^ERROR" "$f"; done; done | tee "$out/splits_summary.txt"
+  tar czf "$out/splits.tgz" -C "$out" $(cd "$out" && ls sub_*.txt); rm -f "$out"/sub_*.txt
   ;;
 split)  # one shard as 4 processes (WARP_GEMM_SUBSHARD): bash scripts/gpu_round4.sh split 23
   for j in 0 1 2 3; do
