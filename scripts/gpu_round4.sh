@@ -71,6 +71,19 @@ probe)  # probe sets of benchmarks/probes/round6.py, compiled in parallel then t
     tail -n 80 "$out/r${S}p.txt"
   done
   ;;
+r13)  # round 13: the tf32 GPU tests beside probe set 26's compiles, then set 26 timed, then the runner's tf32 rows
+  python3 -m pytest -q -p no:cacheprovider -m gpu -k "test_mma_forced_on_cuda and tf32" tests > "$out/r13_t1.txt" 2>&1 &
+  python3 -m pytest -q -p no:cacheprovider -m gpu -k "test_tf32_on_cuda or test_triton_tf32_and_tuned_cuda" tests \
+    > "$out/r13_t2.txt" 2>&1 &
+  R6_SET=26 python3 benchmarks/probes/round6.py warm -j 14 > "$out/r26w.txt" 2>&1
+  wait; tail -n 1 "$out/r13_t1.txt" "$out/r13_t2.txt"; grep -h "^FAILED\|^ERROR" "$out"/r13_t*.txt
+  R6_SET=26 python3 benchmarks/probes/round6.py time --json "$out/r26p.json" > "$out/r26p.txt" 2>&1
+  tail -n 40 "$out/r26p.txt"
+  python3 benchmarks/run.py --shapes "4096x4096x4096,4095x4095x4095,2048x2048x2048,1023x1025x1027,1000x1000x1000" \
+    --dtype tf32 --providers warp_gemm,torch --json "$out/r13t_tf32.json" > "$out/r13t_tf32.txt" 2>&1
+  sed -n '/# summary/,$p' "$out/r13t_tf32.txt" | grep -v "^$"
+  (cd "$out" && tar czf r13.tgz r13_t*.txt r26w.txt r13t_tf32.* && rm -f r13_t*.txt r26w.txt r13t_tf32.*)
+  ;;
 suite)
   # B23: B without shard 23 (test_tile_func + test_grad, ~41 cold compiles: over 575 s in round 7)
   case "${2:-A}" in A) sh=$(seq 0 15);; B) sh=$(seq 16 31);; B23) sh="$(seq 16 22) $(seq 24 31)";; *) sh=$2;; esac

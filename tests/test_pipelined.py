@@ -861,8 +861,8 @@ def _ld8(n: int) -> int:
 @pytest.mark.parametrize("layout", ["NN", "NT", "TN", "TT"])
 @pytest.mark.parametrize("dtype", MMA_DTYPES)
 def test_mma_layouts_and_edges(dtype, layout, epilogue, request):
-    """The mma.sync kernel (ldmatrix fragments, m16n8k16 MMAs -- tf32: m16n8k8 over stages copied K-contiguous --,
-    float32 sums in registers): on the CPU twin each output sums the values that its lanes' ldmatrix addresses and the
+    """The mma.sync kernel (ldmatrix fragments, m16n8k16 MMAs -- tf32: m16n8k8, operands stored with k across rows
+    read by 32-bit loads --, float32 sums in registers): on the CPU twin each output sums the values that its lanes' ldmatrix addresses and the
     PTX fragment layouts deliver, so the addressing of every layout (.trans or not) is checked. 70x131x75 on 64x64x32
     tiles of 4 warps (M, N and K edges, 3 K tiles through 3 stages), three batch entries with A broadcast, D a column
     view whose other columns stay."""
@@ -870,7 +870,8 @@ def test_mma_layouts_and_edges(dtype, layout, epilogue, request):
     lda = _ld8(M) if layout[0] == "T" else _ld8(K)
     ldb = _ld8(K) if layout[1] == "T" else _ld8(N)
     spec = _mma_spec(dtype, layout, epilogue, out_dtype="float32")
-    assert spec.transposing_copies() == ((layout[0] == "T", layout[1] == "N") if dtype == "tf32" else (False, False))
+    assert spec.transposing_copies() == (False, False)
+    assert spec.scalar_fragments() == ((layout[0] == "T", layout[1] == "N") if dtype == "tf32" else (False, False))
     out, ref = _run(spec, M, N, K, _rng(request), batch=3, a_nb=1, b_nb=3, c_nb=3, lda=lda, ldb=ldb, ldd=N + 5)
     _assert_close(out, ref, "float32", tf32=dtype == "tf32")
 
@@ -977,12 +978,13 @@ def test_mma_planned_on_a_cuda_like_device(monkeypatch, dtype, n, cfg, warps):
 @pytest.mark.skipif(not _compat.HAS_COMPILE_AOT, reason="wp.compile_aot_module arrived in warp-lang 1.9")
 @pytest.mark.parametrize("dtype,layout", [("float16", "NN"), ("float16", "TT")] +
                          ([("bfloat16", "NT")] if _compat.HAS_BF16 else []) +
-                         ([("tf32", "TN")] if _compat.HAS_TF32 else []))
+                         ([("tf32", "TN"), ("tf32", "NT")] if _compat.HAS_TF32 else []))
 def test_mma_cuda_build_offline(dtype, layout, tmp_path):
     """The mma.sync kernel (128x128x32, 4 warps, 3 stages) compiles for sm_90 offline, and its PTX keeps the
     accumulator in registers (no local memory, no calls) with, per K tile of 32 and k step of 16 (tf32: 8), 4 + 4
-    ldmatrix x4 (.trans for 16-bit A of layout T and B of layout N) and 4 x 8 mma.sync of the input type (tf32: each
-    fragment register rounded with cvt.rna)."""
+    ldmatrix x4 (.trans for 16-bit A of layout T and B of layout N; tf32 operands stored with k across rows: four
+    32-bit shared loads each instead) and 4 x 8 mma.sync of the input type (tf32: each fragment register rounded with
+    cvt.rna)."""
     import inspect
     import re
 
@@ -1002,7 +1004,10 @@ def test_mma_cuda_build_offline(dtype, layout, tmp_path):
     assert len(re.findall(rf"mma\.sync\.aligned\.{shape}\.row\.col\.f32\.{t}\.{t}\.f32", ptx)) == steps * 4 * 8
     a_tr = len(re.findall(r"ldmatrix\.sync\.aligned\.m8n8\.x4\.trans\.shared\.b16", ptx))
     a_all = len(re.findall(r"ldmatrix\.sync\.aligned\.m8n8\.x4(\.trans)?\.shared\.b16", ptx))
-    assert a_all == steps * (4 + 4)
+    scalar = spec.scalar_fragments()  # tf32 A of layout T / B of layout N: four 32-bit loads instead of an x4
+    assert scalar == ((layout[0] == "T", layout[1] == "N") if tf32 else (False, False))
+    assert a_all == steps * 4 * (2 - sum(scalar))
+    assert len(re.findall(r"ld\.shared\.b32", ptx)) >= steps * 4 * 4 * sum(scalar)
     assert a_tr == (0 if tf32 else steps * 4 * ((layout[0] == "T") + (layout[1] == "N")))
     assert len(re.findall(r"cvt\.rna\.tf32\.f32", ptx)) == (steps * (4 + 4) * 4 if tf32 else 0)
 

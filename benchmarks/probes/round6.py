@@ -71,7 +71,9 @@ CASES = {
     "sq_8192": (1, 8192, 8192, 8192, "float16", "N"),
     "tf32_4096": (1, 4096, 4096, 4096, "tf32", "N"),
     "tf32_4095": (1, 4095, 4095, 4095, "tf32", "N"),
-    "tf32_4096_T": (1, 4096, 4096, 4096, "tf32", "T"),  # B stored (N, K): no transposing copy in the mma.sync kernel
+    "tf32_4096_T": (1, 4096, 4096, 4096, "tf32", "T"),
+    "tf32_1023": (1, 1023, 1025, 1027, "tf32", "N"),
+    "tf32_2048": (1, 2048, 2048, 2048, "tf32", "N"),  # B stored (N, K): no transposing copy in the mma.sync kernel
     "sq_8192_T": (1, 8192, 8192, 8192, "float16", "T"),
     "bf16_8192_T": (1, 8192, 8192, 8192, "bfloat16", "T"),
     "f64_4096": (1, 4096, 4096, 4096, "float64", "N"),
@@ -358,10 +360,26 @@ SET25 = {"default": (T25, {}),
                          "pipe/128x256x32/s4/b256/o1/wgmma", "pipe/256x128x64/s3/b512/o1/wgmma",
                          "pipe/64x128x64/s4/b128/o2/wgmma", "pipe/128x128x32/s4/b256/o2/wgmma",
                          "pipe/128x128x32/s3/b128/o2/mma")}
+# Twenty-sixth run (R6_SET=26, round 13): tf32 after (a) the mma.sync kernel's scalar fragment loads for operands
+# stored with k across rows (B of layout N, A of layout T: copied as stored in 16-byte chunks, 32-bit shared loads,
+# where round 12 copied them transposed 4 bytes at a time: NN 125.7 against NT 145.1) and (b) the shipped table's
+# stale tf32 winners dropped (they put tile_matmul kernels over the mma.sync default: 96.6 in round 13's runner); the
+# old table's choices forced for comparison. Exact fp32: other SIMT tiles, stages and occupancies (the default
+# 128x64x16 s3 o3 measured 41.4 in round 13's runner against issue 16's 41.5).
+T26 = ["tf32_4096", "tf32_4096_T", "tf32_4095", "tf32_2048", "tf32_1023"]
+F26 = ["f32_4096", "f32_4095"]
+SET26 = {"default": (T26 + F26, {}),
+         "old_table": (["tf32_4096", "tf32_4095", "tf32_2048"], {"pipe": "pipe/128x128x64/s2/b256/o1"}),
+         "old_table_1023": (["tf32_1023"], {"pipe": "pipe/128x96x64/s2/b256/o1"}),
+         **pipe_variants(["tf32_4095", "tf32_2048", "tf32_1023"], "pipe/128x64x32/s4/b128/o3/mma",
+                         "pipe/128x128x32/s4/b128/o1/mma"),
+         **pipe_variants(F26, "pipe/128x64x16/s4/b128/o3/simt", "pipe/128x64x16/s3/b128/o4/simt",
+                         "pipe/64x128x16/s3/b128/o3/simt", "pipe/128x64x32/s2/b128/o3/simt",
+                         "pipe/128x64x32/s3/b128/o2/simt")}
 # R6_SET -> (variants, cold repeats); unset: the first run's VARIANTS, one repeat.
 SETS = {"13": (SET13, 3), "14": (SET14, 3), "15": (SET15, 3), "16": (SET16, 3), "17": (SET17, 3), "18": (SET18, 2),
         "19": (SET19, 2), "20": (SET20, 2), "21": (SET21, 2), "22": (SET22, 3), "23": (SET23, 2), "24": (SET24, 3),
-        "25": (SET25, 2),
+        "25": (SET25, 2), "26": (SET26, 3),
         "2": (SET2, 3), "3": (SET3, 3), "4": (SET4, 2), "5": (SET5, 2), "6": (SET6, 2), "7": (SET7, 2),
         "8": (SET8, 2), "9": (SET9, 3), "10": (SET10, 3), "11": (SET11, 3), "12": (SET12, 3)}
 VARIANTS, REPS = SETS.get(os.environ.get("R6_SET", ""), (VARIANTS, 1))

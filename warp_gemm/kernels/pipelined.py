@@ -139,16 +139,24 @@ class PipeSpec:
 
     def a_tile(self) -> tuple[int, int]:
         """Rows and columns of one stage of A in shared memory: as stored (layout T: the transposed tile), or
-        K-major ``(tk, tm)`` in the SIMT kernel whatever the layout, or K-contiguous ``(tm, tk)`` in the tf32
-        mma.sync kernel whatever the layout (its ldmatrix reads rows of 16 bytes along k)."""
-        if self.simt or self.tf32_mma:
-            return (self.tk, self.tm) if self.simt else (self.tm, self.tk)
+        K-major ``(tk, tm)`` in the SIMT kernel whatever the layout."""
+        if self.simt:
+            return (self.tk, self.tm)
         return (self.tk, self.tm) if self.layout_a == "T" else (self.tm, self.tk)
 
     def b_tile(self) -> tuple[int, int]:
-        if self.simt or self.tf32_mma:
-            return (self.tk, self.tn) if self.simt else (self.tn, self.tk)
+        if self.simt:
+            return (self.tk, self.tn)
         return (self.tn, self.tk) if self.layout_b == "T" else (self.tk, self.tn)
+
+    def stage_cols(self) -> tuple[int, int]:
+        """Elements per shared row of A's and B's stages, padding included: the tile's columns plus ``pad_ab``;
+        an operand whose fragments the tf32 mma.sync kernel reads with scalar loads (:meth:`scalar_fragments`)
+        gets rows of 8 or 24 (mod 32) words, so that a fragment's 32 loads hit 32 banks."""
+        (_, ac), (_, bc) = self.a_tile(), self.b_tile()
+        sa, sb = self.scalar_fragments()
+        return (_scalar_row(ac, self.pad_ab) if sa else ac + self.pad_ab,
+                _scalar_row(bc, self.pad_ab) if sb else bc + self.pad_ab)
 
     @property
     def tf32_mma(self) -> bool:
@@ -156,13 +164,27 @@ class PipeSpec:
 
     def transposing_copies(self) -> tuple[bool, bool]:
         """Whether A's and B's stages hold the transpose of the tile as stored (copied 4 bytes at a time by
-        ``_COPY_T``): the SIMT kernel's A stored (M, K) and B stored (N, K); the tf32 mma.sync kernel's A stored
-        (K, M) and B stored (K, N)."""
+        ``_COPY_T``): the SIMT kernel's A stored (M, K) and B stored (N, K)."""
         if self.simt:
             return self.layout_a == "N", self.layout_b == "T"
+        return False, False
+
+    def scalar_fragments(self) -> tuple[bool, bool]:
+        """Whether the tf32 mma.sync kernel reads A's / B's fragments with 32-bit shared loads instead of ldmatrix:
+        the operands stored with k across rows (A stored (K, M), B stored (K, N)), whose stages are copied as
+        stored in 16-byte chunks (ldmatrix .trans moves 16-bit elements, not 32-bit ones)."""
         if self.tf32_mma:
             return self.layout_a == "T", self.layout_b == "N"
         return False, False
+
+
+def _scalar_row(cols: int, pad: int) -> int:
+    """The shortest shared row of at least ``cols + pad`` 4-byte words, padding a whole number of 16 bytes, that is 8
+    or 24 words modulo 32 (the tf32 mma.sync kernel's scalar fragment loads: lanes 4 g + t read row t, column g)."""
+    r = cols + pad
+    while (r - cols) % 4 or r % 32 not in (8, 24):
+        r += 1
+    return r
 
 
 def default_spec(in_dtype: str, out_dtype: str | None = None, *, tf32: bool = False, layout: str = "NN",
@@ -298,10 +320,10 @@ def smem_bytes(spec: PipeSpec) -> int:
     """Shared memory of the kernel's own tiles (A and B stages, plus the accumulator where ``pad_c`` puts
     it in shared memory), in bytes; Warp may add scratch for a register accumulator's MMA."""
     it = ITEM_BYTES[spec.in_dtype]
-    ar, ac = spec.a_tile()
-    br, bc = spec.b_tile()
+    ar, br = spec.a_tile()[0], spec.b_tile()[0]
+    acp, bcp = spec.stage_cols()
     acc = spec.tm * (spec.tn + spec.pad_c) * ITEM_BYTES[spec.acc_dtype] if spec.pad_c else 0
-    return spec.stages * (ar * (ac + spec.pad_ab) + br * (bc + spec.pad_ab)) * it + acc
+    return spec.stages * (ar * acp + br * bcp) * it + acc
 
 
 def unfit(spec: PipeSpec) -> str:
@@ -614,7 +636,8 @@ _MMA_SYNC = r"""
     // c % 2 (l: the lane). Fragments come from ldmatrix x4 loads of 8 x 16-byte matrices ({P} element(s) per 32-bit
     // register): lane l gives the address of row l % 8 of matrix l / 8; A's matrix j is rows + 8 (j % 2), k + {KH}
     // (j / 2) of a 16 x {KSTEP} (the a0..a3 of the PTX fragment), B's columns + 8 (j / 2), k + {KH} (j % 2) of a 16 x
-    // {KSTEP} (b0, b1 of MMA tiles 2 nb and 2 nb + 1).{CVT_DOC} No barrier: the caller syncs before it refills a stage.
+    // {KSTEP} (b0, b1 of MMA tiles 2 nb and 2 nb + 1).{SCALAR_DOC}{CVT_DOC} No barrier: the caller syncs before it
+    // refills a stage.
 #if defined(__CUDA_ARCH__)
     const int q = 0;
 {GEOM}    const int j = l / 8;
@@ -630,17 +653,11 @@ _MMA_SYNC = r"""
 #pragma unroll
         for (int mi = 0; mi < {MI}; ++mi) {{
             const int rb = wr + 16 * mi;
-            asm volatile("ldmatrix.sync.aligned.m8n8.x4{ATR}.shared.b16 {{%0, %1, %2, %3}}, [%4];\n"
-                         : "=r"(af[mi][0]), "=r"(af[mi][1]), "=r"(af[mi][2]), "=r"(af[mi][3])
-                         : "r"(sa + {ITEM} * ({A_OFF})));
-{CVT_A}        }}
+{A_LOAD}{CVT_A}        }}
 #pragma unroll
         for (int nb = 0; nb < {NB}; ++nb) {{
             const int rb = wc + 16 * nb;
-            asm volatile("ldmatrix.sync.aligned.m8n8.x4{BTR}.shared.b16 {{%0, %1, %2, %3}}, [%4];\n"
-                         : "=r"(bf[nb][0]), "=r"(bf[nb][1]), "=r"(bf[nb][2]), "=r"(bf[nb][3])
-                         : "r"(sb + {ITEM} * ({B_OFF})));
-{CVT_B}        }}
+{B_LOAD}{CVT_B}        }}
 #pragma unroll
         for (int mi = 0; mi < {MI}; ++mi)
 #pragma unroll
@@ -660,14 +677,15 @@ _MMA_SYNC = r"""
     const {IT}* As = (const {IT}*)ba.data.ptr + (size_t)s * {SA};
     const {IT}* Bs = (const {IT}*)bb.data.ptr + (size_t)s * {SB};
 {CPU_CVT}    // element e of register j of lane L of an x4 ldmatrix at (rb, cb): row L / 4, b16 columns 2 (L % 4), + 1
-    // of matrix j (.trans: of its transpose), whose row i starts where lane 8 j + i points
+    // of matrix j (.trans: of its transpose), whose row i starts where lane 8 j + i points (scalar fragments: the
+    // word that lane L loads for register j)
     auto lda = [&](int rb, int cb, int L, int j, int e) -> float {{
         const int i = {A_I};
-        return {RND}((float)As[({A_OFF}) + {A_C}]);
+        return {RND}((float)As[({A_OFF_CPU}) + {A_C}]);
     }};
     auto ldb = [&](int rb, int cb, int L, int j, int e) -> float {{
         const int i = {B_I};
-        return {RND}((float)Bs[({B_OFF}) + {B_C}]);
+        return {RND}((float)Bs[({B_OFF_CPU}) + {B_C}]);
     }};
     for (int q = 0; q < {VT} / WP_TILE_BLOCK_DIM; ++q) {{
 {GEOM}        float* d = acc.data + q * {PER};
@@ -707,18 +725,42 @@ _MMA_CPU_CVT = r"""    // tf32 rounding as cvt.rna.tf32.f32: to nearest, ties aw
         return x;
     }};
 """
-# ldmatrix addressing per operand and storage (_MMA_SYNC): the element offset in the stage of row i of x4 matrix j
-# at (rb, cb) (rb: the first row of A / column of B, cb: the first k), the .trans flag, and, for the CPU, which row
-# (i) and column of matrix j hold element e of lane L's register (P elements per register; KH: the k offset of the
-# second matrix along k).
+# ldmatrix addressing per operand and storage (_MMA_SYNC): the element offset in the stage of row {I} of x4 matrix
+# {J} at (rb, cb) (rb: the first row of A / column of B, cb: the first k), the .trans flag, and, for the CPU, which
+# row (i) and column of matrix j hold element e of lane L's register (P elements per register; KH: the k offset of
+# the second matrix along k).
 _LDSM = {
     # k along the stage's rows (A of layout N, B of layout T; tf32: every layout): plain ldmatrix
-    ("A", False): ("(rb + 8 * (j % 2) + i) * {LD} + cb + {KH} * (j / 2)", "", "L / 4", "{P} * (L % 4) + e"),
-    ("B", False): ("(rb + 8 * (j / 2) + i) * {LD} + cb + {KH} * (j % 2)", "", "L / 4", "{P} * (L % 4) + e"),
+    ("A", False): ("(rb + 8 * ({J} % 2) + {I}) * {LD} + cb + {KH} * ({J} / 2)", "", "L / 4", "{P} * (L % 4) + e"),
+    ("B", False): ("(rb + 8 * ({J} / 2) + {I}) * {LD} + cb + {KH} * ({J} % 2)", "", "L / 4", "{P} * (L % 4) + e"),
     # k down the stage's columns (16-bit A of layout T, B of layout N): ldmatrix .trans
-    ("A", True): ("(cb + 8 * (j / 2) + i) * {LD} + rb + 8 * (j % 2)", ".trans", "2 * (L % 4) + e", "L / 4"),
-    ("B", True): ("(cb + 8 * (j % 2) + i) * {LD} + rb + 8 * (j / 2)", ".trans", "2 * (L % 4) + e", "L / 4"),
+    ("A", True): ("(cb + 8 * ({J} / 2) + {I}) * {LD} + rb + 8 * ({J} % 2)", ".trans", "2 * (L % 4) + e", "L / 4"),
+    ("B", True): ("(cb + 8 * ({J} % 2) + {I}) * {LD} + rb + 8 * ({J} / 2)", ".trans", "2 * (L % 4) + e", "L / 4"),
+    # k down the stage's columns, tf32 (A of layout T, B of layout N): one 32-bit load per register; lane L holds
+    # A(row L / 4 (+ 8), k L % 4 (+ 4)) and B(k L % 4 (+ 4), column L / 4), so {I} is the k (L % 4) and L / 4 the
+    # column added to the offset
+    ("A", "s"): ("(cb + 4 * ({J} / 2) + {I}) * {LD} + rb + 8 * ({J} % 2)", "", "L % 4", "L / 4"),
+    ("B", "s"): ("(cb + 4 * ({J} % 2) + {I}) * {LD} + rb + 8 * ({J} / 2)", "", "L % 4", "L / 4"),
 }
+_LDSM_X4 = ("            asm volatile(\"ldmatrix.sync.aligned.m8n8.x4{TR}.shared.b16 {{%0, %1, %2, %3}}, [%4];\\n\"\n"
+            "                         : \"=r\"({F}[{X}][0]), \"=r\"({F}[{X}][1]), \"=r\"({F}[{X}][2]), \"=r\"({F}[{X}][3])\n"
+            "                         : \"r\"({BASE} + {ITEM} * ({OFF})));\n")
+_LDS_32 = ("            asm volatile(\"ld.shared.b32 %0, [%1];\\n\" : \"=r\"({F}[{X}][{R}])\n"
+           "                         : \"r\"({BASE} + {ITEM} * ({OFF})));\n")
+
+
+def _fragment_load(spec: PipeSpec, operand: str, trans, ld: int, k: dict) -> str:
+    """CUDA source of one x4 fragment load of ``operand`` ("A": af[mi], "B": bf[nb]) for :data:`_MMA_SYNC`."""
+    off = _LDSM[(operand, trans)][0]
+    f, x = ("af", "mi") if operand == "A" else ("bf", "nb")
+    base, item = ("sa" if operand == "A" else "sb"), ITEM_BYTES[spec.in_dtype]
+    if trans == "s":
+        return "".join(_LDS_32.format(F=f, X=x, R=r, BASE=base, ITEM=item,
+                                      OFF=off.format(J=r, I="l % 4", LD=ld, **k) + " + l / 4") for r in range(4))
+    return _LDSM_X4.format(TR=_LDSM[(operand, trans)][1], F=f, X=x, BASE=base, ITEM=item,
+                           OFF=off.format(J="j", I="i", LD=ld, **k))
+
+
 MMA_TYPES = {"float16": "f16", "bfloat16": "bf16"}
 
 
@@ -740,19 +782,27 @@ def _mma_fields(spec: PipeSpec) -> dict:
     wtm, wtn = spec.tm // wm, spec.tn // wn
     ar, ac = spec.a_tile()
     br, bc = spec.b_tile()
-    ald, bld = ac + spec.pad_ab, bc + spec.pad_ab
+    ald, bld = spec.stage_cols()
     tf = spec.tf32_mma
     p = 1 if tf else 2  # elements per 32-bit register
     kstep = 8 if tf else 16
-    a_off, atr, a_i, a_c = _LDSM[("A", not tf and spec.layout_a == "T")]
-    b_off, btr, b_i, b_c = _LDSM[("B", not tf and spec.layout_b == "N")]
+    sa_, sb_ = spec.scalar_fragments()
+    ta = "s" if sa_ else (not tf and spec.layout_a == "T")
+    tb = "s" if sb_ else (not tf and spec.layout_b == "N")
+    a_off, atr, a_i, a_c = _LDSM[("A", ta)]
+    b_off, btr, b_i, b_c = _LDSM[("B", tb)]
     k = dict(KH=4 * p, P=p)
     f = dict(VT=32 * spec.mma, NW=spec.mma, WM=wm, WN=wn, WTM=wtm, WTN=wtn, MI=wtm // 16, NJ=wtn // 8,
              NB=wtn // 16, PER=wtm * wtn // 32, KSTEP=kstep, KS=spec.tk // kstep, AR=ar, AC=ac, BR=br, BC=bc,
              ALD=ald, BLD=bld, SA=ar * ald, SB=br * bld, ITEM=ITEM_BYTES[spec.in_dtype],
              T="tf32" if tf else MMA_TYPES.get(spec.in_dtype, "f16"), SHAPE=f"m16n8k{kstep}",
-             IT=_C_TYPES[spec.in_dtype], A_OFF=a_off.format(LD=ald, **k), ATR=atr, A_I=a_i, A_C=a_c.format(**k),
-             B_OFF=b_off.format(LD=bld, **k), BTR=btr, B_I=b_i, B_C=b_c.format(**k), **k,
+             IT=_C_TYPES[spec.in_dtype], A_OFF_CPU=a_off.format(J="j", I="i", LD=ald, **k), A_I=a_i,
+             A_C=a_c.format(**k), B_OFF_CPU=b_off.format(J="j", I="i", LD=bld, **k), B_I=b_i, B_C=b_c.format(**k),
+             A_LOAD=_fragment_load(spec, "A", ta, ald, k), B_LOAD=_fragment_load(spec, "B", tb, bld, k), **k,
+             SCALAR_DOC=(" tf32 operands stored with k across rows: one 32-bit shared load per register instead (A: "
+                         "row l / 4 + 8 (j % 2), k l % 4 + 4 (j / 2); B: k l % 4 + 4 (j % 2), column l / 4 + 8 (j / "
+                         "2)); their rows are 8 or 24 words modulo 32, so the 32 loads hit 32 banks."
+                         if sa_ or sb_ else ""),
              CVT_A=_MMA_CVT.format(F="af", X="mi") if tf else "", CVT_B=_MMA_CVT.format(F="bf", X="nb") if tf else "",
              CVT_DOC=" tf32: each register rounded to nearest (cvt.rna)." if tf else "",
              CPU_CVT=_MMA_CPU_CVT.format() if tf else "", RND="tf32" if tf else "")
@@ -1189,7 +1239,7 @@ def _build(spec: PipeSpec, zero_acc_snippet: bool):
     # needs compile-time tile shapes and takes no tuples from the closure).
     AR, AC = spec.a_tile()
     BR, BC = spec.b_tile()
-    ACP, BCP = AC + spec.pad_ab, BC + spec.pad_ab
+    ACP, BCP = spec.stage_cols()
     SAR, SBR = S * AR, S * BR
     TNC = TN + spec.pad_c
     PAD_C = spec.pad_c > 0
@@ -1416,7 +1466,7 @@ def _stage_copier(spec: PipeSpec, cp_a, cp_b):
     AR, AC = spec.a_tile()
     BR, BC = spec.b_tile()
     SAR, SBR = spec.stages * AR, spec.stages * BR
-    ACP, BCP = AC + spec.pad_ab, BC + spec.pad_ab
+    ACP, BCP = spec.stage_cols()
 
     def copy_stage(ba: wp.tile(dtype=IN, shape=(SAR, ACP), storage="shared"),
                    bb: wp.tile(dtype=IN, shape=(SBR, BCP), storage="shared"),
