@@ -84,6 +84,25 @@ r13)  # round 13: the tf32 GPU tests beside probe set 26's compiles, then set 26
   sed -n '/# summary/,$p' "$out/r13t_tf32.txt" | grep -v "^$"
   (cd "$out" && tar czf r13.tgz r13_t*.txt r26w.txt r13t_tf32.* && rm -f r13_t*.txt r26w.txt r13t_tf32.*)
   ;;
+r13b)  # round 13, second: the SIMT GPU tests (64x128x16 default) beside the runner's compiles, then the runner's rows
+  for l in NN NT TN TT; do
+    python3 -m pytest -q -p no:cacheprovider -m gpu -k "test_simt_forced_on_cuda and $l" tests > "$out/r13b_$l.txt" 2>&1 &
+  done
+  python3 benchmarks/warm_cache.py --shapes "4096x4096x4096,4095x4095x4095,8192x8192x8192" --dtype fp32 -j 3 \
+    > "$out/r13b_warm.txt" 2>&1 &
+  python3 benchmarks/warm_cache.py --shapes "4000x4000x4000,4096x4096x4096,8000x8000x8000" --dtype fp16 -j 3 \
+    >> "$out/r13b_warm.txt" 2>&1 &
+  python3 benchmarks/warm_cache.py --shapes "1023x1025x1027" --dtype tf32 -j 1 >> "$out/r13b_warm.txt" 2>&1 &
+  wait; for l in NN NT TN TT; do echo "$l: $(tail -n 1 "$out/r13b_$l.txt")"; done; grep -h "^FAILED\|^ERROR" "$out"/r13b_*.txt
+  python3 benchmarks/run.py --shapes "4096x4096x4096,4095x4095x4095,8192x8192x8192" --dtype fp32 \
+    --providers warp_gemm,torch --json "$out/r13b_fp32.json" > "$out/r13b_fp32.txt" 2>&1
+  python3 benchmarks/run.py --shapes "4000x4000x4000,4096x4096x4096,8000x8000x8000" --dtype fp16 \
+    --providers warp_gemm,torch --json "$out/r13b_fp16.json" > "$out/r13b_fp16.txt" 2>&1
+  python3 benchmarks/run.py --shapes "1023x1025x1027" --dtype tf32 --providers warp_gemm,torch \
+    --json "$out/r13b_tf32.json" > "$out/r13b_tf32.txt" 2>&1
+  for f in fp32 fp16 tf32; do sed -n '/# summary/,$p' "$out/r13b_$f.txt" | grep -v "^$"; done
+  (cd "$out" && tar czf r13b.tgz r13b_* && rm -f r13b_*.txt r13b_*.json)
+  ;;
 suite)
   # B23: B without shard 23 (test_tile_func + test_grad, ~41 cold compiles: over 575 s in round 7)
   case "${2:-A}" in A) sh=$(seq 0 15);; B) sh=$(seq 16 31);; B23) sh="$(seq 16 22) $(seq 24 31)";; *) sh=$2;; esac

@@ -667,11 +667,13 @@ def test_simt_layouts_and_edges(layout, epilogue, request):
     _assert_close(out, ref, "float32")
 
 
+@pytest.mark.parametrize("tm,tn,tk,stages", [(128, 128, 32, 2), (64, 128, 16, 3)])
 @pytest.mark.parametrize("layout", ["NN", "TT"])
-def test_simt_large_tile_two_stages(layout, request):
-    """128x128x32 tiles (256 threads: 4 x 2 warps of 32x64 outputs), 2 stages, one partial tile each way."""
+def test_simt_large_tile_two_stages(layout, tm, tn, tk, stages, request):
+    """128x128x32 tiles (256 threads: 4 x 2 warps of 32x64 outputs), 2 stages, and the default's 64x128x16 (128
+    threads: 2 x 2 warps), 3 stages: one partial tile each way."""
     M, N, K = 150, 200, 100
-    spec = _simt_spec(layout, tm=128, tn=128, tk=32, stages=2)
+    spec = _simt_spec(layout, tm=tm, tn=tn, tk=tk, stages=stages)
     out, ref = _run(spec, M, N, K, _rng(request), lda=_ld4(M) if layout[0] == "T" else _ld4(K),
                     ldb=_ld4(K) if layout[1] == "T" else _ld4(N))
     _assert_close(out, ref, "float32")
@@ -763,7 +765,7 @@ def test_simt_planned_on_a_cuda_like_device(monkeypatch, cfg, family, want):
     elif want == "simt-default":
         spec = plan.family_spec
         assert plan.family == "pipelined" and spec.simt and (spec.tm, spec.tn, spec.tk, spec.block_dim) == \
-            (128, 64, 16, 128), spec
+            (64, 128, 16, 128), spec
     else:
         assert plan.family == want
 
@@ -771,7 +773,7 @@ def test_simt_planned_on_a_cuda_like_device(monkeypatch, cfg, family, want):
 def test_snippet_defaults_for_large_problems_on_cuda(monkeypatch):
     """Round 12's defaults (H100 measurements in default_spec): large 16-bit problems on CUDA take the mma.sync
     kernel (128x128x64, 3 stages, 4 warps), tf32 the tf32 one (128x128x32, two blocks per SM), exact fp32 the SIMT
-    kernel (128x64x16, 128 threads) from SIMT_MIN_TILES 128x128 tiles; small, narrow and short-K grids, fused
+    kernel (64x128x16, 128 threads; round 13) from SIMT_MIN_TILES 128x128 tiles; small, narrow and short-K grids, fused
     activations and the CPU keep tile_matmul's kernels; and the planner follows (a CUDA-like device)."""
     from warp_gemm.core import plan as _plan
     from warp_gemm.core.options import Options
@@ -786,7 +788,7 @@ def test_snippet_defaults_for_large_problems_on_cuda(monkeypatch):
         s32 = P.default_spec("float32", tf32=True, **big)
         assert (s32.tk, s32.stages, s32.min_blocks, s32.mma, s32.pad_ab, s32.pad_c) == (32, 3, 2, 4, 4, 0)
     sx = P.default_spec("float32", layout="NT", **big)
-    assert sx.simt and (sx.tm, sx.tn, sx.tk, sx.block_dim, sx.min_blocks) == (128, 64, 16, 128, 3)
+    assert sx.simt and (sx.tm, sx.tn, sx.tk, sx.block_dim, sx.min_blocks) == (64, 128, 16, 128, 3)
     for spec in (P.default_spec("float16", M=1000, N=1000, K=1000), P.default_spec("float16", M=4096, N=4096, K=256),
                  P.default_spec("float16", activation="relu", **big), P.default_spec("float16", device_is_cpu=True),
                  P.default_spec("float32", activation="relu", **big)):
@@ -831,7 +833,7 @@ def test_simt_cuda_build_offline(layout, tmp_path):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("layout,cfg", [
-    ("NN", "pipe/128x128x16/s3/b256/o2/simt"), ("NT", "pipe/128x128x32/s2/b256/o2/simt"),
+    ("NN", "pipe/64x128x16/s3/b128/o3/simt"), ("NT", "pipe/128x128x32/s2/b256/o2/simt"),
     ("TN", "pipe/128x64x16/s4/b128/o3/simt"), ("TT", "pipe/64x64x32/s3/b64/o0/simt")], ids=lambda v: str(v))
 @pytest.mark.parametrize("epilogue", ["scale", "axpby"])
 def test_simt_forced_on_cuda(layout, cfg, epilogue, planned, request):

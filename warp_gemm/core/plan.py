@@ -155,8 +155,8 @@ def _plan_family(base: Plan, p: Problem, allow_tf32: bool, opts: Options) -> Pla
     if exact32 and want is None and (dev.is_cpu or tiles < SIMT_MIN_TILES or not pipelined.MMA_DEFAULT
                                      or base.activation is not None):
         # exact float32 through tile_matmul (MathDx SIMT): at most 32 TFLOP/s in this family, the tiled family's
-        # kernel 32.5: tiled. The SIMT kernel (pipelined default_spec) takes the large problems on CUDA: 41.7 at
-        # 4096^3 against 32.5 (H100, round 12), but 1000^3 (64 tiles) 17.8 against 19.1.
+        # kernel 32.5: tiled. The SIMT kernel (pipelined default_spec) takes the large problems on CUDA: 44.9 at
+        # 4096^3 against 32.5 (H100, round 13), but 1000^3 (64 tiles; round 12's 128x64 tiles) 17.8 against 19.1.
         return None
     ca, cb = _max_chunk(base.A), _max_chunk(base.B)
     # Operands whose rows are not 16-byte aligned are first copied (staged) into a cached buffer whose

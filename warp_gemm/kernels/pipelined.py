@@ -266,11 +266,12 @@ def default_spec(in_dtype: str, out_dtype: str | None = None, *, tf32: bool = Fa
         # 10.9 (transposed views in the SIMT path): the planner must not pick this family for them.
         base = dict(tm=128, tn=64, tk=32, stages=2, block_dim=256, min_blocks=0, pad_ab=0, pad_c=0)
         if MMA_DEFAULT and not device_is_cpu and over.get("activation") is None:
-            # The SIMT kernel (round 12, results/round12/r22p.json): 128x64x16 s3, 128 threads, three blocks/SM:
-            # 4096^3 41.7 (tiled family 32.5), B stored (N, K) 38.9 (7.5), 8192^3 42.8 (33.0), 4095^3 38.4 (29.5;
-            # 0.78x cuBLAS); 128x128x16 s2-s4 39.6-40.7. 1000^3: 17.8 against the tiled 19.1 (the planner sends
-            # small exact-fp32 problems to the tiled family: SIMT_MIN_TILES); every layout, unlike tile_matmul's.
-            base = dict(tm=128, tn=64, tk=16, stages=3, block_dim=128, min_blocks=3, pad_ab=4, pad_c=0, simt=True)
+            # The SIMT kernel (round 12, results/round12/r22p.json; round 13, results/round13/r26p.txt): 64x128x16
+            # s3, 128 threads (2 x 2 warps of 32 x 64 outputs), three blocks/SM: 4096^3 44.9, 4095^3 41.9 (0.86x
+            # cuBLAS); round 12's 128x64x16 41.7 / 38.2 (tiled family 32.5 / 29.5), with s4 40.8, o4 41.8, tk 32
+            # 36.8-41.2; 128x128x16 s2-s4 39.6-40.7. 1000^3: 17.8 against the tiled 19.1 (the planner sends small
+            # exact-fp32 problems to the tiled family: SIMT_MIN_TILES); every layout, unlike tile_matmul's.
+            base = dict(tm=64, tn=128, tk=16, stages=3, block_dim=128, min_blocks=3, pad_ab=4, pad_c=0, simt=True)
     else:
         # float64: 64x64x32, 2 stages, block 128, two blocks/SM: 24.5/25.1 (NT 25.3/25.7), 1000^3 20.5;
         # one block/SM 23.2-23.9, 3 stages 17-18, 128x64x32 23.3-24.1.
@@ -495,7 +496,7 @@ _C_TYPES = {"float16": "wp::float16", "bfloat16": "wp::bfloat16", "float32": "wp
 _VEC_TYPES = {8: "unsigned long long", 16: "::uint4"}
 
 
-# --- exact float32 on CUDA cores (spec.simt; H100: 41.7 TFLOP/s at 4096^3, the default for large problems) -------
+# --- exact float32 on CUDA cores (spec.simt; H100: 44.9 TFLOP/s at 4096^3, the default for large problems) -------
 # tile_matmul's exact-fp32 GEMM (MathDx's SIMT path) ran at 33-40 TFLOP/s on these tiles with its operands already
 # in shared memory, against an fp32 FMA peak of ~67 and cuBLAS's 51.5 (H100; docs/performance.md, "Where the tile
 # API is the wall"): a ceiling under issue 16's 41.5 for every kernel built on it. _SIMT_MMA replaces the
