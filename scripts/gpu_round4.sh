@@ -3,6 +3,7 @@
 #   bash scripts/gpu_round4.sh bench   # kernel cache filled in parallel, then the runner's small/odd/large
 #                                      # fp16 table, fp32/fp64 batched small, the host loop
 #   bash scripts/gpu_round4.sh suite A|B   # the GPU suite in 32 shards: A = shards 0-15, B = 16-31
+#   bash scripts/gpu_round4.sh check   # precompile, then warp-gemm check --device cuda --shapes odd
 #   SETS="23 24" bash scripts/gpu_round4.sh probe   # probe sets of benchmarks/probes/round6.py (warm, then time)
 #   bash scripts/gpu_round4.sh probe5  # round 5: one-wave tile shapes for odd shapes (small_waves SW_SET=3),
 #                                      # where odd shapes' time goes (diag_plans), staging kernels (staging.py)
@@ -102,6 +103,14 @@ r13b)  # round 13, second: the SIMT GPU tests (64x128x16 default) beside the run
     --json "$out/r13b_tf32.json" > "$out/r13b_tf32.txt" 2>&1
   for f in fp32 fp16 tf32; do sed -n '/# summary/,$p' "$out/r13b_$f.txt" | grep -v "^$"; done
   (cd "$out" && tar czf r13b.tgz r13b_* && rm -f r13b_*.txt r13b_*.json)
+  ;;
+check)  # warp-gemm check --device cuda --shapes odd (every dtype x layout x the odd-shape matrix against Triton and
+  # float64), its kernels first built in parallel by precompile (round 1: 224 kernels in ~3.5 min on 16 cores)
+  python3 -m warp_gemm precompile --arch '' --dtype fp16,bf16,fp32,tf32,fp64 --workers 16 > "$out/precompile.txt" 2>&1
+  tail -n 2 "$out/precompile.txt"
+  timeout "${CHECK_S:-400}" python3 -m warp_gemm check --device cuda --shapes odd --json "$out/check_odd.json" \
+    > "$out/check_odd.txt" 2>&1
+  echo "check exit $?"; tail -n 3 "$out/check_odd.txt"
   ;;
 suite)
   # B23: B without shard 23 (test_tile_func + test_grad, ~41 cold compiles: over 575 s in round 7)

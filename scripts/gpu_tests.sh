@@ -26,6 +26,8 @@ run_shard() {
     > "$WG_OUT/gpu_shard_$1.log" 2>&1
   local rc=$?
   [ $rc -eq 5 ] && rc=0  # a shard that drew no GPU test (few files, many shards)
+  # as each shard ends (a run cut by a time limit still says how far it got)
+  echo "shard $1 done: $(tail -n 1 "$WG_OUT/gpu_shard_$1.log")"
   return $rc
 }
 export -f run_shard

@@ -429,7 +429,8 @@ def test_cuda_build_offline_persistent(epilogue, tmp_path, monkeypatch):
 
 def test_precompile_lists_the_pipelined_family():
     """`warp-gemm precompile` builds the pipelined family's planner defaults (large and small problems,
-    every layout and epilogue asked for) beside the tiled family's, and never exact float32 (tiled)."""
+    every layout and epilogue asked for) beside the tiled family's; exact float32 only its large-problem (SIMT)
+    kernel."""
     from warp_gemm.tools.precompile import job_label, pipelined_jobs
 
     if not P.has_native_tile_args():
@@ -444,7 +445,11 @@ def test_precompile_lists_the_pipelined_family():
             assert P.default_spec("float16", "float16", layout=lay, epilogue=epi, M=8192, N=8192, K=256).key in keys
     for k in (32, 128):  # the 32x32 tiles of batched small 16-bit products
         assert P.default_spec("float16", "float16", layout="NN", epilogue="scale", M=32, N=32, K=k).key in keys
-    assert not any(j[1].in_dtype == "float32" for j in jobs)  # exact float32 stays on the tiled family
+    # exact float32: its large-problem kernel only (the SIMT kernel), one per layout and epilogue
+    f32 = {j[1].key for j in jobs if j[1].in_dtype == "float32"}
+    assert f32 == {P.default_spec("float32", "float32", layout=lay, epilogue=epi, M=8192, N=8192).key
+                   for lay in ("NN", "TT") for epi in ("scale", "axpby")}
+    assert all(j[1].simt for j in jobs if j[1].in_dtype == "float32") == P.MMA_DEFAULT
     assert any(j[1].in_dtype == "float64" for j in jobs)
     assert all(job_label(j).startswith("wg_pipe_") for j in jobs)
 

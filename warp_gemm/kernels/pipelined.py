@@ -43,8 +43,8 @@ reads its stages directly (no ``tile_transpose``); the epilogue is :data:`_OWN_S
 
 float16, bfloat16 and tf32 on tensor cores without tile_matmul (``spec.mma`` warps; the default for large problems
 on CUDA since round 12): the same stages, each K step's product the :data:`_MMA_SYNC` snippet (ldmatrix fragments,
-mma.sync.m16n8k16 -- tf32: m16n8k8 over stages copied K-contiguous --, float32 sums in the register tile's storage,
-one barrier per K step); the epilogue is :data:`_OWN_STORE`.
+mma.sync.m16n8k16 -- tf32: m16n8k8, with 32-bit shared loads for the operands stored with k across rows --, float32
+sums in the register tile's storage, one barrier per K step); the epilogue is :data:`_OWN_STORE`.
 
 float16 and bfloat16 with A stored (M, K) and B stored (N, K) on Hopper's warpgroup MMAs (``spec.wgmma``; sm_90
 only, compiled for sm_90a; not a default: correct on an H100, ~200 TFLOP/s, round 12): unpadded
@@ -258,7 +258,9 @@ def default_spec(in_dtype: str, out_dtype: str | None = None, *, tf32: bool = Fa
         if MMA_DEFAULT and not (small or device_is_cpu) and over.get("activation") is None:
             # The mma.sync kernel, tf32 (round 12, results/round12/r24p.txt): 128x128x32 s3, 4 warps, two blocks/SM:
             # 4096^3 NN 125.7 (tile_matmul 97.6), NT 145.1 (97.9), 4095^3 105.8 (88.0; 0.77x cuBLAS); 128x256x32
-            # 113.7 / 140.8, 8 warps 91.6-113.7. NN copies B transposed 4 bytes at a time (NT: none): the gap.
+            # 113.7 / 140.8, 8 warps 91.6-113.7. NN then copied B transposed 4 bytes at a time; since round 13 B is
+            # copied as stored and read with 32-bit loads (scalar_fragments): NN 140.3, 4095^3 120.0 (0.89x),
+            # 2048^3 130.8 (results/round13/r26p.txt); 128x64x32 s4 o3 and 128x128x32 s4 o1 103-116.
             base = dict(tm=128, tn=128, tk=32, stages=3, block_dim=128, min_blocks=2, pad_ab=4, pad_c=0, mma=4)
     elif in_dtype == "float32":
         # Exact fp32 (MathDx SIMT): 128x64x32 s2 dense, register accumulator: 27.9/28.7, 1000^3 20.3;
@@ -1247,7 +1249,7 @@ def _build(spec: PipeSpec, zero_acc_snippet: bool):
     EMPTY = _compat.HAS_TILE_EMPTY
     key = spec.key
 
-    # Stages that hold the transpose of the stored tile (the SIMT and tf32 mma.sync kernels) copy it with _COPY_T.
+    # Stages that hold the transpose of the stored tile (the SIMT kernel's) copy it with _COPY_T.
     XA, XB = spec.transposing_copies()
     a_snip = _copy_t_snippet(spec, AC, AR, ACP) if XA else _copy_snippet(spec, AR, AC, ACP, core=spec.wgmma)
     b_snip = _copy_t_snippet(spec, BC, BR, BCP) if XB else _copy_snippet(spec, BR, BC, BCP, core=spec.wgmma)

@@ -58,8 +58,8 @@ def pipelined_jobs(dtypes: list[str], layouts: tuple[str, ...] = ("NN",),
     dtype's large- and small-problem configuration (``kernels.pipelined.default_spec``, the H100 table)
     and every configuration of the shipped tuning table's ``|pipe`` groups (applied over the default as
     the planner does: ``core.plan.pipe_spec``; other layouts borrow NN's, bfloat16 float16's), per layout
-    and epilogue, output in the input dtype. Exact float32 is left out (the planner keeps it on the tiled
-    family), and everything where this Warp cannot run the family."""
+    and epilogue, output in the input dtype. Exact float32: only its large-problem kernel (the SIMT kernel on CUDA
+    since round 12; smaller problems stay on the tiled family). Nothing where this Warp cannot run the family."""
     from warp_gemm.config import tables
     from warp_gemm.core.plan import pipe_spec
     from warp_gemm.kernels import pipelined
@@ -70,8 +70,9 @@ def pipelined_jobs(dtypes: list[str], layouts: tuple[str, ...] = ("NN",),
     for dt in dtypes:
         tf32 = dt == "tf32"
         base = "float32" if tf32 else dt
-        if base == "float32" and not tf32 or (tf32 and not _compat.HAS_TF32):
+        if tf32 and not _compat.HAS_TF32:
             continue
+        exact32 = base == "float32" and not tf32
         for lay in layouts:
             for epi in epilogues:
                 # 8192: the large configuration; 1024: the small one (64 output tiles of 128x128); 1536: the
@@ -81,6 +82,8 @@ def pipelined_jobs(dtypes: list[str], layouts: tuple[str, ...] = ("NN",),
                 # with few K steps (256 threads, pipelined.SHORT_K_STEPS) (kernels/pipelined.py)
                 for side, k in ((8192, None), (8192, 256), (1024, None), (1536, None), (512, None), (32, 32),
                                 (32, 128)):
+                    if exact32 and (side, k) != (8192, None):
+                        continue
                     if side == 32 and not pipelined.tiny_batched(base, side, side, k, pipelined.TINY_MIN_BATCH):
                         continue
                     spec = pipelined.default_spec(base, base, tf32=tf32, layout=lay, epilogue=epi, M=side, N=side, K=k)
@@ -89,7 +92,7 @@ def pipelined_jobs(dtypes: list[str], layouts: tuple[str, ...] = ("NN",),
                     if pipelined.smem_bytes(spec) <= pipelined.SMEM_LIMIT:
                         jobs.append(("pipelined", spec))
                 base_spec = pipelined.default_spec(base, base, tf32=tf32, layout=lay, epilogue=epi)
-                for cfg in tables.shipped_pipe_configs(dt):
+                for cfg in () if exact32 else tables.shipped_pipe_configs(dt):
                     spec = pipe_spec(base_spec, cfg)
                     if spec is not None and not any(j[1] == spec for j in jobs):
                         jobs.append(("pipelined", spec))

@@ -155,8 +155,8 @@ def _candidates(family: str, dt: str, configs) -> list:
     from warp_gemm.core.plan import candidate_pipe_configs
 
     if base == "float32" and dt != "tf32":
-        raise ValueError("exact float32 is not tuned in the pipelined family (the planner keeps it on the "
-                         "tiled family): use tf32, or family='tiled'")
+        raise ValueError("exact float32 is not tuned in the pipelined family (no candidates: its large problems "
+                         "take the measured SIMT default, the others the tiled family): use tf32, or family='tiled'")
     if configs:
         return [PipeConfig.parse(c) if isinstance(c, str) else c for c in configs]
     return candidate_pipe_configs(base, dt == "tf32")
