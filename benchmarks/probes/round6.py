@@ -73,7 +73,10 @@ CASES = {
     "tf32_4095": (1, 4095, 4095, 4095, "tf32", "N"),
     "tf32_4096_T": (1, 4096, 4096, 4096, "tf32", "T"),
     "tf32_1023": (1, 1023, 1025, 1027, "tf32", "N"),
-    "tf32_2048": (1, 2048, 2048, 2048, "tf32", "N"),  # B stored (N, K): no transposing copy in the mma.sync kernel
+    "tf32_2048": (1, 2048, 2048, 2048, "tf32", "N"),
+    "tf32_1000": (1, 1000, 1000, 1000, "tf32", "N"),
+    "sq_1536": (1, 1536, 1536, 1536, "float16", "N"),
+    "m2048_1024": (1, 2048, 1024, 1024, "float16", "N"),  # B stored (N, K): no transposing copy in the mma.sync kernel
     "sq_8192_T": (1, 8192, 8192, 8192, "float16", "T"),
     "bf16_8192_T": (1, 8192, 8192, 8192, "bfloat16", "T"),
     "f64_4096": (1, 4096, 4096, 4096, "float64", "N"),
@@ -376,10 +379,21 @@ SET26 = {"default": (T26 + F26, {}),
          **pipe_variants(F26, "pipe/128x64x16/s4/b128/o3/simt", "pipe/128x64x16/s3/b128/o4/simt",
                          "pipe/64x128x16/s3/b128/o3/simt", "pipe/128x64x32/s2/b128/o3/simt",
                          "pipe/128x64x32/s3/b128/o2/simt")}
+# Twenty-seventh run (R6_SET=27; prepared in round 13, not yet run): the medium grids that still run tile_matmul
+# kernels (round 13's runner: fp16 1536^3 0.25x cuBLAS on 96x128 tiles, 2048x1024x1024 0.47x, 1000^3 0.48x, 256 x
+# 2048^2 0.39x; tf32 1000^3 0.50x, 1023x1025x1027 0.61x) through the mma.sync kernel's smaller tiles and two to
+# four blocks per SM.
+M27 = ["sq_1536", "m2048_1024", "sq_1000", "m256_2048", "odd_1023"]
+SET27 = {"default": (M27 + ["tf32_1000", "tf32_1023"], {}),
+         **pipe_variants(M27, "pipe/128x128x32/s3/b128/o2/mma", "pipe/128x64x32/s4/b128/o3/mma",
+                         "pipe/64x128x32/s4/b128/o3/mma", "pipe/64x64x32/s4/b128/o4/mma",
+                         "pipe/64x64x64/s3/b128/o4/mma"),
+         **pipe_variants(["tf32_1000", "tf32_1023"], "pipe/128x64x32/s3/b128/o3/mma", "pipe/64x64x32/s4/b128/o4/mma",
+                         "pipe/64x128x32/s3/b128/o3/mma")}
 # R6_SET -> (variants, cold repeats); unset: the first run's VARIANTS, one repeat.
 SETS = {"13": (SET13, 3), "14": (SET14, 3), "15": (SET15, 3), "16": (SET16, 3), "17": (SET17, 3), "18": (SET18, 2),
         "19": (SET19, 2), "20": (SET20, 2), "21": (SET21, 2), "22": (SET22, 3), "23": (SET23, 2), "24": (SET24, 3),
-        "25": (SET25, 2), "26": (SET26, 3),
+        "25": (SET25, 2), "26": (SET26, 3), "27": (SET27, 3),
         "2": (SET2, 3), "3": (SET3, 3), "4": (SET4, 2), "5": (SET5, 2), "6": (SET6, 2), "7": (SET7, 2),
         "8": (SET8, 2), "9": (SET9, 3), "10": (SET10, 3), "11": (SET11, 3), "12": (SET12, 3)}
 VARIANTS, REPS = SETS.get(os.environ.get("R6_SET", ""), (VARIANTS, 1))
