@@ -1172,3 +1172,22 @@ def test_wgmma_forced_on_cuda(dtype, cfg, epilogue, planned, request):
     _forced_on_cuda(dtype, "NT", cfg, epilogue, request)
     spec = planned[-1].family_spec
     assert planned[-1].family == "pipelined" and spec.wgmma and spec.layout_a + spec.layout_b == "NT", spec
+
+
+@pytest.mark.skipif(not _compat.HAS_TF32, reason="tf32 needs tile_matmul(precision=...)")
+@pytest.mark.parametrize("layout", ["NN", "TN", "TT"])
+def test_mma_tf32_scalar_fragments_odd_tile_widths(layout, request):
+    """tf32 operands stored with k across rows (A of layout T, B of layout N) are copied as stored and read with
+    32-bit shared loads (scalar_fragments) from rows padded to 8 or 24 words modulo 32, whatever the tile's width:
+    96x64 tiles in 2 warps of 48x64 (rows of 104 and 72 words), 2 stages, partial tiles each way, against float64."""
+    spec = _mma_spec("tf32", layout, "axpby", tm=96, tn=64, tk=32, stages=2, mma=2, out_dtype="float32")
+    assert P.mma_warps(spec) == (2, 1)
+    acols, bcols = spec.stage_cols()
+    for cols, scalar, stored in zip((acols, bcols), spec.scalar_fragments(), (96, 64)):
+        if scalar:  # the row: the tile's width plus at least pad_ab, 8 or 24 words modulo 32
+            assert cols >= stored + spec.pad_ab and cols % 32 in (8, 24) and (cols - stored) % 4 == 0
+    assert P.smem_bytes(spec) == spec.stages * (spec.a_tile()[0] * acols + spec.b_tile()[0] * bcols) * 4
+    M, N, K = 96 + 37, 64 + 29, 2 * 32 + 19
+    out, ref = _run(spec, M, N, K, _rng(request), lda=_ld8(M) if layout[0] == "T" else _ld8(K),
+                    ldb=_ld8(K) if layout[1] == "T" else _ld8(N))
+    _assert_close(out, ref, "float32", tf32=True)
