@@ -148,11 +148,11 @@ def test_pipe_config_errors_name_the_field(text, field):
 
 
 @pytest.mark.parametrize("dtype,tf32", [("float16", False), ("bfloat16", False), ("float32", True),
-                                        ("float64", False)])
+                                        ("float32", False), ("float64", False)])
 def test_pipe_candidates_fit(dtype, tf32):
     """8-17 candidates per dtype, the measured default among them, and every one within the per-block
     shared-memory limit in every layout as the planner builds it (those that are not are dropped: 128x256x64 for
-    16-bit); the 16-bit and tf32 ones include mma.sync kernels."""
+    16-bit); the 16-bit and tf32 ones include mma.sync kernels, exact float32's are all SIMT kernels."""
     if tf32 and not __import__("warp_gemm")._compat.HAS_TF32:
         pytest.skip("no tf32 in this Warp")
     cands = _plan.candidate_pipe_configs(dtype, tf32)
@@ -163,10 +163,10 @@ def test_pipe_candidates_fit(dtype, tf32):
         for lay in ("NN", "NT", "TN", "TT"):
             spec = _plan._with_pipe_config(_pipe.default_spec(dtype, tf32=tf32, layout=lay), c, False)
             assert _pipe.smem_bytes(spec) <= _pipe.SMEM_LIMIT and _pipe.unfit(spec) == "", (c, lay)
-    assert sum(c.mma for c in cands) == {"float16": 4, "bfloat16": 4, "float32": 3}.get(dtype, 0)
+    assert sum(c.mma for c in cands) == {"float16": 4, "bfloat16": 4, "float32": 3 if tf32 else 0}.get(dtype, 0)
+    assert all(c.simt for c in cands) if dtype == "float32" and not tf32 else not any(c.simt for c in cands)
     if dtype == "float16":
         assert PipeConfig.parse("pipe/128x256x64/s2/b256/o1") not in cands  # 234 KB: dropped
-    assert _plan.candidate_pipe_configs("float32", False) == []  # exact fp32 stays on the tiled family
 
 
 def test_pipe_winners_go_to_pipe_groups():
@@ -366,8 +366,7 @@ def test_tuner_pieces_on_cpu(rng):
     T._pipe_call(A, B, out, cfg, False)()
     assert compare(T._rows_f64(out, 40), a64 @ b64, "float64").ok
     assert np.array_equal(T._rows_f64(A, 40), a64)
-    with pytest.raises(ValueError, match="exact float32"):
-        T._candidates("pipelined", "float32", None)
+    assert T._candidates("pipelined", "float32", None) == _plan.candidate_pipe_configs("float32", False)  # SIMT
     assert T._candidates("pipelined", "tf32", ["pipe/128x128x64/s2/b256/o1"]) == [PipeConfig(128, 128, 64, 2, 256, 1)]
     with pytest.raises(ValueError, match="CUDA"):
         T.tune(["fp16"], device="cpu", family="pipelined")

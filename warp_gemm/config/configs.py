@@ -308,6 +308,14 @@ PIPE_CANDIDATES = {
         "pipe/128x128x64/s2/b256/o1/p1",
         # mma.sync m16n8k8 (round 12, H100 4096^3 NN: 125.7 (the default), 95.8, 99.8)
         "pipe/128x128x32/s3/b128/o2/mma", "pipe/128x128x32/s3/b256/o1/mma", "pipe/128x64x32/s4/b128/o3/mma")],
+    # exact float32, the SIMT kernel (H100 4096^3 NN, round 12 results/round12/r22p.json, round 13 r26p.txt):
+    # 64x128x16 s3 o3 44.9 (the default), 128x64x16 s3 o3 41.7, o4 41.8, s4 40.8, 128x64x32 s2 o3 41.2;
+    # 128x128x16 s2-s4 b256 o2 39.6-40.7, 128x128x32 s3 o1 40.1. Exact float32 goes to this family only from
+    # plan.SIMT_MIN_TILES output tiles (smaller problems: the tiled family), so that is where these matter.
+    "float32": [_pc(t) for t in (
+        "pipe/64x128x16/s3/b128/o3/simt", "pipe/128x64x16/s3/b128/o3/simt", "pipe/128x64x16/s3/b128/o4/simt",
+        "pipe/64x128x16/s4/b128/o3/simt", "pipe/64x128x32/s2/b128/o3/simt", "pipe/128x64x32/s2/b128/o3/simt",
+        "pipe/128x128x16/s3/b256/o2/simt", "pipe/128x128x32/s3/b256/o1/simt")],
     # float64: 64x64x32 s2 b128 o2 24.5/25.1 (the default); one block/SM 23.2-23.9; 3 stages 17-18;
     # 128x64x32 23.3-24.1.
     "float64": [_pc(t) for t in (
@@ -320,12 +328,11 @@ PIPE_CANDIDATES = {
 
 def pipe_candidate_list(dtype: str, tf32: bool = False) -> list[PipeConfig]:
     """The pipelined tuner's raw candidates for ``dtype`` (before the shared-memory check, which needs
-    the kernels: ``core.plan.candidate_pipe_configs``). Exact float32 has none: the planner keeps it on
-    the tiled family."""
+    the kernels: ``core.plan.candidate_pipe_configs``). Exact float32: the SIMT kernel's."""
     if dtype in ("float16", "bfloat16"):
         return list(PIPE_CANDIDATES["16bit"])
     if dtype == "float32":
-        return list(PIPE_CANDIDATES["tf32"]) if tf32 else []
+        return list(PIPE_CANDIDATES["tf32" if tf32 else "float32"])
     if dtype == "float64":
         return list(PIPE_CANDIDATES["float64"])
     raise ValueError(f"no pipelined candidates for dtype {dtype!r}")

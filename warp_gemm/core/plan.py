@@ -372,8 +372,8 @@ def pipe_spec(spec, cfg: PipeConfig, device_is_cpu: bool = False):
 def candidate_pipe_configs(dtype: str, tf32: bool = False) -> list[PipeConfig]:
     """The pipelined family's tuner candidates for ``dtype`` (``config.configs.PIPE_CANDIDATES``: 8-17
     around the measured bests) whose CUDA kernel fits in every layout: shared memory within
-    ``pipelined.SMEM_LIMIT`` with the dtype's default paddings, and the family's checks. Exact float32
-    has none (the planner keeps it on the tiled family)."""
+    ``pipelined.SMEM_LIMIT`` with the dtype's default paddings, and the family's checks. Exact float32: the
+    SIMT kernel's (the planner's choice for its large problems on CUDA)."""
     from warp_gemm.kernels import pipelined
 
     out = []

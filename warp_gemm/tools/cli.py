@@ -123,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="kernel family to tune: tiled (Config candidates) or pipelined (tile shape, stages, "
                         "block size and blocks per SM; winners in the table's '|pipe' groups)")
     t.add_argument("--dtype", default=None, help="default: fp16,bf16,fp32,tf32,fp64 (tiled); fp16,bf16,tf32,fp64 "
-                   "(pipelined: exact fp32 stays on the tiled family)")
+                   "(pipelined; exact fp32 on request: the SIMT kernel, planned from 264 output tiles)")
     t.add_argument("--shapes", default=None, help="shape sets or MxNxK list (default: benchmark sets for tiled, "
                    "tune-pipe for pipelined)")
     t.add_argument("--configs", default=None, help="';'-separated candidates to time instead of the default "

@@ -82,7 +82,7 @@ def tune(dtypes: list[str], shapes=None, device: str = "cuda", workers: int | No
 
     ``family="tiled"``: the tiled family's :class:`Config` candidates (``candidate_configs``), winners in
     the groups ``"sm90|float16|NN"``. ``family="pipelined"``: the pipelined family's :class:`PipeConfig`
-    candidates (``core.plan.candidate_pipe_configs``; exact fp32 has none), each timed through the same
+    candidates (``core.plan.candidate_pipe_configs``; exact fp32: the SIMT kernel's), each timed through the same
     call path with the family and the configuration forced (``options(family="pipelined",
     pipe_config=...)``), winners in the groups ``"sm90|float16|NN|pipe"`` of the same file.
     ``configs``: restrict the candidates (Config / PipeConfig objects or their text).
@@ -154,9 +154,6 @@ def _candidates(family: str, dt: str, configs) -> list:
             candidate_configs("cuda", base)
     from warp_gemm.core.plan import candidate_pipe_configs
 
-    if base == "float32" and dt != "tf32":
-        raise ValueError("exact float32 is not tuned in the pipelined family (no candidates: its large problems "
-                         "take the measured SIMT default, the others the tiled family): use tf32, or family='tiled'")
     if configs:
         return [PipeConfig.parse(c) if isinstance(c, str) else c for c in configs]
     return candidate_pipe_configs(base, dt == "tf32")
