@@ -92,7 +92,7 @@ def pipelined_jobs(dtypes: list[str], layouts: tuple[str, ...] = ("NN",),
                     if pipelined.smem_bytes(spec) <= pipelined.SMEM_LIMIT:
                         jobs.append(("pipelined", spec))
                 base_spec = pipelined.default_spec(base, base, tf32=tf32, layout=lay, epilogue=epi)
-                for cfg in () if exact32 else tables.shipped_pipe_configs(dt):
+                for cfg in tables.shipped_pipe_configs(dt):
                     spec = pipe_spec(base_spec, cfg)
                     if spec is not None and not any(j[1] == spec for j in jobs):
                         jobs.append(("pipelined", spec))
