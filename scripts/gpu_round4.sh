@@ -4,6 +4,7 @@
 #                                      # fp16 table, fp32/fp64 batched small, the host loop
 #   bash scripts/gpu_round4.sh suite A|B   # the GPU suite in 32 shards: A = shards 0-15, B = 16-31
 #   bash scripts/gpu_round4.sh check   # precompile, then warp-gemm check --device cuda --shapes odd
+#   bash scripts/gpu_round4.sh thirds 1|2|3   # the GPU suite in 64 shards, a third per call, 16 jobs from a pool
 #   SETS="23 24" bash scripts/gpu_round4.sh probe   # probe sets of benchmarks/probes/round6.py (warm, then time)
 #   bash scripts/gpu_round4.sh probe5  # round 5: one-wave tile shapes for odd shapes (small_waves SW_SET=3),
 #                                      # where odd shapes' time goes (diag_plans), staging kernels (staging.py)
@@ -111,6 +112,15 @@ check)  # warp-gemm check --device cuda --shapes odd (every dtype x layout x the
   timeout "${CHECK_S:-400}" python3 -m warp_gemm check --device cuda --shapes odd --json "$out/check_odd.json" \
     > "$out/check_odd.txt" 2>&1
   echo "check exit $?"; tail -n 3 "$out/check_odd.txt"
+  ;;
+thirds)  # the GPU suite in 64 shards, a third per call (1, 2 or 3), 16 at a time from a pool: the shards' times vary
+  # 10x (round 13: 7 s to 7 min for a quarter of a 32-shard shard), so a pool of small shards keeps every core busy
+  # where 16 shards of 16 jobs waited on the slowest. bash scripts/gpu_round4.sh thirds 1 (then 2, then 3)
+  case "$2" in 1) sh=$(seq 0 21);; 2) sh=$(seq 22 42);; 3) sh=$(seq 43 63);; *) echo "thirds 1|2|3"; exit 2;; esac
+  GPU_TEST_LOGS=/tmp/suite GPU_SHARDS="$sh" GPU_TEST_JOBS=16 timeout "${SUITE_S:-540}" bash scripts/gpu_tests.sh 64 \
+    > "$out/thirds_$2.txt" 2>&1
+  echo "thirds exit $?"; grep -h "^shard .* done\|^GPU total\|^FAILED\|^ERROR" "$out/thirds_$2.txt" | tail -n 40
+  tar czf "$out/thirds_$2.tgz" -C /tmp suite
   ;;
 suite)
   # B23: B without shard 23 (test_tile_func + test_grad, ~41 cold compiles: over 575 s in round 7)
