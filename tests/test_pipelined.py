@@ -685,12 +685,15 @@ def test_simt_large_tile_two_stages(layout, tm, tn, tk, stages, request):
 
 
 @pytest.mark.parametrize("K", [0, 5])
-def test_simt_short_k_and_output_cast(K, request):
-    """K == 0 (no K step: alpha * 0 + beta * C) and K under one K tile, with a float16 output (the store's cast)."""
-    spec = _simt_spec(out_dtype="float16")
-    out, ref = _run(spec, 40, 70, K, _rng(request), lda=_ld4(K) if K else None, ldb=_ld4(70) if K else None,
+@pytest.mark.parametrize("kernel", ["simt", "mma"])
+def test_snippet_products_short_k(kernel, K, request):
+    """The SIMT and mma.sync kernels at K == 0 (no K step: alpha * 0 + beta * C) and K under one K tile (the rest of
+    the tile zero-filled); the SIMT one with a float16 output (the store's cast)."""
+    spec, ld, out_dtype = ((_simt_spec(out_dtype="float16"), _ld4, "float16") if kernel == "simt" else
+                           (_mma_spec(out_dtype="float32"), _ld8, "float32"))
+    out, ref = _run(spec, 40, 70, K, _rng(request), lda=ld(K) if K else None, ldb=ld(70) if K else None,
                     chunk_check=K > 0)
-    _assert_close(out, ref, "float16")
+    _assert_close(out, ref, out_dtype)
 
 
 @pytest.mark.parametrize("over,match", [
@@ -897,15 +900,6 @@ def test_mma_warp_splits(dtype, tm, tn, tk, mma, warps, request):
     M, N, K = tm + 13, tn + 21, 2 * tk + 40
     out, ref = _run(spec, M, N, K, _rng(request), lda=_ld8(K), ldb=_ld8(K))
     _assert_close(out, ref, "float32" if dtype == "tf32" else dtype, tf32=dtype == "tf32")
-
-
-@pytest.mark.parametrize("K", [0, 5])
-def test_mma_short_k(K, request):
-    """K == 0 (no K step: alpha * 0 + beta * C) and K under one K tile (the rest of the tile zero-filled)."""
-    spec = _mma_spec(out_dtype="float32")
-    out, ref = _run(spec, 40, 70, K, _rng(request), lda=_ld8(K) if K else None, ldb=_ld8(70) if K else None,
-                    chunk_check=K > 0)
-    _assert_close(out, ref, "float32")
 
 
 @pytest.mark.parametrize("over,match", [

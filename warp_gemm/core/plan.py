@@ -152,8 +152,9 @@ def _plan_family(base: Plan, p: Problem, allow_tf32: bool, opts: Options) -> Pla
         return None
     tiles = p.batch * -(-M // 128) * -(-N // 128)
     exact32 = p.in_dtype == "float32" and not tf32
-    if exact32 and want is None and (dev.is_cpu or tiles < SIMT_MIN_TILES or not pipelined.MMA_DEFAULT
-                                     or base.activation is not None):
+    # exact float32 on CUDA without a fused activation: pipelined.default_spec's SIMT kernel
+    simt32 = exact32 and not dev.is_cpu and pipelined.MMA_DEFAULT and base.activation is None
+    if exact32 and want is None and not (simt32 and tiles >= SIMT_MIN_TILES):
         # exact float32 through tile_matmul (MathDx SIMT): at most 32 TFLOP/s in this family, the tiled family's
         # kernel 32.5: tiled. The SIMT kernel (pipelined default_spec) takes the large problems on CUDA: 44.9 at
         # 4096^3 against 32.5 (H100, round 13), but 1000^3 (64 tiles; round 12's 128x64 tiles) 17.8 against 19.1.
@@ -163,8 +164,7 @@ def _plan_family(base: Plan, p: Problem, allow_tf32: bool, opts: Options) -> Pla
     # rows are: fp16 4095^3 ran at 138 TFLOP/s staged against 18 with 2-byte synchronous copies, tf32
     # 77 against 46 with 4-byte cp.async (H100; benchmarks/results/pipelined/).
     stage = (ca < 16, cb < 16)
-    simt = (opts.pipe_config.simt if opts.pipe_config is not None else
-            exact32 and not dev.is_cpu and pipelined.MMA_DEFAULT and base.activation is None)
+    simt = opts.pipe_config.simt if opts.pipe_config is not None else simt32
     if not pipelined.applies(dev, p.in_dtype, tf32, 16, la + lb, simt):
         return None
     if want is None and tiles < PIPELINED_MIN_TILES.get(p.in_dtype, PIPELINED_MIN_TILES["other"]):
@@ -334,25 +334,21 @@ def choose_pipe_spec(dev, in_dtype: str, out_dtype: str, tf32: bool, layout: str
 
 
 def _with_pipe_config(spec, cfg: PipeConfig, device_is_cpu: bool):
+    from warp_gemm.kernels import pipelined
+
     fields = cfg.fields()
     if cfg.simt or cfg.mma:  # snippet products: padded A/B rows (bank-conflict-free), the accumulator in registers
-        from warp_gemm.kernels import pipelined
-
         fields.update(pad_ab=pipelined.PAD_AB.get(spec.in_dtype, 0), pad_c=0)
     if cfg.wgmma:  # unpadded core-matrix stages, the accumulator in registers
         fields.update(pad_ab=0, pad_c=0)
     if not (cfg.simt or cfg.mma or cfg.wgmma) and (spec.simt or spec.mma or spec.wgmma) and not device_is_cpu:
         # a tile_matmul configuration over a snippet default: tile_matmul's paddings (shared accumulator)
-        from warp_gemm.kernels import pipelined
-
         fields.update(pad_ab=pipelined.PAD_AB[spec.in_dtype], pad_c=pipelined.PAD_C[spec.acc_dtype])
         if spec.in_dtype == "float32" and not spec.tf32:  # exact fp32 through tile_matmul: dense, register acc
             fields.update(pad_ab=0, pad_c=0)
     if device_is_cpu:  # one thread per block on the CPU (default_spec's CPU spec); no launch bound
         fields.update(block_dim=spec.block_dim, min_blocks=0)
         if cfg.persistent and not spec.pad_c:  # persistent blocks re-zero a shared accumulator: give it one
-            from warp_gemm.kernels import pipelined
-
             fields.update(pad_c=pipelined.PAD_C[spec.acc_dtype])
     return replace(spec, **fields)
 

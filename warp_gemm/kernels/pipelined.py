@@ -495,7 +495,7 @@ _STORE = r"""
     }}
 """
 _C_TYPES = {"float16": "wp::float16", "bfloat16": "wp::bfloat16", "float32": "wp::float32", "float64": "wp::float64"}
-_VEC_TYPES = {8: "unsigned long long", 16: "::uint4"}
+_VEC_TYPES = {2: "unsigned short", 4: "unsigned int", 8: "unsigned long long", 16: "::uint4"}  # by store width
 
 
 # --- exact float32 on CUDA cores (spec.simt; H100: 44.9 TFLOP/s at 4096^3, the default for large problems) -------
@@ -793,8 +793,8 @@ def _mma_fields(spec: PipeSpec) -> dict:
     sa_, sb_ = spec.scalar_fragments()
     ta = "s" if sa_ else (not tf and spec.layout_a == "T")
     tb = "s" if sb_ else (not tf and spec.layout_b == "N")
-    a_off, atr, a_i, a_c = _LDSM[("A", ta)]
-    b_off, btr, b_i, b_c = _LDSM[("B", tb)]
+    a_off, _, a_i, a_c = _LDSM[("A", ta)]  # (the .trans flag: _fragment_load)
+    b_off, _, b_i, b_c = _LDSM[("B", tb)]
     k = dict(KH=4 * p, P=p)
     f = dict(VT=32 * spec.mma, NW=spec.mma, WM=wm, WN=wn, WTM=wtm, WTN=wtn, MI=wtm // 16, NJ=wtn // 8,
              NB=wtn // 16, PER=wtm * wtn // 32, KSTEP=kstep, KS=spec.tk // kstep, AR=ar, AC=ac, BR=br, BC=bc,
@@ -977,7 +977,6 @@ _OWN_STORE = r"""
 # beta * C for output o + e (its column may lie past dst's extent: then the value is never stored, and C not read)
 _OWN_AXPBY = ("                if (gc + e < nc) x += beta * (float)(*(const {OT}*)(cbase + (size_t)gr * cld + "
               "(size_t)(gc + e) * ccs));\n")
-_VEC_STORE_TYPES = {2: "unsigned short", 4: "unsigned int", 8: "unsigned long long", 16: "::uint4"}
 
 
 def _own_store_snippet(spec: PipeSpec) -> str:
@@ -1001,7 +1000,7 @@ def _own_store_snippet(spec: PipeSpec) -> str:
     vb = order["V"] * ITEM_BYTES[spec.out_dtype]
     return _OWN_STORE.format(OT=ot, AXPBY=_OWN_AXPBY.format(OT=ot) if axpby else "", VT=f["VT"], GEOM=f["GEOM"],
                              AXPBY_DOC=" + beta * src[m0 + r, n0 + c]" if axpby else "", VB=vb,
-                             VTYPE=_VEC_STORE_TYPES[vb], **order)
+                             VTYPE=_VEC_TYPES[vb], **order)
 
 
 def simt_threads(spec: PipeSpec) -> int:
