@@ -872,10 +872,10 @@ def _ld8(n: int) -> int:
 @pytest.mark.parametrize("dtype", MMA_DTYPES)
 def test_mma_layouts_and_edges(dtype, layout, epilogue, request):
     """The mma.sync kernel (ldmatrix fragments, m16n8k16 MMAs -- tf32: m16n8k8, operands stored with k across rows
-    read by 32-bit loads --, float32 sums in registers): on the CPU twin each output sums the values that its lanes' ldmatrix addresses and the
-    PTX fragment layouts deliver, so the addressing of every layout (.trans or not) is checked. 70x131x75 on 64x64x32
-    tiles of 4 warps (M, N and K edges, 3 K tiles through 3 stages), three batch entries with A broadcast, D a column
-    view whose other columns stay."""
+    read by 32-bit loads --, float32 sums in registers): on the CPU twin each output sums the values that its lanes'
+    fragment addresses and the PTX fragment layouts deliver, so the addressing of every layout (.trans or not) is
+    checked. 70x131x75 on 64x64x32 tiles of 4 warps (M, N and K edges, 3 K tiles through 3 stages), three batch
+    entries with A broadcast, D a column view whose other columns stay."""
     M, N, K = 70, 131, 75
     lda = _ld8(M) if layout[0] == "T" else _ld8(K)
     ldb = _ld8(K) if layout[1] == "T" else _ld8(N)
