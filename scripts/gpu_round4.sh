@@ -6,6 +6,7 @@
 #   bash scripts/gpu_round4.sh check   # precompile, then warp-gemm check --device cuda --shapes odd
 #   bash scripts/gpu_round4.sh thirds 1|2|3   # the GPU suite in 64 shards, a third per call, 16 jobs from a pool
 #   SETS="23 24" bash scripts/gpu_round4.sh probe   # probe sets of benchmarks/probes/round6.py (warm, then time)
+#   bash scripts/gpu_round4.sh retune  # the tuner on the medium 16-bit grids, then the runner on them (~6 min)
 #   bash scripts/gpu_round4.sh probe5  # round 5: one-wave tile shapes for odd shapes (small_waves SW_SET=3),
 #                                      # where odd shapes' time goes (diag_plans), staging kernels (staging.py)
 set -uo pipefail
@@ -48,6 +49,22 @@ final)  # the runner's tables after this round's changes (file names carry TAG, 
   for f in ${T}_big16 ${T}_big32 ${T}_fp16 ${T}_tf32 ${T}_f32odd; do [ -f "$out/$f.txt" ] && sed -n '/# summary/,$p' "$out/$f.txt" | grep -v "^$"; done
   tail -n 4 "$out/${T}_host_loop.txt"
   (cd "$out" && tar czf "${T}.tgz" ${T}_* warm.txt && rm -f ${T}_*.txt ${T}_*.json warm.txt)  # $OUT: 8 files back
+  ;;
+retune)  # round 14's question (results/round14/README.md): the medium 16-bit grids still run tile_matmul defaults, and
+  # no one mma.sync tile beat them everywhere in probe set 27. The pipelined tuner (its 16-bit candidates include the
+  # mma.sync tiles) times every candidate per shape, NN, and writes its winners to the user cache; the runner then
+  # times the same shapes, which now take those winners, beside cuBLAS. Compare rt_fp16.txt with round 13's r13f_fp16
+  # (the same shapes on the built-in defaults); merge the '|pipe' winners that lead into the shipped table.
+  SM="1000x1000x1000,1023x1025x1027,1536x1536x1536,2048x1024x1024,256x2048x2048,127x4099x1031,512x1024x1024"
+  timeout "${TUNE_S:-400}" python3 -m warp_gemm tune --family pipelined --dtype fp16,bf16 --shapes "$SM" \
+    --workers 16 --rows "$out/rt_rows.jsonl" > "$out/rt_tune.txt" 2>&1
+  echo "tune exit $?"; tail -n 30 "$out/rt_tune.txt"
+  python3 -c "import warp as wp; from warp_gemm.config import tables; print(tables.user_cache_path(wp.get_device('cuda')))" \
+    | tail -n 1 | xargs -I{} cp {} "$out/rt_table.json"
+  python3 benchmarks/run.py --shapes "$SM" --dtype fp16 --providers warp_gemm,torch --json "$out/rt_fp16.json" \
+    > "$out/rt_fp16.txt" 2>&1
+  sed -n '/# summary/,$p' "$out/rt_fp16.txt" | grep -v "^$"
+  (cd "$out" && tar czf rt.tgz rt_* && rm -f rt_tune.txt rt_fp16.txt rt_fp16.json)  # rt_rows.jsonl, rt_table.json stay
   ;;
 probe5)
   D5="fp16_4095,fp16_4096,fp16_1023odd,fp16_127odd,fp16_gemv"
