@@ -7,6 +7,7 @@
 #   bash scripts/gpu_round4.sh thirds 1|2|3   # the GPU suite in 64 shards, a third per call, 16 jobs from a pool
 #   SETS="23 24" bash scripts/gpu_round4.sh probe   # probe sets of benchmarks/probes/round6.py (warm, then time)
 #   bash scripts/gpu_round4.sh retune  # the tuner on the medium 16-bit grids, then the runner on them (~6 min)
+#   bash scripts/gpu_round4.sh ncu64   # Nsight Compute on one launch of fp16 64 x 256^3: mma.sync tile, tile_matmul
 #   bash scripts/gpu_round4.sh probe5  # round 5: one-wave tile shapes for odd shapes (small_waves SW_SET=3),
 #                                      # where odd shapes' time goes (diag_plans), staging kernels (staging.py)
 set -uo pipefail
@@ -65,6 +66,24 @@ retune)  # round 14's question (results/round14/README.md): the medium 16-bit gr
     > "$out/rt_fp16.txt" 2>&1
   sed -n '/# summary/,$p' "$out/rt_fp16.txt" | grep -v "^$"
   (cd "$out" && tar czf rt.tgz rt_* && rm -f rt_tune.txt rt_fp16.txt rt_fp16.json)  # rt_rows.jsonl, rt_table.json stay
+  ;;
+ncu64)  # issue 18's 64 x 256^3 (0.52x cuBLAS; ~20 us even by graph replay, where its 2.1 GFLOP need ~7 us at the mma.sync
+  # kernel's large-problem rate per SM): where one launch's time goes, for the mma.sync 128x128x32 s3 o2 tile (26.0 us
+  # cold, round 12) and the default tile_matmul 128x128x128 s2 b256 (28.7). Round 6 did this for tile_matmul only.
+  # The 3rd launch of benchmarks/probes/ncu_one.py (the first two compile and warm). --clock-control none: METHOD.md.
+  M6=$(cat benchmarks/probes/ncu_metrics.txt)
+  for cfg in pipe/128x128x32/s3/b128/o2/mma pipe/128x128x128/s2/b256/o1; do
+    n=$(echo "$cfg" | cut -d/ -f2-3 | tr '/' '_')
+    ncu --clock-control none -k regex:wg_pipe --launch-skip 2 --launch-count 1 \
+      --metrics "gpu__time_duration.sum,launch__registers_per_thread,launch__occupancy_limit_registers,$M6" \
+      python3 benchmarks/probes/ncu_one.py 64 256 256 256 "$cfg" > "$out/ncu64_$n.txt" 2>&1
+    ncu --clock-control none -k regex:wg_pipe --launch-skip 2 --launch-count 1 --section SourceCounters \
+      --section WarpStateStats -f -o "$out/ncu64_$n" python3 benchmarks/probes/ncu_one.py 64 256 256 256 "$cfg" \
+      > /dev/null 2>&1
+    ncu -i "$out/ncu64_$n.ncu-rep" --page source --print-source sass --csv > "$out/ncu64_sass_$n.csv" 2>&1 || true
+    grep -E "gpu__time_duration|inst_executed.sum |registers_per_thread" "$out/ncu64_$n.txt"
+  done
+  (cd "$out" && tar czf ncu64.tgz ncu64_* && rm -f ncu64_*)
   ;;
 probe5)
   D5="fp16_4095,fp16_4096,fp16_1023odd,fp16_127odd,fp16_gemv"
