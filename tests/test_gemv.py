@@ -79,12 +79,16 @@ def run_gemv(device, dtype, out_dtype, layout, M, N, K, batch, a_nb, b_nb, c_nb,
     shp = gemv.workspace_shape(spec, M, N, K, batch)
     if shp is not None:  # NaN-prefilled too: every partial sum the finishing pass reads must be written
         ws = wp.array(np.full(shp[0], np.nan), dtype=getattr(wp, shp[1]), device=device)
+    n_cnt = gemv.counters_len(spec, M, N, batch)  # the fused bands' arrival counters: zeros, left zero
+    extra = {"counters": wp.zeros(n_cnt, dtype=wp.int32, device=device)} if n_cnt else {}
     launches = gemv.launch_args(spec, A, B, C, D, alpha, beta, M, N, K, batch, a_nb, b_nb, c_nb or 1,
-                                workspace=ws)
+                                workspace=ws, **extra)
     for kernel, dim, inputs, block_dim in launches:  # plain kernels: wp.launch, never launch_tiled
         kw = {"block_dim": block_dim} if block_dim else {}
         wp.launch(kernel, dim=dim, inputs=inputs, device=dev, **kw)
     wp.synchronize_device(dev)
+    if n_cnt:
+        assert not extra["counters"].numpy().any(), "the fused bands left a counter set"
     tol_dtype = out_dtype if out_dtype in ("float16", "bfloat16") or out_dtype == dtype else "float32"
     if dtype == "float64" and out_dtype != "float64":
         tol_dtype = out_dtype
@@ -185,6 +189,66 @@ def test_bands_cuda_spec_on_cpu(shape, dtype, bands):
     fb = 32 * gemv.BANDS_FINISH_WARPS
     assert [ln[1] for ln in launches] == [(batch, s, -(-R // (64 * spec.chunk)) * 64), (batch, -(-R // 32) * fb)]
     assert [ln[3] for ln in launches] == [64, fb]
+
+
+@pytest.mark.parametrize("bands", ["one", "some", "many"])
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+@pytest.mark.parametrize("shape", [(1, 129, 1027, 2, 1, 2, 2), (77, 1, 300, 1, 1, 1, 0), (1, 3001, 77, 3, 3, 1, 1)],
+                         ids=lambda s: "M{}-N{}-K{}-b{}-a{}b{}c{}".format(*s))
+def test_fused_bands_cuda_spec_on_cpu(shape, dtype, bands):
+    """The fused bands (not a default; round 14) on the CPU: a CUDA-shaped spec whose snippet takes its plain C++
+    branch -- every thread counts its own bands' arrivals and the last sums them in band order, then the epilogue.
+    One launch; against float64 with NaN-prefilled outputs and workspace; run_gemv checks the counters end zero."""
+    M, N, K, batch = shape[:4]
+    chunk = 16 // np.dtype(dtype).itemsize
+    warps = batch * -(-max(M, N) // (64 * chunk)) * 2
+    target = {"one": 0, "some": 3 * warps * gemv.BANDS_SPLIT_TO, "many": 10**6}[bands]
+    res, spec, launches = _run_cuda_like(shape, dtype, kind="bands", lanes=32, block_dim=64, unroll=8,
+                                         target_warps=target, fused=True)
+    assert res.ok, f"{spec.key}: {res}"
+    s, _ = gemv.splits(spec, M, N, K, batch)
+    assert len(launches) == 1 and launches[0][1] == (batch, s, -(-max(M, N) // (64 * spec.chunk)) * 64)
+
+
+def test_fused_bands_finishers():
+    """Finishers per column block, as launch_args passes them (its last input): at most BANDS_FINISHERS and at most
+    the bands, and every column block's finishers waiting at once stay under the SM count (132 here), so a waiting
+    block never keeps a band block from starting; one finisher (no waiting) where the column blocks alone fill it."""
+    class Cuda:
+        is_cpu = False
+
+    base = gemv.choose_spec(Cuda(), "float16", "N", "N", 1, 4096, 4096, 1, "float16", "scale")
+    spec = dataclasses.replace(base, fused=True, target_warps=gemv.TARGET_WARPS_PER_SM * 132)
+    for N, K, batch, want in [(4096, 4096, 1, 64), (4096, 4096, 4, 16), (8192, 1024, 1, 32), (4096, 64, 80, 1)]:
+        A = wp.empty((batch, 1, K), dtype=wp.float16, device="cpu")
+        B = wp.empty((batch, K, N), dtype=wp.float16, device="cpu")
+        D = wp.empty((batch, 1, N), dtype=wp.float16, device="cpu")
+        (ws_shape, ws_dtype), n = gemv.workspace_shape(spec, 1, N, K, batch), gemv.counters_len(spec, 1, N, batch)
+        ws = wp.empty(ws_shape, dtype=getattr(wp, ws_dtype), device="cpu")
+        cnt = wp.zeros(n, dtype=wp.int32, device="cpu")
+        (kernel, dim, inputs, block), = gemv.launch_args(spec, A, B, None, D, 1.0, 0.0, 1, N, K, batch, batch, batch,
+                                                         1, workspace=ws, counters=cnt)
+        nfin, bands, blocks = inputs[-1], dim[1], batch * -(-N // spec.cols)
+        assert nfin == want and nfin <= min(bands, gemv.BANDS_FINISHERS), (N, K, batch, bands, nfin)
+        assert nfin == 1 or nfin * blocks < 132
+    with pytest.raises(ValueError, match="int32 counters"):
+        gemv.launch_args(spec, A, B, None, D, 1.0, 0.0, 1, N, K, batch, batch, batch, 1, workspace=ws)
+
+
+def test_fused_bands_counters_are_cached_zeros():
+    """The call path's counters for the fused bands (core.execute._gemv_counters): none for other specs; int32
+    zeros of counters_len, one buffer per device/stream/slot/thread, reused by a smaller launch, grown zeroed."""
+    from warp_gemm.core import execute
+
+    dev = wp.get_device("cpu")
+    spec = gemv.GemvSpec("float16", "float16", "bands", "scale", block_dim=64, unroll=8, fused=True)
+    assert execute._gemv_counters(dev, dataclasses.replace(spec, fused=False), 1, 4096, 1) == {}
+    big = execute._gemv_counters(dev, spec, 1, 4096, 2, slot="test_cnt")["counters"]
+    assert big.dtype == wp.int32 and big.shape == (gemv.counters_len(spec, 1, 4096, 2),) and not big.numpy().any()
+    small_ = execute._gemv_counters(dev, spec, 1, 512, 1, slot="test_cnt")["counters"]
+    assert small_.ptr == big.ptr and small_.shape == (gemv.counters_len(spec, 1, 512, 1),)
+    grown = execute._gemv_counters(dev, spec, 1, 8192, 2, slot="test_cnt")["counters"]
+    assert grown.shape[0] >= gemv.counters_len(spec, 1, 8192, 2) and not grown.numpy().any()
 
 
 def test_kind_rule():
@@ -457,6 +521,31 @@ def test_cuda_build_offline(kind, dtype, arch, partial, tmp_path):
         assert "ld.local" not in ptx  # the partial sums stay in registers
 
 
+@pytest.mark.skipif(not compat.HAS_COMPILE_AOT, reason="wp.compile_aot_module arrived in warp-lang 1.9")
+@pytest.mark.parametrize("dtype,epilogue,arch", [("float16", "axpby", 90), ("float64", "scale", 80)])
+def test_fused_bands_build_offline(dtype, epilogue, arch, tmp_path):
+    """The fused bands kernel (partial sums, then the finish in the same launch; not a default) compiles for CUDA
+    without a GPU, one kernel, and its PTX holds the arrival (a global atomic add after a device-wide fence and a
+    block barrier), the wait (a volatile load, nanosleep on sm_70+), the partial sums read past L1 (ld.global.cg) and
+    the 16-byte matrix loads; nothing spills to local memory."""
+    import inspect
+
+    spec = gemv.GemvSpec(dtype, dtype, "bands", epilogue, block_dim=gemv.BANDS_BLOCK, unroll=gemv.BANDS_UNROLL,
+                         fused=True)
+    ks = gemv.kernels(spec, True)
+    assert len(ks) == 1 and "_fused" in spec.kernel_key
+    wp.compile_aot_module(ks[0].module, arch=[arch], module_dir=str(tmp_path / "cubin"))
+    src = "".join(p.read_text() for p in (tmp_path / "cubin").rglob("*.cu"))
+    assert "atomicAdd(ctr, 1)" in src and "__threadfence()" in src and "__ldcg(" in src
+    if "use_ptx" not in inspect.signature(wp.compile_aot_module).parameters:
+        return
+    wp.compile_aot_module(ks[0].module, arch=[arch], module_dir=str(tmp_path / "ptx"), use_ptx=True)
+    ptx = "".join(p.read_text(errors="replace") for p in (tmp_path / "ptx").rglob("*.ptx"))
+    assert "atom.global.add" in ptx and "membar.gl" in ptx and "ld.volatile.global" in ptx
+    assert "nanosleep" in ptx and "ld.global.cg" in ptx and "ld.global.nc.v4.u32" in ptx and "bar.sync" in ptx
+    assert "ld.local" not in ptx
+
+
 # --- on a GPU (the lead's runs) ----------------------------------------------------------------------------
 @pytest.mark.gpu
 @pytest.mark.parametrize("M,N,K,trans_a,trans_b,dtype", [
@@ -488,6 +577,39 @@ def test_gemv_gpu(M, N, K, trans_a, trans_b, dtype, rng, planned):
         cmp = compare(to_f64(out), ref, dtype)
         assert cmp.ok, f"{M}x{N}x{K} {dtype} ta={trans_a} tb={trans_b} c={use_c}: {cmp}"
     assert {p.family for p in planned} == {"gemv"}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("M,N,K,batch,dtype", [
+    (1, 4096, 4096, 1, "float16"),  # 2 column blocks x 256 bands, 64 finishers each
+    (1, 8191, 4099, 1, "float16"),  # rows not 16-byte aligned, a ragged last column block
+    (1, 4096, 4096, 4, "bfloat16"),  # 8 column blocks: 16 finishers each
+    (4097, 1, 3001, 1, "float16"),  # bands over A^T (layout T), a partial last band
+    (1, 4096, 64, 32, "float16"),  # 64 column blocks of 8 bands: 2 finishers each
+], ids=lambda v: str(v))
+def test_fused_bands_gpu(M, N, K, batch, dtype, rng, monkeypatch, planned):
+    """The fused bands (the finish in the band launch: arrival counters, waiting finishers; not a default, round 14)
+    through the planner on CUDA: correct against float64 with NaN-prefilled outputs, three calls in a row on the
+    same counters (each launch must leave them zero), with and without C."""
+    if dtype == "bfloat16" and not compat.HAS_BF16:
+        pytest.skip("bfloat16 needs warp-lang >= 1.13")
+    monkeypatch.setattr(gemv, "BANDS_FUSED", True)
+    ta = N == 1  # N == 1: the matrix is A, stored transposed (colsum's orientation)
+    for call in range(3):
+        a, b = random_operands(M, N, K, dtype, rng, batch=batch)
+        c = round_to(rng.standard_normal((batch, M, N)), dtype)
+        A = make(np.ascontiguousarray(np.swapaxes(a, 1, 2)) if ta else a, dtype, "warp", "cuda")
+        B = make(b, dtype, "warp", "cuda")
+        use_c = call == 1
+        out = nan_like("warp", (batch, M, N), dtype, "cuda")
+        C = make(c, dtype, "warp", "cuda") if use_c else None
+        warp_gemm.gemm(A, B, C, alpha=0.5, beta=2.0 if use_c else 0.0, trans_a=ta, out=out)
+        wp.synchronize()
+        ref = 0.5 * np.matmul(a, b) + (2.0 * c if use_c else 0.0)
+        cmp = compare(to_f64(out), ref, dtype)
+        assert cmp.ok, f"call {call}: {batch}x{M}x{N}x{K} {dtype} c={use_c}: {cmp}"
+    assert planned and all(p.family == "gemv" and p.family_spec.kind == "bands" and p.family_spec.fused
+                           for p in planned), [p.family_spec for p in planned]
 
 
 def test_precompile_lists_the_gemv_family():

@@ -390,10 +390,18 @@ SET27 = {"default": (M27 + ["tf32_1000", "tf32_1023"], {}),
                          "pipe/64x64x64/s3/b128/o4/mma"),
          **pipe_variants(["tf32_1000", "tf32_1023"], "pipe/128x64x32/s3/b128/o3/mma", "pipe/64x64x32/s4/b128/o4/mma",
                          "pipe/64x128x32/s3/b128/o3/mma")}
+# Twenty-eighth run (R6_SET=28; prepared in round 14, not yet run): the bands GEMV with its finish in the same launch
+# (gemv.BANDS_FUSED: arrival counters, the last BANDS_FINISHERS bands of a column block finishing it) against the
+# two-launch default; issue 18 wants fp16 1x4096x4096 <= 25 us (26.4 in round 13's runner; cuBLAS 21.4). Prediction:
+# 22-23 us cold. Every row is checked against float64 first; a wrong fused finish shows there.
+G28 = ["gemv_4096", "gemv_8192", "gemv_4096_b4"]
+SET28 = {"default": (G28, {}), "fused": (G28, {"gemv": {"BANDS_FUSED": True}}),
+         "fused_f16": (["gemv_4096"], {"gemv": {"BANDS_FUSED": True, "BANDS_FINISHERS": 16}}),
+         "fused_f32": (["gemv_4096"], {"gemv": {"BANDS_FUSED": True, "BANDS_FINISHERS": 32}})}
 # R6_SET -> (variants, cold repeats); unset: the first run's VARIANTS, one repeat.
 SETS = {"13": (SET13, 3), "14": (SET14, 3), "15": (SET15, 3), "16": (SET16, 3), "17": (SET17, 3), "18": (SET18, 2),
         "19": (SET19, 2), "20": (SET20, 2), "21": (SET21, 2), "22": (SET22, 3), "23": (SET23, 2), "24": (SET24, 3),
-        "25": (SET25, 2), "26": (SET26, 3), "27": (SET27, 3),
+        "25": (SET25, 2), "26": (SET26, 3), "27": (SET27, 3), "28": (SET28, 3),
         "2": (SET2, 3), "3": (SET3, 3), "4": (SET4, 2), "5": (SET5, 2), "6": (SET6, 2), "7": (SET7, 2),
         "8": (SET8, 2), "9": (SET9, 3), "10": (SET10, 3), "11": (SET11, 3), "12": (SET12, 3)}
 VARIANTS, REPS = SETS.get(os.environ.get("R6_SET", ""), (VARIANTS, 1))

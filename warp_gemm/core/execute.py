@@ -480,7 +480,8 @@ def _family(plan: Plan, p: Problem, Dk, alpha: float, beta: float, allocate) -> 
     else:
         ws = workspace(dev, *plan.workspace) if plan.workspace else None
         fam = {"small": small, "skinny": skinny, "gemv": gemv}[plan.family]
-        todo = fam.launch_args(*args, workspace=ws)
+        extra = _gemv_counters(dev, plan.family_spec, plan.M, plan.N, p.batch) if fam is gemv else {}
+        todo = fam.launch_args(*args, workspace=ws, **extra)
     _launch_all([(*args, plan.family != "gemv") for args in todo], dev)
 
 
@@ -531,9 +532,10 @@ def _peeled(plan: Plan, p: Problem, Av, Bv, Cv, c_nb: int, Dk, alpha: float, bet
             continue
         fam = _edge_family(width)
         ws = workspace(dev, *ws_shape, f"ws_edge_{name}") if ws_shape else None
+        extra = _gemv_counters(dev, spec, m, n, p.batch, f"cnt_edge_{name}") if fam is gemv else {}
         todo += [(*args, fam is not gemv) for args in fam.launch_args(
             spec, Ae, Be, out_part(Cv, *box), out_part(Dk, *box), alpha, beta, m, n, K, p.batch, a_nb, b_nb, c_nb,
-            workspace=ws)]
+            workspace=ws, **extra)]
     return todo
 
 
@@ -585,6 +587,30 @@ def workspace(dev, shape: tuple, dtype: str, slot: str = "ws"):
     item = ITEMSIZE[dtype]
     strides = tuple(int(__import__("math").prod(shape[i + 1:])) * item for i in range(len(shape)))
     return raw_view(buf.ptr, WP_DTYPES[dtype], tuple(shape), strides, dev)
+
+
+_counters: dict = {}
+
+
+def _gemv_counters(dev, spec, M: int, N: int, batch: int, slot: str = "cnt") -> dict:
+    """``{"counters": ...}`` for a GEMV launch whose spec needs them (the fused bands), else ``{}``: int32 zeros of
+    this device, stream, slot and thread, kept like the workspaces (grown, never freed), allocated zeroed once;
+    every launch of the kernel leaves them zero."""
+    from warp_gemm.kernels import gemv
+
+    n = gemv.counters_len(spec, M, N, batch)
+    if not n:
+        return {}
+    stream = 0 if dev.is_cpu else wp.get_stream(dev).cuda_stream
+    key = (dev.alias, stream, slot, threading.get_ident())
+    with _ws_lock:
+        buf = _counters.get(key)
+        if buf is None or buf.shape[0] < n:
+            if buf is not None:
+                _retired.append(buf)
+            buf = wp.zeros(max(n, 2 * (buf.shape[0] if buf is not None else 0)), dtype=wp.int32, device=dev)
+            _counters[key] = buf
+    return {"counters": buf if buf.shape[0] == n else raw_view(buf.ptr, wp.int32, (n,), (4,), dev)}
 
 
 class _HostCall:

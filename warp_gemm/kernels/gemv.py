@@ -25,6 +25,9 @@ Every case is one of three kernels over 2-D/3-D strided views of the operands (n
   writing its partial sums to the workspace, then a finishing kernel that sums the bands in a fixed order
   and applies the epilogue. Contiguous 4 KiB pieces of each row read cold from DRAM faster than colsum's
   64-byte strips walking every row (fp16 1x4096x4096 26.3 against 28.1 us with the L2 flushed).
+  Opt-in (``BANDS_FUSED``; round 14, built and tested on the CPU and offline, not yet run on a GPU): the same band
+  kernel finishing in its own launch -- the last bands of each column block to arrive (arrival counters) sum the
+  bands in band order and apply the epilogue, so there is no finishing kernel (see ``BANDS_FUSED`` below).
 
 The vector operand may have any stride (A of layout T gives x with the row stride); it is read with
 16-byte loads only where it is contiguous and aligned (rowdot), else with scalar loads (it is small
@@ -107,6 +110,16 @@ BANDS_MAX_SPLITS = 512
 BANDS_FINISH_WARPS = 8
 BANDS_FINISH_UNROLL = 8  # band sums in flight per finishing thread (#pragma unroll)
 BANDS_MIN_BYTES = 8 << 20
+# bands with the finish in the same launch (``GemvSpec.fused``; opt-in, built in round 14, NOT YET TIMED OR RUN ON A
+# GPU): each band block writes its partial sums, then takes a rank from its column block's arrival counter; the
+# last ``F`` arrivals wait until every band has arrived and each sums its slice of the column block's columns over
+# the bands in band order (deterministic), applies the epilogue, and the last to leave resets the counters. F is at
+# most BANDS_FINISHERS and small enough that the waiting blocks of every column block stay under the SM count (a
+# waiting block must never keep a band block from starting). Saves the finishing kernel and its launch (3.0 us warm
+# at 1x4096x4096, where the whole call takes 26.3 us cold); prediction 22-23 us. The counters live in their own
+# zeroed buffer (``counters_len``), not in the workspace (other families' partial sums reuse that).
+BANDS_FUSED = False
+BANDS_FINISHERS = 64
 BANDS_MIN_COLS = 4096
 KINDS = ("rowdot", "colsum", "bands")
 
@@ -124,6 +137,7 @@ class GemvSpec:
     col_lanes: int = COL_LANES  # colsum (CUDA): 16-byte chunks per row of a strip
     target_warps: int = TARGET_WARPS_PER_SM * 132  # K is split until about this many warps (0: never)
     unroll: int = UNROLL
+    fused: bool = False  # bands: the finish in the same launch (see BANDS_FUSED)
 
     @property
     def acc_dtype(self) -> str:
@@ -160,6 +174,7 @@ class GemvSpec:
         """Names the compiled kernel: everything but the launch-time choices (target_warps; rowdot's
         block_dim)."""
         tail = f"_b{self.block_dim}_c{self.col_lanes}" if self.kind == "colsum" and self.lanes > 1 else ""
+        tail += "_fused" if self.fused else ""
         return (f"wg_gemv_{self.kind}_{self.in_dtype}_{self.out_dtype}_{self.epilogue}_l{self.lanes}"
                 f"_u{self.unroll}{tail}")
 
@@ -212,6 +227,15 @@ def splits(spec: GemvSpec, M: int, N: int, K: int, batch: int) -> tuple[int, int
     return _ceil(K, per), per
 
 
+def counters_len(spec: GemvSpec, M: int, N: int, batch: int) -> int:
+    """The fused bands' counters (int32, zero before the first launch; each launch leaves them zero): two per
+    thread of one band's launch rows and batch entry (the CPU twin's; CUDA uses two per column block); 0 unless
+    ``spec.fused``."""
+    if not (spec.kind == "bands" and spec.fused):
+        return 0
+    return 2 * batch * _ceil(N if M == 1 else M, spec.cols) * spec.group
+
+
 def workspace_shape(spec: GemvSpec, M: int, N: int, K: int, batch: int):
     """``((splits * batch, M, N), acc_dtype)`` where K is split (bands: always), else None."""
     s, _ = splits(spec, M, N, K, batch)
@@ -247,7 +271,7 @@ def choose_spec(device, dtype: str, layout_a: str, layout_b: str, M: int, N: int
     R = N if M == 1 else M
     if (kind == "colsum" and ITEM_BYTES[dtype] == 2 and R >= BANDS_MIN_COLS
             and batch * K * R * ITEM_BYTES[dtype] >= BANDS_MIN_BYTES):
-        return dataclasses.replace(spec, kind="bands", block_dim=BANDS_BLOCK, unroll=BANDS_UNROLL)
+        return dataclasses.replace(spec, kind="bands", block_dim=BANDS_BLOCK, unroll=BANDS_UNROLL, fused=BANDS_FUSED)
     if kind == "colsum":
         strips = batch * _ceil(N if M == 1 else M, dataclasses.replace(spec, block_dim=COLSUM_BLOCK).cols)
         spec = dataclasses.replace(spec, block_dim=COLSUM_BLOCK_ONE_WAVE if sms // 2 <= strips <= sms else COLSUM_BLOCK)
@@ -449,6 +473,86 @@ _BANDS_SUM = r"""
 #endif
 """
 
+# bands, fused (GemvSpec.fused): after _BANDS' partial sums, the finish in the same launch. cnt: the counters (two ints
+# per column block of each batch entry on CUDA, per thread on the CPU), zero between launches; the launch's threads
+# per (batch entry, band) (nthr), a whole number of blocks, so a CUDA block is one column block of one band; nfin: the
+# finishers per column block.
+_BANDS_FUSED_TAIL = r"""
+    // The finish (fused): the last nfin of the S bands to arrive at this column block sum its columns over the bands,
+    // in band order, and apply the epilogue: D[b, col] = {OT}(alpha * sum{AXPBY_DOC}).
+#if defined(__CUDA_ARCH__)
+    const int tb = t % {BLOCK};  // this thread in its block (nthr is a whole number of blocks)
+    const int blk = t / {BLOCK};
+    int* ctr = (int*)cnt.data + 2 * ((size_t)b * (nthr / {BLOCK}) + blk);
+    __shared__ int wg_rank;
+    __threadfence();  // this thread's partial sums are visible device-wide before the block arrives
+    __syncthreads();
+    if (tb == 0)
+        wg_rank = atomicAdd(ctr, 1);
+    __syncthreads();
+    const int rank = wg_rank;
+    if (rank < S - nfin)
+        return;  // not a finisher (the whole block)
+    if (tb == 0) {{
+        while (*(volatile int*)ctr < S) {{
+#if __CUDA_ARCH__ >= 700
+            __nanosleep(64);
+#endif
+        }}
+        __threadfence();
+    }}
+    __syncthreads();
+    const int lane = tb % 32;
+    const int wq = tb / 32;  // this thread's warp
+    const int per_f = (({COLS} / 32 + nfin - 1) / nfin) * 32;  // columns per finisher, whole groups of 32
+    const int c0 = blk * {COLS} + (rank - (S - nfin)) * per_f;
+    const int cend = (blk + 1) * {COLS} < R ? (blk + 1) * {COLS} : R;
+    const int c1 = c0 + per_f < cend ? c0 + per_f : cend;
+    __shared__ {ACC} red[{NW}][32];
+    for (int g = c0; g < c1; g += 32) {{
+        const int col = g + lane;
+        {ACC} a = {ACC}(0);
+        if (col < c1) {{
+            const char* src = (const char*)W.data + (size_t)b * W.strides[0] + (size_t)col * W.strides[1];
+            const size_t s0 = (size_t)W.strides[0] * batch;
+#pragma unroll 8
+            for (int q = wq; q < S; q += {NW}) a += __ldcg((const {ACC}*)(src + (size_t)q * s0));
+        }}
+        red[wq][lane] = a;
+        __syncthreads();
+        if (wq == 0 && col < c1) {{
+            {ACC} sum = {ACC}(0);
+            for (int q = 0; q < {NW}; ++q) sum += red[q][lane];
+{STORE}        }}
+        __syncthreads();
+    }}
+    if (tb == 0 && atomicAdd(ctr + 1, 1) == nfin - 1) {{  // the last finisher to leave: counters back to zero
+        ctr[0] = 0;
+        ctr[1] = 0;
+    }}
+#else
+    // CPU (threads one at a time): this thread's own counter; the last of its S bands sums them in band order.
+    int* ctr = (int*)cnt.data + 2 * ((size_t)b * nthr + t);
+    if (++ctr[0] < S)
+        return;
+    ctr[0] = 0;
+    for (int e = 0; e < {E} && c + e < R; ++e) {{
+        const int col = c + e;
+        {ACC} sum = {ACC}(0);
+        for (int q = 0; q < S; ++q)
+            sum += *(const {ACC}*)((const char*)W.data + (size_t)(q * batch + b) * W.strides[0] +
+                                   (size_t)col * W.strides[1]);
+{STORE}    }}
+#endif
+"""
+_BANDS_FUSED_STORE = """            {{
+                {ACC} y = alpha * sum;
+{AXPBY}                *({OT}*)((char*)D.data + (size_t)b * D.strides[0] + (size_t)col * D.strides[1]) = {OT}(y);
+            }}
+"""
+_BANDS_FUSED_AXPBY = ("                y += beta * {ACC}(*(const {OT}*)((const char*)C.data + (size_t)(b < c_nb - 1 ? b : c_nb - 1) * "
+                      "C.strides[0] + (size_t)col * C.strides[1]));\n")
+
 _CTYPES = {"float16": "wp::float16", "bfloat16": "wp::bfloat16", "float32": "wp::float32",
            "float64": "wp::float64"}
 
@@ -456,8 +560,11 @@ _CTYPES = {"float16": "wp::float16", "bfloat16": "wp::bfloat16", "float32": "wp:
 def _snippet(spec: GemvSpec) -> str:
     it = ITEM_BYTES[spec.in_dtype]
     if spec.kind == "bands":
-        return _BANDS.format(T=_CTYPES[spec.in_dtype], ACC=_CTYPES[spec.acc_dtype], ITEM=it, E=spec.chunk,
+        band = _BANDS.format(T=_CTYPES[spec.in_dtype], ACC=_CTYPES[spec.acc_dtype], ITEM=it, E=spec.chunk,
                              U=spec.unroll)
+        if not spec.fused:
+            return band
+        return _fused_band(spec, band)
     if spec.kind == "rowdot":
         return _ROWDOT.format(T=_CTYPES[spec.in_dtype], ACC=_CTYPES[spec.acc_dtype], ITEM=it, E=spec.chunk,
                               LANES=spec.lanes, U=spec.unroll)
@@ -469,6 +576,21 @@ def _snippet(spec: GemvSpec) -> str:
     return _COLSUM.format(T=_CTYPES[spec.in_dtype], ACC=_CTYPES[spec.acc_dtype], ITEM=it, COLS=spec.cols,
                           E=spec.chunk, CL=spec.col_lanes, RG=spec.row_groups, NW=spec.block_dim // 32,
                           BLOCK=spec.block_dim, U=spec.unroll)
+
+
+def _fused_band(spec: GemvSpec, band: str) -> str:
+    """:data:`_BANDS` with its partial sums' early return taken out, then :data:`_BANDS_FUSED_TAIL`."""
+    early = "        return;\n    }\n#endif\n"
+    if band.count(early) != 1:
+        raise AssertionError("gemv: the bands snippet's vector store no longer ends in one early return")
+    if spec.block_dim % 32 or spec.block_dim < 32:
+        raise ValueError(f"gemv bands (fused): block_dim {spec.block_dim} must be a whole number of warps")
+    acc, ot = _CTYPES[spec.acc_dtype], _CTYPES[spec.out_dtype]
+    axpby = spec.epilogue == "axpby"
+    store = _BANDS_FUSED_STORE.format(ACC=acc, OT=ot, AXPBY=_BANDS_FUSED_AXPBY.format(ACC=acc, OT=ot) if axpby else "")
+    tail = _BANDS_FUSED_TAIL.format(BLOCK=spec.block_dim, NW=spec.block_dim // 32, COLS=spec.cols, ACC=acc, OT=ot,
+                                    E=spec.chunk, STORE=store, AXPBY_DOC=" + beta * C[b, col]" if axpby else "")
+    return band.replace(early, "    } else\n#endif\n") + tail
 
 
 class _Named:
@@ -498,10 +620,21 @@ def _finish_warps(spec: GemvSpec) -> int:
 def _native_func(spec: GemvSpec):
     """The kernel's snippet as a Warp function: rowdot ``dot(Mat, vec, bm, bv, r, k0, k1, lane)``,
     colsum ``csum(Mat, vec, bm, bv, c0, k0, k1, lane)``, returning the accumulator dtype; bands
-    ``band(Mat, vec, W, bm, bv, c, k0, k1, wrow)`` (writes W, returns nothing)."""
+    ``band(Mat, vec, W, bm, bv, c, k0, k1, wrow)`` (writes W, returns nothing); bands fused ``fused(Mat, vec, W,
+    cnt, D, C, alpha, beta, bm, bv, c, k0, k1, wrow, b, t, S, batch, c_nb, nthr, nfin)`` (writes W, then D)."""
     IN = WP_DTYPES[spec.in_dtype]
     snip = _snippet(spec)
     name = re.sub(r"[^0-9A-Za-z_]", "_", spec.kernel_key + "_native")
+    if spec.kind == "bands" and spec.fused:
+        ACC, OUT = WP_DTYPES[spec.acc_dtype], WP_DTYPES[spec.out_dtype]
+
+        def fused(Mat: wp.array3d(dtype=IN), vec: wp.array2d(dtype=IN), W: wp.array2d(dtype=ACC),
+                  cnt: wp.array(dtype=wp.int32), D: wp.array2d(dtype=OUT), C: wp.array2d(dtype=OUT), alpha: ACC,
+                  beta: ACC, bm: int, bv: int, c: int, k0: int, k1: int, wrow: int, b: int, t: int, S: int,
+                  batch: int, c_nb: int, nthr: int, nfin: int): ...
+
+        fused.__name__ = fused.__qualname__ = name
+        return wp.func_native(snip)(fused)
     if spec.kind == "bands":
         ACC = WP_DTYPES[spec.acc_dtype]
 
@@ -551,7 +684,8 @@ def get_kernel(spec: GemvSpec, partial: bool = False):
     """The kernel for ``spec`` (``partial``: the K-split variant that writes partial sums into the
     workspace), built once per process (thread-safe)."""
     with _factory_lock:
-        keep = spec.kind == "colsum" and spec.lanes > 1  # colsum's block is its column strip
+        # colsum's block is its column strip; the fused bands' finish reads its block size
+        keep = (spec.kind == "colsum" and spec.lanes > 1) or (spec.kind == "bands" and spec.fused)
         return _build(dataclasses.replace(spec, block_dim=spec.block_dim if keep else 0, target_warps=0), partial)
 
 
@@ -565,7 +699,7 @@ def kernels(spec: GemvSpec, partial: bool = False) -> list:
     """Every kernel a launch of ``spec`` may use: the GEMV kernel, and with ``partial`` skinny's
     finishing pass (for ``warp-gemm precompile``); bands: its two kernels."""
     if spec.kind == "bands":
-        return [get_kernel(spec, True), bands_finish_kernel(spec)]
+        return [get_kernel(spec, True)] if spec.fused else [get_kernel(spec, True), bands_finish_kernel(spec)]
     ks = [get_kernel(spec, partial)]
     if partial:
         ks.append(skinny.finish_kernel(spec.acc_dtype, spec.out_dtype))
@@ -607,6 +741,19 @@ def _build(spec: GemvSpec, partial: bool):
     G, COLS = spec.group, spec.cols
     native = _native_cached(spec)
     name = spec.kernel_key + ("_part" if partial else "")
+    if spec.kind == "bands" and spec.fused:
+        E = spec.chunk
+
+        def bands_fused(Mat: wp.array3d(dtype=IN), vec: wp.array2d(dtype=IN), W: wp.array2d(dtype=ACC),
+                        cnt: wp.array(dtype=wp.int32), C: wp.array2d(dtype=OUT), D: wp.array2d(dtype=OUT), alpha: ACC,
+                        beta: ACC, per: int, batch: int, m_nb: int, v_nb: int, c_nb: int, nfin: int):
+            b, s, t = wp.tid()
+            k0 = s * per
+            native(Mat, vec, W, cnt, D, C, alpha, beta, wp.min(b, m_nb - 1), wp.min(b, v_nb - 1), t * E, k0,
+                   wp.min(Mat.shape[1], k0 + per), s * batch + b, b, t, W.shape[0] // batch, batch, c_nb,
+                   cnt.shape[0] // (2 * batch), nfin)
+
+        return _compat.make_kernel(bands_fused, name)
     if spec.kind == "bands":
         E = spec.chunk
 
@@ -718,7 +865,8 @@ def _no_workspace(dtype: str, device):
         return _empty[key]
 
 
-def launch_args(spec: GemvSpec, A, B, C, D, alpha, beta, M, N, K, batch, a_nb, b_nb, c_nb, workspace=None):
+def launch_args(spec: GemvSpec, A, B, C, D, alpha, beta, M, N, K, batch, a_nb, b_nb, c_nb, workspace=None,
+                counters=None):
     """``[(kernel, dim, inputs, block_dim_or_None)]`` in launch order: the GEMV kernel over (batch,
     K splits, outputs or column groups x lanes), then, where K is split, skinny's finishing pass over
     (batch, M, N). These are plain (SIMT) kernels: launch each with ``wp.launch(kernel, dim=dim,
@@ -727,7 +875,8 @@ def launch_args(spec: GemvSpec, A, B, C, D, alpha, beta, M, N, K, batch, a_nb, b
     A, B, C, D: 3-D Warp arrays as in the other families (A ``(a_nb, M, K)``, layout T ``(a_nb, K, M)``;
     B ``(b_nb, K, N)``, T ``(b_nb, N, K)``; C ``(c_nb, M, N)`` or None for "scale" (C may be D); D
     ``(batch, M, N)``), with ``min(M, N) == 1`` and the layouts ``spec.kind`` was chosen for. Where K is
-    split, ``workspace`` is a ``workspace_shape`` array."""
+    split, ``workspace`` is a ``workspace_shape`` array; the fused bands (``spec.fused``) also take ``counters``, an
+    int32 array of ``counters_len`` zeros (kept by the caller: every launch leaves it zero)."""
     if batch == 0 or M == 0 or N == 0:
         return []
     if min(M, N) != 1:
@@ -758,6 +907,16 @@ def launch_args(spec: GemvSpec, A, B, C, D, alpha, beta, M, N, K, batch, a_nb, b
                          f"{want}, {spec.acc_dtype}; got {got}")
     it = ITEM_BYTES[spec.acc_dtype]
     W2 = _view(workspace, (s * batch, R), (R * it, it))
+    if spec.kind == "bands" and spec.fused:
+        n = counters_len(spec, M, N, batch)
+        if counters is None or tuple(counters.shape) != (n,) or counters.dtype != wp.int32:
+            got = None if counters is None else (tuple(counters.shape), counters.dtype)
+            raise ValueError(f"gemv {spec.key} M={M} N={N} batch={batch} needs {n} int32 counters; got {got}")
+        # finishers per column block: at most BANDS_FINISHERS, and all of them waiting at once under the SM count
+        sms = spec.target_warps // TARGET_WARPS_PER_SM
+        nfin = max(1, min(s, BANDS_FINISHERS, (sms - 1) // max(1, batch * _ceil(R, spec.cols))))
+        return [(get_kernel(spec, True), dim, [mat, vec, W2, counters, C2, D2, float(alpha), float(beta), per, batch,
+                                               m_nb, v_nb, c_n, nfin], block)]
     if spec.kind == "bands":
         fb = 32 * _finish_warps(spec)
         return [(get_kernel(spec, True), dim, [mat, vec, W2, per, batch, m_nb, v_nb], block),
