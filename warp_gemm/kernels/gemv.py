@@ -550,8 +550,8 @@ _BANDS_FUSED_STORE = """            {{
 {AXPBY}                *({OT}*)((char*)D.data + (size_t)b * D.strides[0] + (size_t)col * D.strides[1]) = {OT}(y);
             }}
 """
-_BANDS_FUSED_AXPBY = ("                y += beta * {ACC}(*(const {OT}*)((const char*)C.data + (size_t)(b < c_nb - 1 ? b : c_nb - 1) * "
-                      "C.strides[0] + (size_t)col * C.strides[1]));\n")
+_BANDS_FUSED_AXPBY = ("                y += beta * {ACC}(*(const {OT}*)((const char*)C.data + "
+                      "(size_t)(b < c_nb - 1 ? b : c_nb - 1) * C.strides[0] + (size_t)col * C.strides[1]));\n")
 
 _CTYPES = {"float16": "wp::float16", "bfloat16": "wp::bfloat16", "float32": "wp::float32",
            "float64": "wp::float64"}
