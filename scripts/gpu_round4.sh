@@ -8,6 +8,7 @@
 #   SETS="23 24" bash scripts/gpu_round4.sh probe   # probe sets of benchmarks/probes/round6.py (warm, then time)
 #   bash scripts/gpu_round4.sh retune  # the tuner on the medium 16-bit grids, then the runner on them (~6 min)
 #   bash scripts/gpu_round4.sh ncu64   # Nsight Compute on one launch of fp16 64 x 256^3: mma.sync tile, tile_matmul
+#   bash scripts/gpu_round4.sh r15a    # round 14's opt-in fused GEMV on the GPU (its tests, probe set 28), then ncu64
 #   bash scripts/gpu_round4.sh probe5  # round 5: one-wave tile shapes for odd shapes (small_waves SW_SET=3),
 #                                      # where odd shapes' time goes (diag_plans), staging kernels (staging.py)
 set -uo pipefail
@@ -66,6 +67,17 @@ retune)  # round 14's question (results/round14/README.md): the medium 16-bit gr
     > "$out/rt_fp16.txt" 2>&1
   sed -n '/# summary/,$p' "$out/rt_fp16.txt" | grep -v "^$"
   (cd "$out" && tar czf rt.tgz rt_* && rm -f rt_tune.txt rt_fp16.txt rt_fp16.json)  # rt_rows.jsonl, rt_table.json stay
+  ;;
+r15a)  # round 14 left two things for the device (benchmarks/results/round14/README.md, docs/performance.md "Round 14"):
+  # the fused bands GEMV (gemv.BANDS_FUSED, never run on a GPU) -- its GPU test beside probe set 28's compiles, then
+  # the probe timed (default against fused, float64-checked) -- and Nsight Compute on 64 x 256^3 (ncu64). ~6 min.
+  python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_gemv.py -k "fused_bands_gpu or gemv_gpu" \
+    > "$out/r15_fused_tests.txt" 2>&1 &
+  R6_SET=28 python3 benchmarks/probes/round6.py warm -j 8 > "$out/r28w.txt" 2>&1
+  wait; tail -n 3 "$out/r15_fused_tests.txt"; grep -E "FAILED|Error" "$out/r15_fused_tests.txt" | head -5
+  R6_SET=28 timeout 240 python3 benchmarks/probes/round6.py time --json "$out/r28p.json" > "$out/r28p.txt" 2>&1
+  tail -n 12 "$out/r28p.txt"
+  timeout 200 bash "$0" ncu64
   ;;
 ncu64)  # issue 18's 64 x 256^3 (0.52x cuBLAS; ~20 us even by graph replay, where its 2.1 GFLOP need ~7 us at the mma.sync
   # kernel's large-problem rate per SM): where one launch's time goes, for the mma.sync 128x128x32 s3 o2 tile (26.0 us
