@@ -625,6 +625,7 @@ def test_precompile_lists_the_gemv_family():
         (dt, kind, epi, part) for dt in ("float16", "float32") for kind in gemv.KINDS
         for epi in ("scale", "axpby") for part in (False, True) if kind != "bands" or part}
     assert {(j[1].block_dim, j[1].unroll) for j in jobs if j[1].kind == "bands"} == {(256, 8)}
+    assert all(j[1].fused == gemv.BANDS_FUSED for j in jobs if j[1].kind == "bands")  # what choose_spec plans
     assert {(j[1].block_dim, j[2]) for j in jobs if j[1].kind == "colsum"} == {(512, False), (1024, False), (512, True)}
     assert all(job_label(j).startswith("wg_gemv_") for j in jobs)
 

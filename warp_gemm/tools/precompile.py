@@ -103,8 +103,8 @@ def gemv_jobs(dtypes: list[str], epilogues: tuple[str, ...] = ("scale",)) -> lis
     """``("gemv", GemvSpec, partial)`` for the GEMV family's CUDA kernels (M == 1 or N == 1): each
     dtype (tf32: the exact float32 kernels, which the planner takes for tf32 calls too), both kinds
     (rowdot and colsum cover every layout; bands is colsum for large matrices), each epilogue, whole-K and
-    K-split (the split one with skinny's finishing pass; bands with its own), output in the input dtype; none
-    where this Warp cannot build the family."""
+    K-split (the split one with skinny's finishing pass; bands with its own, or none where ``gemv.BANDS_FUSED``),
+    output in the input dtype; none where this Warp cannot build the family."""
     from warp_gemm.kernels import gemv
 
     if not gemv.has_native_returns():
@@ -116,7 +116,7 @@ def gemv_jobs(dtypes: list[str], epilogues: tuple[str, ...] = ("scale",)) -> lis
             for epi in epilogues:
                 if kind == "bands":  # always through its workspace: the bands kernel and its finishing kernel
                     jobs.append(("gemv", gemv.GemvSpec(base, base, kind, epi, block_dim=gemv.BANDS_BLOCK,
-                                                       unroll=gemv.BANDS_UNROLL), True))
+                                                       unroll=gemv.BANDS_UNROLL, fused=gemv.BANDS_FUSED), True))
                     continue
                 for partial in (False, True):
                     # the block sizes choose_spec takes (colsum: two, the split kernel only at the smaller)
