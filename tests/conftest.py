@@ -44,6 +44,12 @@ DEVICES = ([pytest.param("cpu", id="cpu")] if CPU_OK else []) + [
 KINDS = ["warp", "numpy"] + (["torch"] if torch is not None else [])
 
 
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """The inputs' seed on every failing run (``-q`` hides the header): a failure reruns with the same draws."""
+    if exitstatus:
+        terminalreporter.write_line(f"WARP_GEMM_TEST_SEED={SALT} (set it to draw the same inputs again)")
+
+
 def pytest_report_header(config):
     return (f"warp-lang {compat.WARP_VERSION}; cuda devices: {wp.get_cuda_device_count()}; "
             f"torch: {getattr(torch, '__version__', None)}; WARP_GEMM_TEST_SEED={SALT}")

@@ -77,10 +77,17 @@ def _run(spec: P.PipeSpec, M, N, K, rng, *, batch=1, a_nb=1, b_nb=1, c_nb=1, alp
     c = round_to(rng.standard_normal((c_nb, M, N)), spec.out_dtype) if spec.epilogue == "axpby" else None
     C = _wp(c, spec.out_dtype) if c is not None else None
     D = _wp(np.full((batch, M, N), np.nan), spec.out_dtype, ldd)
+    grid, n_ws, n_flags = P.stream_k_sizes(spec, M, N, K, batch, wp.get_device("cpu"))
+    sk = {}
+    if grid:  # stream-K: a NaN-prefilled workspace (a slot read before it is written shows) and zeroed flags
+        sk = {"workspace": wp.array(np.full(n_ws, np.nan, np.float32), dtype=wp.float32, device="cpu"),
+              "flags": wp.zeros(n_flags, dtype=wp.int32, device="cpu")}
     k, dim, inputs, block = P.launch_args(spec, A, B, C, D, alpha, beta, M, N, K, batch, a_nb, b_nb,
-                                          c_nb if C is not None else 1, group_m=group_m)
+                                          c_nb if C is not None else 1, group_m=group_m, **sk)
     wp.launch_tiled(k, dim=dim, inputs=inputs, block_dim=spec.block_dim if fibers else block, device="cpu")
     wp.synchronize_device("cpu")
+    if grid:
+        assert dim == (1, grid) and not sk["flags"].numpy().any(), "stream-K left a flag set"
     if ldd is not None and ldd != N:
         wide = wp.array(ptr=D.ptr, dtype=D.dtype, shape=(batch, M, ldd), device="cpu")
         np.testing.assert_array_equal(_f64(wide, spec.out_dtype)[:, :, N:], 7.0)  # nothing written past N
@@ -902,6 +909,76 @@ def test_mma_warp_splits(dtype, tm, tn, tk, mma, warps, request):
     _assert_close(out, ref, "float32" if dtype == "tf32" else dtype, tf32=dtype == "tf32")
 
 
+# --- stream-K (spec.stream_k; not a default, round 14) ------------------------------------------------------
+# (M, N, K, batch, stream_k) on 64x64x32 mma tiles / 64x64x16 SIMT tiles, the CPU counting 4 SMs: the grid is
+# stream_k * 4 blocks, at most one per K step. 70x131x75 x3: 18 tiles of 3 K steps over 4 blocks (runs end inside
+# tiles); over 32 blocks (one or two K steps each: tiles of up to 3 blocks, middle contributors); 60x50x300: one
+# tile of 10 K steps over 8 blocks (a finisher with 7 contributors); 130x64x64 x2: 8 K steps over 8 blocks, one each.
+SK_CASES = [(70, 131, 75, 3, 1), (70, 131, 75, 3, 8), (60, 50, 300, 1, 2), (130, 64, 64, 2, 2)]
+
+
+@pytest.mark.parametrize("case", SK_CASES, ids=lambda c: "M{}-N{}-K{}-b{}-k{}".format(*c))
+@pytest.mark.parametrize("layout,epilogue", [("NN", "axpby"), ("TT", "scale"), ("NT", "axpby")])
+@pytest.mark.parametrize("kind", ["float16", "tf32", "simt"])
+def test_stream_k_on_cpu(kind, layout, epilogue, case, request):
+    """The stream-K kernel (every tile's K steps shared evenly by a fixed grid; a tile split across blocks summed by
+    its finisher from the contributors' flagged workspace slots in block order): on the CPU twin blocks run in index
+    order, so each flag a finisher waits for is set (a missing one turns its sums NaN). NaN-prefilled output and
+    workspace, batch broadcast of A, C, every flag zero after the launch (checked in _run)."""
+    if kind == "tf32" and not _compat.HAS_TF32:
+        pytest.skip("no tf32 in this Warp")
+    M, N, K, batch, sk = case
+    if kind == "simt":
+        spec, ld, tol = _simt_spec(layout, epilogue, stream_k=sk), _ld4, "float32"
+    else:
+        spec, ld, tol = _mma_spec(kind, layout, epilogue, out_dtype="float32", stream_k=sk), _ld8, "float32"
+    lda = ld(M) if layout[0] == "T" else ld(K)
+    ldb = ld(K) if layout[1] == "T" else ld(N)
+    grid, _, _ = P.stream_k_sizes(spec, M, N, K, batch, wp.get_device("cpu"))
+    total = batch * -(-M // spec.tm) * -(-N // spec.tn) * -(-K // spec.tk)
+    assert grid == min(total, 4 * sk) and "_sk" in spec.key
+    out, ref = _run(spec, M, N, K, _rng(request), batch=batch, a_nb=1, b_nb=batch, c_nb=batch, lda=lda, ldb=ldb)
+    _assert_close(out, ref, tol, tf32=kind == "tf32")
+
+
+@pytest.mark.parametrize("cfg", ["pipe/64x64x32/s3/b128/o1/k2/mma", "pipe/64x64x16/s3/b64/o1/k3/simt"])
+def test_stream_k_forced_through_the_api_on_cpu(cfg, planned, request):
+    """options(pipe_config=".../kN/...") through the call path on the CPU: the plan is the stream-K kernel, its
+    workspace and flags come from the executor's caches (the second and third calls reuse them: each launch must
+    leave the flags zero), and every call is correct against float64 with a NaN-prefilled output."""
+    import warp_gemm
+    from conftest import make, nan_like, to_f64
+
+    dtype = "float32" if "simt" in cfg else "float16"
+    rng = _rng(request)
+    for call in range(3):
+        M, N, K, batch = 97 + call, 70, 150 + 40 * call, 2
+        a, b = random_operands(M, N, K, dtype, rng, batch=batch)
+        out = nan_like("warp", (batch, M, N), dtype, "cpu")
+        with warp_gemm.options(family="pipelined", pipe_config=cfg):
+            warp_gemm.matmul(make(a, dtype, "warp", "cpu"), make(b, dtype, "warp", "cpu"), out=out)
+        _assert_close(to_f64(out), np.matmul(a, b), dtype)
+    assert planned and all(p.family == "pipelined" and p.family_spec.stream_k for p in planned), planned
+
+
+def test_stream_k_falls_back_and_refuses():
+    """K == 0 takes the one-tile-per-block kernel (beta * C only); a tile_matmul or persistent spec is refused; a
+    launch without its workspace names what it needs."""
+    from warp_gemm.config.configs import PipeConfig
+
+    spec = _mma_spec("float16", stream_k=1)
+    assert P.stream_k_sizes(spec, 64, 64, 0, 1, wp.get_device("cpu")) == (0, 0, 0)
+    with pytest.raises(ValueError, match="stream-K"):
+        P.get_kernel(_spec("float16", stream_k=1))
+    A = wp.zeros((1, 64, 64), dtype=wp.float16, device="cpu")
+    with pytest.raises(ValueError, match="stream-K needs a workspace"):
+        P.launch_args(spec, A, A, None, wp.zeros((1, 64, 64), dtype=wp.float32, device="cpu"), 1.0, 0.0, 64, 64, 64,
+                      1, 1, 1, 1)
+    with pytest.raises(ValueError, match="stream-K"):
+        PipeConfig.parse("pipe/128x128x64/s3/b128/o1/k1")  # tile_matmul: no register accumulator
+    assert str(PipeConfig.parse("pipe/128x128x64/s3/b128/o1/k2/mma")) == "pipe/128x128x64/s3/b128/o1/k2/mma"
+
+
 @pytest.mark.parametrize("over,match", [
     (dict(in_dtype="float32", out_dtype="float32", pad_ab=4), "float16, bfloat16 and tf32"),
     (dict(simt=True), "give one"),
@@ -1030,6 +1107,25 @@ def test_mma_forced_on_cuda(dtype, layout, cfg, epilogue, planned, request):
     assert spec.tf32 == tf32
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype,layout,cfg", [
+    ("float16", "NN", "pipe/128x128x64/s3/b128/o1/k1/mma"), ("float16", "TT", "pipe/64x64x64/s3/b128/o4/k4/mma"),
+    ("bfloat16", "NT", "pipe/128x128x32/s3/b128/o2/k2/mma"), ("tf32", "TN", "pipe/128x128x32/s3/b128/o2/k2/mma"),
+    ("float32", "NN", "pipe/64x128x16/s3/b128/o3/k3/simt")], ids=lambda v: str(v))
+@pytest.mark.parametrize("epilogue", ["scale", "axpby"])
+def test_stream_k_forced_on_cuda(dtype, layout, cfg, epilogue, planned, request):
+    """The stream-K kernel (not a default; round 14) forced through the API on CUDA: two batch entries of 1000x1000,
+    K 520 (M, N and K edges; 64-128 tiles of 9-17 K steps shared by 132-528 blocks, so most tiles are split), alpha
+    and beta * C, NaN-prefilled: checked against float64. A finisher waits on the flags of lower blocks only."""
+    if dtype == "bfloat16" and not _compat.HAS_BF16:
+        pytest.skip("no bfloat16 in this Warp")
+    tf32 = dtype == "tf32"
+    for _ in range(2):  # the second call reuses the workspace and flags the first left zero
+        _forced_on_cuda("float32" if tf32 else dtype, layout, cfg, epilogue, request, tf32=tf32)
+    spec = planned[-1].family_spec
+    assert planned[-1].family == "pipelined" and spec.stream_k and spec.layout_a + spec.layout_b == layout, spec
+
+
 # --- the CUDA thread paths on CPU fibers -----------------------------------------------------------------------------
 @pytest.mark.skipif(not _compat.HAS_CPU_BLOCKS, reason="CPU blocks of several threads need warp-lang >= 1.18")
 @pytest.mark.parametrize("dtype,tf32,over", [
@@ -1037,7 +1133,10 @@ def test_mma_forced_on_cuda(dtype, layout, cfg, epilogue, planned, request):
     ("float32", True, dict(mma=4, block_dim=128, tm=64, tn=64, tk=32, pad_ab=4)),
     ("float32", False, dict(simt=True, block_dim=64, tm=64, tn=64, tk=16, pad_ab=4)),
     ("float16", False, dict(block_dim=64, tm=32, tn=32, tk=32, pad_ab=8, pad_c=8)),
-    ("float16", False, dict(wgmma=True, block_dim=256, tm=128, tn=64, tk=64, pad_ab=0))], ids=lambda v: str(v))
+    ("float16", False, dict(wgmma=True, block_dim=256, tm=128, tn=64, tk=64, pad_ab=0)),
+    ("float16", False, dict(mma=4, block_dim=128, tm=64, tn=64, tk=32, pad_ab=8, stream_k=4)),
+    ("float32", False, dict(simt=True, block_dim=64, tm=64, tn=64, tk=16, pad_ab=4, stream_k=2))],
+    ids=lambda v: str(v))
 @pytest.mark.parametrize("layout", ["NN", "TT", "NT"])
 def test_cuda_thread_paths_on_cpu_fibers(dtype, tf32, over, layout, request):
     """With ``wp.config.enable_cpu_blocks`` each block runs its CUDA block size of fibers: the snippets then take the
@@ -1055,6 +1154,28 @@ def test_cuda_thread_paths_on_cpu_fibers(dtype, tf32, over, layout, request):
     finally:
         wp.config.enable_cpu_blocks = old
     _assert_close(out, ref, "float32", tf32=tf32)
+
+
+@pytest.mark.skipif(not _compat.HAS_COMPILE_AOT, reason="wp.compile_aot_module arrived in warp-lang 1.9")
+@pytest.mark.parametrize("dtype,over", [
+    ("float16", dict(tm=128, tn=128, tk=64, stages=3, block_dim=128, min_blocks=1, pad_ab=8, mma=4, stream_k=1)),
+    ("float32", dict(tm=64, tn=128, tk=16, stages=3, block_dim=128, min_blocks=3, pad_ab=4, simt=True, stream_k=3))])
+def test_stream_k_cuda_build_offline(dtype, over, tmp_path):
+    """The stream-K kernels compile for sm_90 offline with the accumulator still in registers (no local memory:
+    the slot loops are unrolled over the register tile's constant length), the flag's release (fence, atomic) and
+    the finisher's wait (volatile load, nanosleep) and L2 loads in the PTX."""
+    import inspect
+    import re
+
+    spec = P.default_spec(dtype, dtype, layout="NN", epilogue="axpby", pad_c=0, **over)
+    _build_offline(spec, tmp_path / "cubin")
+    if "use_ptx" not in inspect.signature(wp.compile_aot_module).parameters:
+        return
+    wp.compile_aot_module(P.get_kernel(spec).module, arch=[90], module_dir=str(tmp_path / "ptx"), use_ptx=True)
+    ptx = "".join(p.read_text() for p in (tmp_path / "ptx").rglob("*.ptx"))
+    assert not re.search(r"\b(ld|st)\.local", ptx)
+    assert "membar.gl" in ptx and "atom.global.exch" in ptx and "ld.volatile.global" in ptx and "nanosleep" in ptx
+    assert "ld.global.cg" in ptx
 
 
 # --- 16-bit NT on sm_90a warpgroup MMAs (spec.wgmma) -----------------------------------------------------------------

@@ -165,9 +165,11 @@ class PipeConfig:
     ``mma`` (float16/bfloat16/tf32: the product in ``mma.sync`` tensor-core instructions of ``block_dim / 32``
     warps instead of ``tile_matmul``; the accumulator lives in registers) and ``wgmma`` (float16/bfloat16, layout
     NT, sm_90 only: Hopper warpgroup MMAs from unpadded core-matrix stages, one warpgroup per 64 rows, so
-    ``block_dim`` is ``2 * tm``). The shared-tile paddings and the copy chunk stay the family's per-dtype defaults
-    (``pipelined.default_spec``). Written ``pipe/128x128x128/s2/b256/o1`` (``/p1`` appended where persistent,
-    ``/simt``, ``/mma`` or ``/wgmma`` where those products)."""
+    ``block_dim`` is ``2 * tm``), and ``stream_k`` (> 0, simt and mma only: a grid of that many blocks per SM sharing
+    the K steps of all output tiles evenly, partial tiles summed in a fixed order; not a default, round 14). The
+    shared-tile paddings and the copy chunk stay the family's per-dtype defaults (``pipelined.default_spec``). Written
+    ``pipe/128x128x128/s2/b256/o1`` (``/p1`` appended where persistent, ``/k1`` where stream-K, ``/simt``, ``/mma``
+    or ``/wgmma`` where those products)."""
 
     tm: int
     tn: int
@@ -179,9 +181,10 @@ class PipeConfig:
     simt: bool = False
     mma: bool = False
     wgmma: bool = False
+    stream_k: int = 0
 
     def __post_init__(self):
-        for name in ("tm", "tn", "tk", "stages", "block_dim", "min_blocks", "persistent"):
+        for name in ("tm", "tn", "tk", "stages", "block_dim", "min_blocks", "persistent", "stream_k"):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool):
                 raise ValueError(f"PipeConfig: {name} must be an integer, got {v!r}")
@@ -208,12 +211,18 @@ class PipeConfig:
             what = "simt" if self.simt else "mma" if self.mma else "wgmma"
             raise ValueError(f"PipeConfig: {what} kernels keep their accumulator in registers: no persistent blocks "
                              "(p)")
+        if not 0 <= self.stream_k <= 8:
+            raise ValueError(f"PipeConfig: stream_k (k) must be 0-8 blocks per SM, got {self.stream_k}")
+        if self.stream_k and not (self.simt or self.mma):
+            raise ValueError("PipeConfig: stream-K (k) is for the simt and mma kernels (their accumulators are "
+                             "registers that spill to the workspace)")
         if self.min_blocks * self.block_dim > 2048:
             raise ValueError(f"PipeConfig: min_blocks (o{self.min_blocks}) x block_dim (b{self.block_dim}) is more "
                              "than the 2048 threads an SM holds")
 
     def __str__(self) -> str:
         per = f"/p{self.persistent}" if self.persistent else ""
+        per += f"/k{self.stream_k}" if self.stream_k else ""
         per += "/simt" if self.simt else ""
         per += "/mma" if self.mma else ""
         per += "/wgmma" if self.wgmma else ""
@@ -236,8 +245,8 @@ class PipeConfig:
             tm, tn, tk = (int(x) for x in dims)
         except ValueError:
             raise ValueError(f"bad pipelined configuration {text!r}: tile shape {parts[1]!r} is not TMxTNxTK") from None
-        names = {"s": "stages", "b": "block_dim", "o": "min_blocks", "p": "persistent"}
-        vals = {"stages": 2, "block_dim": 256, "min_blocks": 0, "persistent": 0}
+        names = {"s": "stages", "b": "block_dim", "o": "min_blocks", "p": "persistent", "k": "stream_k"}
+        vals = {"stages": 2, "block_dim": 256, "min_blocks": 0, "persistent": 0, "stream_k": 0}
         seen = set()
         flags = {"simt": False, "mma": False, "wgmma": False}
         for part in parts[2:]:
@@ -247,8 +256,8 @@ class PipeConfig:
                 flags[part] = True
                 continue
             if not part or part[0] not in names:
-                raise ValueError(f"bad pipelined configuration {text!r}: unknown field {part!r} (s, b, o, p, simt, "
-                                 "mma, wgmma)")
+                raise ValueError(f"bad pipelined configuration {text!r}: unknown field {part!r} (s, b, o, p, k, "
+                                 "simt, mma, wgmma)")
             name = names[part[0]]
             if name in seen:
                 raise ValueError(f"bad pipelined configuration {text!r}: {name} ({part[0]}) given twice")
@@ -270,7 +279,7 @@ class PipeConfig:
         """The ``kernels.pipelined.PipeSpec`` fields this configuration sets."""
         return {"tm": self.tm, "tn": self.tn, "tk": self.tk, "stages": self.stages, "block_dim": self.block_dim,
                 "min_blocks": self.min_blocks, "persistent": self.persistent, "simt": self.simt,
-                "mma": self.block_dim // 32 if self.mma else 0, "wgmma": self.wgmma}
+                "mma": self.block_dim // 32 if self.mma else 0, "wgmma": self.wgmma, "stream_k": self.stream_k}
 
 
 def _pc(text: str) -> PipeConfig:

@@ -470,7 +470,7 @@ def _family(plan: Plan, p: Problem, Dk, alpha: float, beta: float, allocate) -> 
         _launch_all(_peeled(plan, p, Av, Bv, Cv, c_nb, Dk, alpha, beta), dev)
         return
     if plan.family == "pipelined":
-        todo = [pipelined.launch_args(*args)]
+        todo = [pipelined.launch_args(*args, **_stream_k_buffers(dev, plan.family_spec, plan.M, plan.N, p.K, p.batch))]
     elif plan.family == "splitpipe":  # K slices as a batch into the workspace, then the finishing pass
         spec, s = plan.family_spec
         W = workspace(dev, *plan.workspace)
@@ -524,7 +524,8 @@ def _peeled(plan: Plan, p: Problem, Av, Bv, Cv, c_nb: int, Dk, alpha: float, bet
         return None if X is None else _slice(_slice(X, 1, r0, r1), 2, c0, c1)
 
     todo = [(*pipelined.launch_args(plan.family_spec, Ac, Bc, out_part(Cv, 0, Mc, 0, Nc), out_part(Dk, 0, Mc, 0, Nc),
-                                    alpha, beta, Mc, Nc, K, p.batch, a_nb, b_nb, c_nb), True)]
+                                    alpha, beta, Mc, Nc, K, p.batch, a_nb, b_nb, c_nb,
+                                    **_stream_k_buffers(dev, plan.family_spec, Mc, Nc, K, p.batch)), True)]
     edges = (("row", pr, _slice(Av, a_row, Mc, M), Bv, (Mc, M, 0, N), pr, N),  # A's last rows times all of B
              ("col", pc, Ac, _slice(Bv, b_col, Nc, N), (0, Mc, Nc, N), Mc, pc))  # A's core rows times B's last cols
     for (name, width, Ae, Be, box, m, n), spec, ws_shape in zip(edges, plan.edge_specs, plan.edge_ws):
@@ -592,15 +593,9 @@ def workspace(dev, shape: tuple, dtype: str, slot: str = "ws"):
 _counters: dict = {}
 
 
-def _gemv_counters(dev, spec, M: int, N: int, batch: int, slot: str = "cnt") -> dict:
-    """``{"counters": ...}`` for a GEMV launch whose spec needs them (the fused bands), else ``{}``: int32 zeros of
-    this device, stream, slot and thread, kept like the workspaces (grown, never freed), allocated zeroed once;
-    every launch of the kernel leaves them zero."""
-    from warp_gemm.kernels import gemv
-
-    n = gemv.counters_len(spec, M, N, batch)
-    if not n:
-        return {}
+def _zeroed_ints(dev, n: int, slot: str):
+    """``n`` int32 zeros of this device, stream, slot and thread, kept like the workspaces (grown, never freed),
+    zeroed once when allocated: the kernels that use them (fused GEMV bands, stream-K) leave them zero."""
     stream = 0 if dev.is_cpu else wp.get_stream(dev).cuda_stream
     key = (dev.alias, stream, slot, threading.get_ident())
     with _ws_lock:
@@ -610,7 +605,27 @@ def _gemv_counters(dev, spec, M: int, N: int, batch: int, slot: str = "cnt") -> 
                 _retired.append(buf)
             buf = wp.zeros(max(n, 2 * (buf.shape[0] if buf is not None else 0)), dtype=wp.int32, device=dev)
             _counters[key] = buf
-    return {"counters": buf if buf.shape[0] == n else raw_view(buf.ptr, wp.int32, (n,), (4,), dev)}
+    return buf if buf.shape[0] == n else raw_view(buf.ptr, wp.int32, (n,), (4,), dev)
+
+
+def _stream_k_buffers(dev, spec, M: int, N: int, K: int, batch: int) -> dict:
+    """``{"workspace": ..., "flags": ...}`` for a stream-K pipelined launch (``spec.stream_k``), else ``{}``."""
+    from warp_gemm.kernels import pipelined
+
+    grid, n_ws, n_flags = pipelined.stream_k_sizes(spec, M, N, K, batch, dev)
+    if not grid:
+        return {}
+    return {"workspace": workspace(dev, (n_ws,), "float32", "stream_k"), "flags": _zeroed_ints(dev, n_flags, "sk")}
+
+
+def _gemv_counters(dev, spec, M: int, N: int, batch: int, slot: str = "cnt") -> dict:
+    """``{"counters": ...}`` for a GEMV launch whose spec needs them (the fused bands), else ``{}``: int32 zeros of
+    this device, stream, slot and thread, kept like the workspaces (grown, never freed), allocated zeroed once;
+    every launch of the kernel leaves them zero."""
+    from warp_gemm.kernels import gemv
+
+    n = gemv.counters_len(spec, M, N, batch)
+    return {"counters": _zeroed_ints(dev, n, slot)} if n else {}
 
 
 class _HostCall:

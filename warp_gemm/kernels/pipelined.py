@@ -117,6 +117,7 @@ class PipeSpec:
     simt: bool = False  # exact float32 through the _SIMT_MMA snippet (CUDA-core FMAs) instead of tile_matmul
     mma: int = 0  # > 0: 16-bit inputs through the _MMA_SYNC snippet (mma.sync tensor cores) in this many warps
     wgmma: bool = False  # 16-bit NT through the _WGMMA snippet (sm_90a warpgroup MMAs on core-matrix stages)
+    stream_k: int = 0  # > 0 (simt/mma): a grid of stream_k * SMs blocks sharing every tile's K steps (see _build)
 
     @property
     def acc_dtype(self) -> str:
@@ -133,6 +134,7 @@ class PipeSpec:
         act += "_simt" if self.simt else ""
         act += f"_mma{self.mma}" if self.mma else ""
         act += "_wgmma" if self.wgmma else ""
+        act += f"_sk{self.stream_k}" if self.stream_k else ""
         return (f"wg_pipe_{self.in_dtype}_{self.out_dtype}_{self.layout_a}{self.layout_b}_"
                 f"{self.tm}x{self.tn}x{self.tk}_s{self.stages}_b{self.block_dim}{occ}_c{self.chunk}_"
                 f"p{self.pad_ab}-{self.pad_c}_{self.epilogue}{tf}{bias}{act}")
@@ -436,6 +438,70 @@ _WAIT = r"""
     WP_TILE_SYNC();
 """
 
+# Stream-K (spec.stream_k): a block's register accumulator written to / added from its slot of the workspace, and
+# zeroed. A slot holds every thread's registers register-major ([r][thread]: coalesced); a contributor's slot comes
+# with a flag in `flags` (set after a device-wide fence; the finisher waits for it, adds the slot, and clears it).
+_SK_ZERO = r"""
+    // Zero this thread's accumulator registers (the register tile's storage).
+#pragma unroll
+    for (int r = 0; r < (int)(sizeof(acc.data) / sizeof(acc.data[0])); ++r) acc.data[r] = 0.0f;
+"""
+_SK_SPILL = r"""
+    // ws[slot][r][thread] = acc.data[r]; then, where flag >= 0, flags[flag] = 1 once the whole block's writes are
+    // visible device-wide.
+    const int nreg = (int)(sizeof(acc.data) / sizeof(acc.data[0]));
+    const int bd = WP_TILE_BLOCK_DIM;
+    const int tid = WP_TILE_THREAD_IDX;
+    float* w = (float*)ws.data + (size_t)slot * nreg * bd;
+#pragma unroll  // constant trip count: acc.data stays in registers
+    for (int r = 0; r < nreg; ++r) w[(size_t)r * bd + tid] = acc.data[r];
+    if (flag >= 0) {
+#if defined(__CUDA_ARCH__)
+        __threadfence();
+        __syncthreads();
+        if (tid == 0) atomicExch((int*)flags.data + flag, 1);
+#else
+        ((int*)flags.data)[flag] = 1;
+#endif
+    }
+"""
+_SK_ADD = r"""
+    // acc.data[r] += ws[slot][r][thread]; where flag >= 0, first wait for flags[flag] (set by a block of a lower
+    // index: on the CPU, blocks run in index order, so it is set already -- else the sums become NaN), and clear it
+    // after (every launch leaves the flags zero).
+    const int nreg = (int)(sizeof(acc.data) / sizeof(acc.data[0]));
+    const int bd = WP_TILE_BLOCK_DIM;
+    const int tid = WP_TILE_THREAD_IDX;
+    const float* w = (const float*)ws.data + (size_t)slot * nreg * bd;
+    if (flag >= 0) {
+#if defined(__CUDA_ARCH__)
+        if (tid == 0) {
+            while (*(volatile int*)((int*)flags.data + flag) == 0) {
+#if __CUDA_ARCH__ >= 700
+                __nanosleep(32);
+#endif
+            }
+            __threadfence();
+        }
+        __syncthreads();
+#else
+        if (((int*)flags.data)[flag] == 0) {
+            for (int r = 0; r < nreg; ++r) acc.data[r] = __builtin_nanf("");  // CPU only
+            return;
+        }
+#endif
+    }
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+    for (int r = 0; r < nreg; ++r) acc.data[r] += __ldcg(w + (size_t)r * bd + tid);
+#else
+    for (int r = 0; r < nreg; ++r) acc.data[r] += w[(size_t)r * bd + tid];
+#endif
+    if (flag >= 0) {
+        WP_TILE_SYNC();  // every thread has read the flag (CPU fibers too) before it is cleared
+        if (tid == 0) ((int*)flags.data)[flag] = 0;
+    }
+"""
 
 # The shared accumulator's zero fill and the "scale" epilogue's stores, as snippets: Warp's tile_zeros and
 # tile_store compute an index per element and store 4 / 2 bytes at a time; at 128x128 tiles they were ~45%
@@ -1151,6 +1217,9 @@ def _check(spec: PipeSpec) -> None:
                          "needs a shared accumulator of at least SNIPPET_MIN_TM rows (pad_c > 0) and tile_empty")
     if not 0 <= spec.persistent <= 8:
         raise ValueError(f"persistent must be 0-8 blocks per SM: {spec}")
+    if not 0 <= spec.stream_k <= 8 or (spec.stream_k and not (spec.simt or spec.mma) or spec.persistent):
+        raise ValueError(f"{spec}: stream-K (0-8 blocks per SM) is for the simt and mma kernels (register "
+                         "accumulators), without persistent blocks")
     if (spec.simt + bool(spec.mma) + spec.wgmma) > 1:
         raise ValueError(f"{spec}: simt, mma and wgmma are different products: give one")
     if spec.wgmma:
@@ -1374,6 +1443,9 @@ def _build(spec: PipeSpec, zero_acc_snippet: bool):
             epilogue(D, C, bias, acc, alpha, beta, bi, c_nb, m0, n0)
 
     bounds = (spec.block_dim, spec.min_blocks) if spec.min_blocks else None
+    if spec.stream_k:
+        sk = _stream_k_kernel(spec, copy_stage, mma, own_store, commit, wait_prev, wait0)
+        return _compat.make_kernel(sk, key, bounds)
     if not spec.persistent:
         return _compat.make_kernel(gemm, key, bounds)
     sync = _native(_SYNC, key + "_sync", _stub_int())
@@ -1446,6 +1518,106 @@ def _build(spec: PipeSpec, zero_acc_snippet: bool):
         wait0(0)
 
     return _compat.make_kernel(gemm_persistent, key, bounds)
+
+
+def _stream_k_kernel(spec: PipeSpec, copy_stage, mma, own_store, commit, wait_prev, wait0):
+    """The stream-K kernel of a simt/mma spec (``spec.stream_k``; not a default, round 14; not yet run on a GPU).
+
+    The K steps of every output tile, tile after tile (batch entries, then grouped tiles: :func:`persistent_tile`),
+    form one sequence of ``total`` iterations, which a grid of ``grid`` blocks shares evenly: block g takes
+    iterations ``[g * total // grid, (g + 1) * total // grid)`` (at least one each: the launch keeps grid <= total),
+    with the copies ``stages - 1`` iterations ahead across tile boundaries. Where a block's run of a tile ends:
+    - the run is the whole tile: it stores the tile (alpha, beta * C, the cast: the kernel's own store);
+    - the run ends before the tile does (the block's last run): the partial sums go to the block's contributor slot
+      ``2 g`` with its flag;
+    - the run ends the tile but began after its first K step (the block's first run): the block is the tile's
+      finisher; its partial sums go to its own slot ``2 g + 1`` and, after its last iteration, it waits for the flags
+      of the lower blocks that hold the tile's earlier K steps, adds their slots in block order, then its own, and
+      stores the tile. It waits only on lower blocks, which start no later and end their runs at about the same
+      time; on the CPU (blocks one after another in index order) their flags are always set.
+    The sum of a tile split across blocks is the same in every launch of the same grid (a fixed order)."""
+    TM, TN, S = spec.tm, spec.tn, spec.stages
+    IN, OUT, ACC = WP_DTYPES[spec.in_dtype], WP_DTYPES[spec.out_dtype], WP_DTYPES[spec.acc_dtype]
+    AR, AC = spec.a_tile()
+    BR, BC = spec.b_tile()
+    ACP, BCP = spec.stage_cols()
+    SAR, SBR = S * AR, S * BR
+    key = spec.key
+    zero = _native(_SK_ZERO, key + "_skzero", _stub_sk_zero(ACC, TM, TN))
+    spill = _native(_SK_SPILL, key + "_skspill", _stub_sk_slot(ACC, TM, TN))
+    add = _native(_SK_ADD, key + "_skadd", _stub_sk_slot(ACC, TM, TN))
+
+    def gemm_stream_k(
+        A: wp.array3d(dtype=IN),
+        B: wp.array3d(dtype=IN),
+        C: wp.array3d(dtype=OUT),
+        D: wp.array3d(dtype=OUT),
+        alpha: ACC,
+        beta: ACC,
+        k_tiles: int,
+        tiles_m: int,
+        tiles_n: int,
+        group_m: int,
+        a_nb: int,
+        b_nb: int,
+        c_nb: int,
+        bias: wp.array2d(dtype=OUT),
+        grid: int,
+        ws: wp.array(dtype=wp.float32),
+        flags: wp.array(dtype=wp.int32),
+    ):
+        _z, g = wp.tid()
+        total = D.shape[0] * tiles_m * tiles_n * k_tiles
+        s0 = (g * total) // grid
+        iters = ((g + 1) * total) // grid - s0
+        ba = wp.tile_empty(shape=(SAR, ACP), dtype=IN, storage="shared")
+        bb = wp.tile_empty(shape=(SBR, BCP), dtype=IN, storage="shared")
+        acc = wp.tile_zeros(shape=(TM, TN), dtype=ACC)
+        for p in range(S - 1):
+            if p < iters:
+                tp = (s0 + p) // k_tiles
+                bp, ip, jp = persistent_tile(tp, tiles_m, tiles_n, group_m)
+                copy_stage(ba, bb, A[wp.min(bp, a_nb - 1)], B[wp.min(bp, b_nb - 1)], p, s0 + p - tp * k_tiles,
+                           ip * TM, jp * TN)
+            commit(0)
+        finisher = int(0)
+        for q in range(iters):
+            wait_prev(0)  # K step q's stage is in, and every thread is done with the stage step q - 1 used
+            kn = q + S - 1
+            if kn < iters:
+                tn_ = (s0 + kn) // k_tiles
+                bn, i_n, j_n = persistent_tile(tn_, tiles_m, tiles_n, group_m)
+                copy_stage(ba, bb, A[wp.min(bn, a_nb - 1)], B[wp.min(bn, b_nb - 1)], kn % S, s0 + kn - tn_ * k_tiles,
+                           i_n * TM, j_n * TN)
+            commit(0)
+            mma(ba, bb, acc, q % S)
+            t = (s0 + q) // k_tiles
+            kk = s0 + q - t * k_tiles
+            if kk == k_tiles - 1 or q == iters - 1:  # this run of tile t ends here
+                head = s0 <= t * k_tiles  # the run began at the tile's first K step
+                if kk == k_tiles - 1 and head:
+                    bi, i, j = persistent_tile(t, tiles_m, tiles_n, group_m)
+                    own_store(D[bi], C[wp.min(bi, c_nb - 1)], acc, alpha, beta, i * TM, j * TN)
+                elif kk == k_tiles - 1:
+                    spill(acc, ws, flags, 2 * g + 1, -1)  # the finisher's own part, added at the end
+                    finisher = 1
+                else:
+                    spill(acc, ws, flags, 2 * g, g)  # a contributor's part, flagged
+                zero(acc)
+        wait0(0)
+        if finisher == 1:
+            t = s0 // k_tiles
+            c = g - 1  # the lowest block whose run reaches into tile t: its range holds the tile's first K step
+            while c > 0 and (c * total) // grid > t * k_tiles:
+                c -= 1
+            while c < g:
+                add(acc, ws, flags, 2 * c, c)
+                c += 1
+            add(acc, ws, flags, 2 * g + 1, -1)
+            bi, i, j = persistent_tile(t, tiles_m, tiles_n, group_m)
+            own_store(D[bi], C[wp.min(bi, c_nb - 1)], acc, alpha, beta, i * TM, j * TN)
+
+    return gemm_stream_k
 
 
 @wp.func
@@ -1577,6 +1749,19 @@ def _stub_own_store(OUT, ACC, TM, TN):
     return stub
 
 
+def _stub_sk_zero(ACC, TM, TN):
+    def stub(acc: wp.tile(dtype=ACC, shape=(TM, TN))): ...
+
+    return stub
+
+
+def _stub_sk_slot(ACC, TM, TN):
+    def stub(acc: wp.tile(dtype=ACC, shape=(TM, TN)), ws: wp.array(dtype=wp.float32), flags: wp.array(dtype=wp.int32),
+             slot: int, flag: int): ...
+
+    return stub
+
+
 def _stub_int():
     def stub(x: int): ...
 
@@ -1588,8 +1773,24 @@ def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
+def stream_k_sizes(spec: PipeSpec, M: int, N: int, K: int, batch: int, device) -> tuple[int, int, int]:
+    """``(grid, workspace floats, flags)`` of a stream-K launch (``spec.stream_k``): the grid is ``stream_k`` blocks
+    per SM (4 SMs on the CPU) but at most one per K step of the whole problem; each block has two slots of every
+    thread's accumulator registers; one flag per block (int32 zeros, left zero by every launch). ``(0, 0, 0)`` where
+    the launch takes the one-tile-per-block kernel instead: not stream-K, K == 0, or an index past int32."""
+    if not spec.stream_k:
+        return 0, 0, 0
+    total = int(batch) * _cdiv(M, spec.tm) * _cdiv(N, spec.tn) * _cdiv(K, spec.tk)
+    cpu = getattr(device, "is_cpu", False)
+    grid = max(1, min(total, spec.stream_k * (4 if cpu else _compat.sm_count(device))))
+    if total == 0 or (grid + 1) * total >= 2**31:
+        return 0, 0, 0
+    block = spec.block_dim  # a slot is every thread's registers: ceil(tm * tn / block) each (Warp's register tiles)
+    return grid, 2 * grid * _cdiv(spec.tm * spec.tn, block) * block, grid
+
+
 def launch_args(spec: PipeSpec, A, B, C, D, alpha: float, beta: float, M: int, N: int, K: int, batch: int,
-                a_nb: int, b_nb: int, c_nb: int, group_m: int = 8, bias=None):
+                a_nb: int, b_nb: int, c_nb: int, group_m: int = 8, bias=None, workspace=None, flags=None):
     """``(kernel, dim, inputs, block_dim)`` for ``wp.launch_tiled(kernel, dim=dim, inputs=inputs,
     block_dim=block_dim, device=...)``.
 
@@ -1598,8 +1799,19 @@ def launch_args(spec: PipeSpec, A, B, C, D, alpha: float, beta: float, M: int, N
     M, N)``; a/b/c_nb is the batch count or 1 (broadcast). Rows must satisfy ``spec.chunk`` (see
     :func:`max_chunk`). K == 0 gives ``alpha * 0 (+ beta * C)``. ``bias``: ``spec.bias`` kernels only,
     a Warp array of ``spec.out_dtype`` of shape ``(1, N)`` or ``(N,)`` (any strides). On the CPU the
-    block size is 1.
+    block size is 1. Stream-K kernels (``spec.stream_k``) also take ``workspace`` (float32) and ``flags`` (int32
+    zeros) of at least :func:`stream_k_sizes` elements.
     """
+    if spec.stream_k:
+        grid, n_ws, n_flags = stream_k_sizes(spec, M, N, K, batch, D.device)
+        if not grid:
+            return launch_args(dataclasses.replace(spec, stream_k=0), A, B, C, D, alpha, beta, M, N, K, batch, a_nb,
+                               b_nb, c_nb, group_m, bias)
+        for name, arr, dt, n in (("workspace", workspace, wp.float32, n_ws), ("flags", flags, wp.int32, n_flags)):
+            if arr is None or arr.dtype != dt or arr.ndim != 1 or arr.shape[0] < n:
+                got = None if arr is None else (tuple(arr.shape), arr.dtype)
+                raise ValueError(f"{spec.key} M={M} N={N} K={K} batch={batch}: stream-K needs a {name} of at least "
+                                 f"{n} {dt.__name__}; got {got}")
     if bool(spec.bias) != (bias is not None):
         raise ValueError(f"{spec.key}: bias given: {bias is not None}, spec.bias: {spec.bias}")
     if bias is not None and bias.ndim == 1:
@@ -1620,6 +1832,8 @@ def launch_args(spec: PipeSpec, A, B, C, D, alpha: float, beta: float, M: int, N
         sms = 4 if D.device.is_cpu else _compat.sm_count(D.device)
         grid = max(1, min(int(batch) * tiles_m * tiles_n, spec.persistent * sms))
         return k, (1, grid), inputs + [grid], block
+    if spec.stream_k:
+        return k, (1, grid), inputs + [grid, workspace, flags], block
     return k, (int(batch), tiles_m * tiles_n), inputs, block
 
 
