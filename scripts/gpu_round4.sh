@@ -9,6 +9,7 @@
 #   bash scripts/gpu_round4.sh retune  # the tuner on the medium 16-bit grids, then the runner on them (~6 min)
 #   bash scripts/gpu_round4.sh ncu64   # Nsight Compute on one launch of fp16 64 x 256^3: mma.sync tile, tile_matmul
 #   bash scripts/gpu_round4.sh r15a    # round 14's opt-in fused GEMV on the GPU (its tests, probe set 28), then ncu64
+#   bash scripts/gpu_round4.sh r15b    # round 14's opt-in stream-K on the GPU (its tests beside probe set 29's compiles)
 #   bash scripts/gpu_round4.sh probe5  # round 5: one-wave tile shapes for odd shapes (small_waves SW_SET=3),
 #                                      # where odd shapes' time goes (diag_plans), staging kernels (staging.py)
 set -uo pipefail
@@ -78,6 +79,15 @@ r15a)  # round 14 left two things for the device (benchmarks/results/round14/REA
   R6_SET=28 timeout 240 python3 benchmarks/probes/round6.py time --json "$out/r28p.json" > "$out/r28p.txt" 2>&1
   tail -n 12 "$out/r28p.txt"
   timeout 200 bash "$0" ncu64
+  ;;
+r15b)  # round 14's stream-K (PipeConfig /kN, never run on a GPU): its GPU tests beside probe set 29's compiles, then the
+  # probe timed (the default, each tile one per block and stream-K, float64-checked). ~7 min.
+  python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_pipelined.py -k "stream_k" \
+    > "$out/r15_sk_tests.txt" 2>&1 &
+  R6_SET=29 python3 benchmarks/probes/round6.py warm -j 12 > "$out/r29w.txt" 2>&1
+  wait; tail -n 3 "$out/r15_sk_tests.txt"; grep -E "FAILED|Error" "$out/r15_sk_tests.txt" | head -5
+  R6_SET=29 timeout 300 python3 benchmarks/probes/round6.py time --json "$out/r29p.json" > "$out/r29p.txt" 2>&1
+  tail -n 45 "$out/r29p.txt"
   ;;
 ncu64)  # issue 18's 64 x 256^3 (0.52x cuBLAS; ~20 us even by graph replay, where its 2.1 GFLOP need ~7 us at the mma.sync
   # kernel's large-problem rate per SM): where one launch's time goes, for the mma.sync 128x128x32 s3 o2 tile (26.0 us

@@ -398,10 +398,20 @@ G28 = ["gemv_4096", "gemv_8192", "gemv_4096_b4"]
 SET28 = {"default": (G28, {}), "fused": (G28, {"gemv": {"BANDS_FUSED": True}}),
          "fused_f16": (["gemv_4096"], {"gemv": {"BANDS_FUSED": True, "BANDS_FINISHERS": 16}}),
          "fused_f32": (["gemv_4096"], {"gemv": {"BANDS_FUSED": True, "BANDS_FINISHERS": 32}})}
+# Twenty-ninth run (R6_SET=29; prepared in round 14, not yet run): stream-K (PipeConfig /kN: a grid of N blocks per
+# SM sharing every tile's K steps, split tiles summed by their finisher) on the grids whose waves are ragged or short
+# -- fp16 1536^3 (144 tiles of 128x128 on 132 SMs), 1000^3 (64 tiles), 1023x1025x1027, 2048x1024^2 (128), 256x2048^2,
+# 64 x 256^3 -- and 4096^3 (whole waves: the cost of the bookkeeping), beside the same tiles one per block.
+# Prediction: 1536^3 46.5 -> ~30 us, 1000^3 21-24 -> ~15, 4096^3 within 3% of its tile's own time.
+M29 = ["sq_1536", "sq_1000", "odd_1023", "m2048_1024", "m256_2048", "b64_256", "sq_4096"]
+SET29 = {"default": (M29, {}),
+         **pipe_variants(M29, "pipe/128x128x64/s3/b128/o1/k1/mma", "pipe/128x128x32/s3/b128/o2/mma",
+                         "pipe/128x128x32/s3/b128/o2/k2/mma", "pipe/64x64x64/s3/b128/o4/mma",
+                         "pipe/64x64x64/s3/b128/o4/k4/mma")}
 # R6_SET -> (variants, cold repeats); unset: the first run's VARIANTS, one repeat.
 SETS = {"13": (SET13, 3), "14": (SET14, 3), "15": (SET15, 3), "16": (SET16, 3), "17": (SET17, 3), "18": (SET18, 2),
         "19": (SET19, 2), "20": (SET20, 2), "21": (SET21, 2), "22": (SET22, 3), "23": (SET23, 2), "24": (SET24, 3),
-        "25": (SET25, 2), "26": (SET26, 3), "27": (SET27, 3), "28": (SET28, 3),
+        "25": (SET25, 2), "26": (SET26, 3), "27": (SET27, 3), "28": (SET28, 3), "29": (SET29, 3),
         "2": (SET2, 3), "3": (SET3, 3), "4": (SET4, 2), "5": (SET5, 2), "6": (SET6, 2), "7": (SET7, 2),
         "8": (SET8, 2), "9": (SET9, 3), "10": (SET10, 3), "11": (SET11, 3), "12": (SET12, 3)}
 VARIANTS, REPS = SETS.get(os.environ.get("R6_SET", ""), (VARIANTS, 1))

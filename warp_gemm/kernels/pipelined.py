@@ -35,6 +35,10 @@ tiles one sequence whose copies run ``stages - 1`` steps ahead across tile bound
 accumulator is stored and re-zeroed in place after each tile's last K step (so the zero-fill snippet is
 required: :func:`native_acc`).
 
+Stream-K (``spec.stream_k`` > 0, the simt and mma.sync kernels; not a default: built and tested on the CPU, not yet
+run on a GPU): a grid of ``stream_k`` blocks per SM shares the K steps of all output tiles evenly, and a tile split
+across blocks is finished, in a fixed order, by the block holding its last K step (see :func:`_stream_k_kernel`).
+
 Exact float32 on CUDA cores (``spec.simt``; the default for large problems on CUDA since round 12): the same stages
 and copies, but each K step's product is the :data:`_SIMT_MMA` snippet (8x8 outputs per thread in the register
 tile's storage, float32 FMAs, 16-byte shared loads, one barrier per K step) instead of ``tile_matmul``, whose
@@ -1217,7 +1221,7 @@ def _check(spec: PipeSpec) -> None:
                          "needs a shared accumulator of at least SNIPPET_MIN_TM rows (pad_c > 0) and tile_empty")
     if not 0 <= spec.persistent <= 8:
         raise ValueError(f"persistent must be 0-8 blocks per SM: {spec}")
-    if not 0 <= spec.stream_k <= 8 or (spec.stream_k and not (spec.simt or spec.mma) or spec.persistent):
+    if not 0 <= spec.stream_k <= 8 or (spec.stream_k and (spec.persistent or not (spec.simt or spec.mma))):
         raise ValueError(f"{spec}: stream-K (0-8 blocks per SM) is for the simt and mma kernels (register "
                          "accumulators), without persistent blocks")
     if (spec.simt + bool(spec.mma) + spec.wgmma) > 1:
