@@ -16,6 +16,19 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp}
 export PYTHONUNBUFFERED=1
+
+# tests_then_probe NAME SET JOBS TIME_S TAIL PYTEST_ARGS...: the GPU tests (log NAME) beside the compiles of probe set
+# SET (JOBS processes), then the set timed (at most TIME_S seconds) and the last TAIL lines of its table printed.
+tests_then_probe() {
+  local name=$1 set=$2 jobs=$3 time_s=$4 tail_n=$5
+  shift 5
+  python3 -m pytest -q -p no:cacheprovider -m gpu "$@" > "$out/$name.txt" 2>&1 &
+  R6_SET=$set python3 benchmarks/probes/round6.py warm -j "$jobs" > "$out/r${set}w.txt" 2>&1
+  wait; tail -n 3 "$out/$name.txt"; grep -E "FAILED|Error" "$out/$name.txt" | head -5
+  R6_SET=$set timeout "$time_s" python3 benchmarks/probes/round6.py time --json "$out/r${set}p.json" \
+    > "$out/r${set}p.txt" 2>&1
+  tail -n "$tail_n" "$out/r${set}p.txt"
+}
 case "${1:-bench}" in
 bench)
   S16="512x512x512,1000x1000x1000,1023x1025x1027,127x4099x1031,4095x4095x4095,4096x4096x4096,16x8192x8192,1x4096x4096,64x256x256x256,4096x32x32x32"
@@ -72,22 +85,12 @@ retune)  # round 14's question (results/round14/README.md): the medium 16-bit gr
 r15a)  # round 14 left two things for the device (benchmarks/results/round14/README.md, docs/performance.md "Round 14"):
   # the fused bands GEMV (gemv.BANDS_FUSED, never run on a GPU) -- its GPU test beside probe set 28's compiles, then
   # the probe timed (default against fused, float64-checked) -- and Nsight Compute on 64 x 256^3 (ncu64). ~6 min.
-  python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_gemv.py -k "fused_bands_gpu or gemv_gpu" \
-    > "$out/r15_fused_tests.txt" 2>&1 &
-  R6_SET=28 python3 benchmarks/probes/round6.py warm -j 8 > "$out/r28w.txt" 2>&1
-  wait; tail -n 3 "$out/r15_fused_tests.txt"; grep -E "FAILED|Error" "$out/r15_fused_tests.txt" | head -5
-  R6_SET=28 timeout 240 python3 benchmarks/probes/round6.py time --json "$out/r28p.json" > "$out/r28p.txt" 2>&1
-  tail -n 12 "$out/r28p.txt"
+  tests_then_probe r15_fused_tests 28 8 240 12 tests/test_gemv.py -k "fused_bands_gpu or gemv_gpu"
   timeout 200 bash "$0" ncu64
   ;;
 r15b)  # round 14's stream-K (PipeConfig /kN, never run on a GPU): its GPU tests beside probe set 29's compiles, then the
   # probe timed (the default, each tile one per block and stream-K, float64-checked). ~7 min.
-  python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_pipelined.py -k "stream_k" \
-    > "$out/r15_sk_tests.txt" 2>&1 &
-  R6_SET=29 python3 benchmarks/probes/round6.py warm -j 12 > "$out/r29w.txt" 2>&1
-  wait; tail -n 3 "$out/r15_sk_tests.txt"; grep -E "FAILED|Error" "$out/r15_sk_tests.txt" | head -5
-  R6_SET=29 timeout 300 python3 benchmarks/probes/round6.py time --json "$out/r29p.json" > "$out/r29p.txt" 2>&1
-  tail -n 45 "$out/r29p.txt"
+  tests_then_probe r15_sk_tests 29 12 300 45 tests/test_pipelined.py -k "stream_k"
   ;;
 ncu64)  # issue 18's 64 x 256^3 (0.52x cuBLAS; ~20 us even by graph replay, where its 2.1 GFLOP need ~7 us at the mma.sync
   # kernel's large-problem rate per SM): where one launch's time goes, for the mma.sync 128x128x32 s3 o2 tile (26.0 us

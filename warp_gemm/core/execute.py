@@ -571,41 +571,39 @@ def _staged(views, which, dtype: str, dev):
     return tuple(out)
 
 
-def workspace(dev, shape: tuple, dtype: str, slot: str = "ws"):
-    """A Warp array of ``shape``/``dtype`` over this device and current stream's cached workspace
-    ``slot`` (one call's temporaries take different slots)."""
+def _cached_buffer(dev, nbytes: int, slot: str, zeroed: bool = False):
+    """This device, current stream, slot and thread's cached buffer (float32 words) of at least ``nbytes``: grown to
+    at least twice its old size when too small, the old one kept (see above). ``zeroed``: allocated zero, for the
+    slots whose kernels leave them zero (the fused GEMV's counters, stream-K's flags); a slot is always used one
+    way."""
     stream = 0 if dev.is_cpu else wp.get_stream(dev).cuda_stream
-    nbytes = max(1, -(-__import__("math").prod(shape) * ITEMSIZE[dtype] // 256) * 256)
     key = (dev.alias, stream, slot, threading.get_ident())
     with _ws_lock:
         buf = _workspaces.get(key)
         if buf is None or buf.capacity < nbytes:
             if buf is not None:
                 _retired.append(buf)
-            buf = wp.empty(max(nbytes, 2 * (buf.capacity if buf is not None else 0)) // 4, dtype=wp.float32,
-                           device=dev)
+            words = max(nbytes, 2 * (buf.capacity if buf is not None else 0)) // 4
+            buf = (wp.zeros if zeroed else wp.empty)(words, dtype=wp.float32, device=dev)
             _workspaces[key] = buf
+    return buf
+
+
+def workspace(dev, shape: tuple, dtype: str, slot: str = "ws"):
+    """A Warp array of ``shape``/``dtype`` over this device and current stream's cached workspace
+    ``slot`` (one call's temporaries take different slots)."""
+    nbytes = max(1, -(-__import__("math").prod(shape) * ITEMSIZE[dtype] // 256) * 256)
+    buf = _cached_buffer(dev, nbytes, slot)
     item = ITEMSIZE[dtype]
     strides = tuple(int(__import__("math").prod(shape[i + 1:])) * item for i in range(len(shape)))
     return raw_view(buf.ptr, WP_DTYPES[dtype], tuple(shape), strides, dev)
 
 
-_counters: dict = {}
-
-
 def _zeroed_ints(dev, n: int, slot: str):
-    """``n`` int32 zeros of this device, stream, slot and thread, kept like the workspaces (grown, never freed),
-    zeroed once when allocated: the kernels that use them (fused GEMV bands, stream-K) leave them zero."""
-    stream = 0 if dev.is_cpu else wp.get_stream(dev).cuda_stream
-    key = (dev.alias, stream, slot, threading.get_ident())
-    with _ws_lock:
-        buf = _counters.get(key)
-        if buf is None or buf.shape[0] < n:
-            if buf is not None:
-                _retired.append(buf)
-            buf = wp.zeros(max(n, 2 * (buf.shape[0] if buf is not None else 0)), dtype=wp.int32, device=dev)
-            _counters[key] = buf
-    return buf if buf.shape[0] == n else raw_view(buf.ptr, wp.int32, (n,), (4,), dev)
+    """``n`` int32 zeros of this device, stream, slot and thread (:func:`_cached_buffer`, allocated zero): the
+    kernels that use them (fused GEMV bands, stream-K) leave them zero."""
+    buf = _cached_buffer(dev, max(1, -(-n * 4 // 256) * 256), slot, zeroed=True)
+    return raw_view(buf.ptr, wp.int32, (n,), (4,), dev)
 
 
 def _stream_k_buffers(dev, spec, M: int, N: int, K: int, batch: int) -> dict:

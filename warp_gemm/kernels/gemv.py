@@ -438,11 +438,13 @@ _BANDS = r"""
     if (c + {E} <= R && W.strides[1] == sizeof({ACC}) && (size_t)w % 16 == 0) {{  // 16-byte stores: coalesced
 #pragma unroll
         for (int q = 0; q < {E} * (int)sizeof({ACC}) / 16; ++q) ((uint4*)w)[q] = ((const uint4*)acc)[q];
-        return;
-    }}
-#endif
+{VEC_DONE}#endif
     for (int e = 0; e < {E} && c + e < R; ++e) *({ACC}*)(w + (size_t)e * W.strides[1]) = acc[e];
 """
+# After _BANDS' vector stores: return (the partial sums are all), or fall through to the fused finish (the scalar
+# stores become the else branch).
+_BANDS_VEC_RETURN = "        return;\n    }\n"
+_BANDS_VEC_ELSE = "    } else\n"
 
 _BANDS_SUM = r"""
     // sum over the S bands of column i + lane % 32 of batch entry b: W[s * batch + b, i + lane % 32], in a fixed
@@ -561,10 +563,8 @@ def _snippet(spec: GemvSpec) -> str:
     it = ITEM_BYTES[spec.in_dtype]
     if spec.kind == "bands":
         band = _BANDS.format(T=_CTYPES[spec.in_dtype], ACC=_CTYPES[spec.acc_dtype], ITEM=it, E=spec.chunk,
-                             U=spec.unroll)
-        if not spec.fused:
-            return band
-        return _fused_band(spec, band)
+                             U=spec.unroll, VEC_DONE=_BANDS_VEC_ELSE if spec.fused else _BANDS_VEC_RETURN)
+        return band + _fused_tail(spec) if spec.fused else band
     if spec.kind == "rowdot":
         return _ROWDOT.format(T=_CTYPES[spec.in_dtype], ACC=_CTYPES[spec.acc_dtype], ITEM=it, E=spec.chunk,
                               LANES=spec.lanes, U=spec.unroll)
@@ -578,19 +578,15 @@ def _snippet(spec: GemvSpec) -> str:
                           BLOCK=spec.block_dim, U=spec.unroll)
 
 
-def _fused_band(spec: GemvSpec, band: str) -> str:
-    """:data:`_BANDS` with its partial sums' early return taken out, then :data:`_BANDS_FUSED_TAIL`."""
-    early = "        return;\n    }\n#endif\n"
-    if band.count(early) != 1:
-        raise AssertionError("gemv: the bands snippet's vector store no longer ends in one early return")
+def _fused_tail(spec: GemvSpec) -> str:
+    """:data:`_BANDS_FUSED_TAIL` for ``spec``: what follows the partial sums of a fused bands kernel."""
     if spec.block_dim % 32 or spec.block_dim < 32:
         raise ValueError(f"gemv bands (fused): block_dim {spec.block_dim} must be a whole number of warps")
     acc, ot = _CTYPES[spec.acc_dtype], _CTYPES[spec.out_dtype]
     axpby = spec.epilogue == "axpby"
     store = _BANDS_FUSED_STORE.format(ACC=acc, OT=ot, AXPBY=_BANDS_FUSED_AXPBY.format(ACC=acc, OT=ot) if axpby else "")
-    tail = _BANDS_FUSED_TAIL.format(BLOCK=spec.block_dim, NW=spec.block_dim // 32, COLS=spec.cols, ACC=acc, OT=ot,
+    return _BANDS_FUSED_TAIL.format(BLOCK=spec.block_dim, NW=spec.block_dim // 32, COLS=spec.cols, ACC=acc, OT=ot,
                                     E=spec.chunk, STORE=store, AXPBY_DOC=" + beta * C[b, col]" if axpby else "")
-    return band.replace(early, "    } else\n#endif\n") + tail
 
 
 class _Named:
