@@ -9,6 +9,7 @@
 #   bash scripts/gpu_round4.sh retune  # the tuner on the medium 16-bit grids, then the runner on them (~6 min)
 #   bash scripts/gpu_round4.sh ncu64   # Nsight Compute on one launch of fp16 64 x 256^3: mma.sync tile, tile_matmul
 #   bash scripts/gpu_round4.sh r15a    # round 14's opt-in fused GEMV on the GPU (its tests, probe set 28), then ncu64
+#   bash scripts/gpu_round4.sh r15t    # round 15's fp16/bf16 NN pipe table: warp-gemm check inside its buckets, GPU tune tests
 #   bash scripts/gpu_round4.sh r15b    # round 14's opt-in stream-K on the GPU (its tests beside probe set 29's compiles)
 #   bash scripts/gpu_round4.sh probe5  # round 5: one-wave tile shapes for odd shapes (small_waves SW_SET=3),
 #                                      # where odd shapes' time goes (diag_plans), staging kernels (staging.py)
@@ -71,7 +72,7 @@ retune)  # round 14's question (results/round14/README.md): the medium 16-bit gr
   # mma.sync tiles) times every candidate per shape, NN, and writes its winners to the user cache; the runner then
   # times the same shapes, which now take those winners, beside cuBLAS. Compare rt_fp16.txt with round 13's r13f_fp16
   # (the same shapes on the built-in defaults); merge the '|pipe' winners that lead into the shipped table.
-  SM="1000x1000x1000,1023x1025x1027,1536x1536x1536,2048x1024x1024,256x2048x2048,127x4099x1031,512x1024x1024"
+  SM="1000x1000x1000,1023x1025x1027,1536x1536x1536,2048x2048x2048,2048x1024x1024,256x2048x2048,127x4099x1031,512x1024x1024,64x256x256x256"
   timeout "${TUNE_S:-400}" python3 -m warp_gemm tune --family pipelined --dtype fp16,bf16 --shapes "$SM" \
     --workers 16 --rows "$out/rt_rows.jsonl" > "$out/rt_tune.txt" 2>&1
   echo "tune exit $?"; tail -n 30 "$out/rt_tune.txt"
@@ -91,6 +92,25 @@ r15a)  # round 14 left two things for the device (benchmarks/results/round14/REA
 r15b)  # round 14's stream-K (PipeConfig /kN, never run on a GPU): its GPU tests beside probe set 29's compiles, then the
   # probe timed (the default, each tile one per block and stream-K, float64-checked). ~7 min.
   tests_then_probe r15_sk_tests 29 12 300 45 tests/test_pipelined.py -k "stream_k"
+  ;;
+r15t)  # round 15 shipped float16/bfloat16 NN '|pipe' groups (mma.sync tiles for 8 medium buckets): warp-gemm check on
+  # shapes drawn inside every new bucket (its edges, odd sides, batches), NN and TN, both dtypes, 16 processes
+  # (one cold compile per process at a time), then the GPU tests of the tuner and the pipelined family.
+  B10="513x1000x777,1024x1024x1024,600x1023x1001,1023x1025x1027,777x2047x1500"
+  B11="2048x1024x1024,1025x513x999,1536x1536x1536,2048x2048x2048,1025x1025x1025,1999x1111x2000"
+  B14="64x256x256x256,8193x129x255,33x255x200x131,16384x256x256"
+  BS="127x4099x1031,65x8000x1100,256x2048x2048,129x1025x1025,512x1024x1024,257x513x513"
+  i=0
+  for d in float16 bfloat16; do for S in "$B10" "$B11" "$B14" "$BS"; do for L in nn tn; do
+    i=$((i + 1))
+    timeout "${CHECK_S:-420}" python3 -m warp_gemm check --device cuda --dtype $d --layouts $L --shapes "$S" \
+      --json /tmp/r15t_$i.json > /tmp/r15t_$i.txt 2>&1 &
+  done; done; done
+  wait
+  tail -q -n 2 /tmp/r15t_*.txt | grep -v "^$" > "$out/r15t_check.txt"; cat "$out/r15t_check.txt"
+  (cd /tmp && tar czf "$out/r15t_check.tgz" r15t_*)
+  timeout "${TEST_S:-240}" python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_tune.py > "$out/r15t_tune.txt" 2>&1
+  tail -n 3 "$out/r15t_tune.txt"
   ;;
 ncu64)  # issue 18's 64 x 256^3 (0.52x cuBLAS; ~20 us even by graph replay, where its 2.1 GFLOP need ~7 us at the mma.sync
   # kernel's large-problem rate per SM): where one launch's time goes, for the mma.sync 128x128x32 s3 o2 tile (26.0 us

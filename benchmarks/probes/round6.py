@@ -408,10 +408,27 @@ SET29 = {"default": (M29, {}),
          **pipe_variants(M29, "pipe/128x128x64/s3/b128/o1/k1/mma", "pipe/128x128x32/s3/b128/o2/mma",
                          "pipe/128x128x32/s3/b128/o2/k2/mma", "pipe/64x64x64/s3/b128/o4/mma",
                          "pipe/64x64x64/s3/b128/o4/k4/mma")}
+# Thirtieth run (R6_SET=30, round 15): set 28 found the fused finish no faster (26.6 against 26.5 us cold) and its time
+# growing ~2.5 us per 32-column group a finisher sums (16 finishers 34.8, 32 29.1, 64 26.8): each finishing thread
+# sums its S / 8 = 32 bands BANDS_FINISH_UNROLL (8) at a time, 4 round trips to L2. Here every band sum of a thread
+# in flight at once (16, 32), in the finishing kernel and the fused finish, and 16 band rows in flight in the band
+# kernel; and for fp16 64 x 256^3 (set 29: 64x64x64 s3 o4 26.4 us cold, 128x128x32 s3 o2 31.6 cold but 20.9 by graph
+# replay; Nsight Compute: long-scoreboard stalls lead) 4 stages, so that more of K=256 is in flight at once.
+G30 = ["gemv_4096", "gemv_4096_b4", "gemv_8192"]
+SET30 = {"default": (G30 + ["b64_256"], {}),
+         "fu16": (G30, {"gemv": {"BANDS_FINISH_UNROLL": 16}}),
+         "fu32": (G30, {"gemv": {"BANDS_FINISH_UNROLL": 32}}),
+         "bu16": (G30, {"gemv": {"BANDS_UNROLL": 16}}),
+         "fu32_bu16": (G30, {"gemv": {"BANDS_FINISH_UNROLL": 32, "BANDS_UNROLL": 16}}),
+         "fused_fu32": (G30, {"gemv": {"BANDS_FUSED": True, "BANDS_FINISH_UNROLL": 32}}),
+         **pipe_variants(["b64_256"], "pipe/64x64x64/s3/b128/o4/mma", "pipe/64x64x64/s4/b128/o3/mma",
+                         "pipe/128x128x32/s4/b128/o2/mma", "pipe/128x128x64/s4/b128/o1/mma",
+                         "pipe/64x64x32/s4/b128/o4/mma", "pipe/128x64x32/s4/b128/o3/mma",
+                         "pipe/64x128x32/s4/b128/o3/mma")}
 # R6_SET -> (variants, cold repeats); unset: the first run's VARIANTS, one repeat.
 SETS = {"13": (SET13, 3), "14": (SET14, 3), "15": (SET15, 3), "16": (SET16, 3), "17": (SET17, 3), "18": (SET18, 2),
         "19": (SET19, 2), "20": (SET20, 2), "21": (SET21, 2), "22": (SET22, 3), "23": (SET23, 2), "24": (SET24, 3),
-        "25": (SET25, 2), "26": (SET26, 3), "27": (SET27, 3), "28": (SET28, 3), "29": (SET29, 3),
+        "25": (SET25, 2), "26": (SET26, 3), "27": (SET27, 3), "28": (SET28, 3), "29": (SET29, 3), "30": (SET30, 3),
         "2": (SET2, 3), "3": (SET3, 3), "4": (SET4, 2), "5": (SET5, 2), "6": (SET6, 2), "7": (SET7, 2),
         "8": (SET8, 2), "9": (SET9, 3), "10": (SET10, 3), "11": (SET11, 3), "12": (SET12, 3)}
 VARIANTS, REPS = SETS.get(os.environ.get("R6_SET", ""), (VARIANTS, 1))

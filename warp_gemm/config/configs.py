@@ -310,9 +310,11 @@ PIPE_CANDIDATES = {
         # 38.0; 128x128x32 s3 o2 1536^3 46.5 against 65.3 (but 45.6 at 1023x1025x1027); 128x64x64 s3 o2 1000^3
         # 23.4 / 26.3 (round 12, two runs). No one tile wins every medium grid: the tuner's table should decide.
         # Round 14 dropped 128x256x32 s3 o1 mma (1000^3 48.6 us, 64 x 256^3 27.1: never ahead) and 128x128x96 s3
-        # (tile_matmul, never a default) to keep the tuner's time per bucket at 17 candidates.
+        # (tile_matmul, never a default) to keep the tuner's time per bucket at 17 candidates. Round 15 added
+        # 128x128x32 s4 o2 (probe set 30, results/round15/: fp16 64 x 256^3 26.0 us cold against 28.5 for the
+        # default and 26.9-29.0 for the other mma.sync tiles; cuBLAS 15.2).
         "pipe/128x128x64/s3/b128/o1/mma", "pipe/128x128x32/s3/b128/o2/mma", "pipe/64x64x32/s4/b128/o4/mma",
-        "pipe/64x64x64/s3/b128/o4/mma", "pipe/128x64x64/s3/b128/o2/mma")],
+        "pipe/64x64x64/s3/b128/o4/mma", "pipe/128x64x64/s3/b128/o2/mma", "pipe/128x128x32/s4/b128/o2/mma")],
     # tf32: 128x128x64 s2 82/85 (the default); 128x128x32 s3/s4 66-68; block 512 76/79; small problems
     # 128x64x64 s3 (1000^3 44 against 32-33 for 128x128x64).
     "tf32": [_pc(t) for t in (

@@ -517,7 +517,7 @@ _BANDS_FUSED_TAIL = r"""
         if (col < c1) {{
             const char* src = (const char*)W.data + (size_t)b * W.strides[0] + (size_t)col * W.strides[1];
             const size_t s0 = (size_t)W.strides[0] * batch;
-#pragma unroll 8
+#pragma unroll {FU}
             for (int q = wq; q < S; q += {NW}) a += __ldcg((const {ACC}*)(src + (size_t)q * s0));
         }}
         red[wq][lane] = a;
@@ -586,7 +586,8 @@ def _fused_tail(spec: GemvSpec) -> str:
     axpby = spec.epilogue == "axpby"
     store = _BANDS_FUSED_STORE.format(ACC=acc, OT=ot, AXPBY=_BANDS_FUSED_AXPBY.format(ACC=acc, OT=ot) if axpby else "")
     return _BANDS_FUSED_TAIL.format(BLOCK=spec.block_dim, NW=spec.block_dim // 32, COLS=spec.cols, ACC=acc, OT=ot,
-                                    E=spec.chunk, STORE=store, AXPBY_DOC=" + beta * C[b, col]" if axpby else "")
+                                    FU=BANDS_FINISH_UNROLL, E=spec.chunk, STORE=store,
+                                    AXPBY_DOC=" + beta * C[b, col]" if axpby else "")
 
 
 class _Named:
