@@ -112,6 +112,17 @@ r15t)  # round 15 shipped float16/bfloat16 NN '|pipe' groups (mma.sync tiles for
   timeout "${TEST_S:-240}" python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_tune.py > "$out/r15t_tune.txt" 2>&1
   tail -n 3 "$out/r15t_tune.txt"
   ;;
+ncu15)  # round 15: Nsight Compute (L2 flushed) on warp_gemm's and cuBLAS's fp16 1x4096x4096 GEMV and 64 x 256^3, and the
+  # planner's pipelined kernel for round 15's tuned buckets (benchmarks/probes/ncu_round15.py)
+  M6=$(cat benchmarks/probes/ncu_metrics.txt)
+  ncu --clock-control none --profile-from-start off --metrics "gpu__time_duration.sum,launch__grid_size,\
+launch__block_size,launch__registers_per_thread,launch__shared_mem_per_block_static,\
+launch__shared_mem_per_block_dynamic,dram__bytes_read.sum,dram__bytes_write.sum,\
+dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__warps_active.avg.pct_of_peak_sustained_active,$M6" \
+    python3 benchmarks/probes/ncu_round15.py > "$out/ncu15.txt" 2>&1
+  grep -E "PLAN|^  [a-zA-Z_].*\(|gpu__time_duration|launch__grid_size|launch__block_size|registers_per|dram__|warps_active" \
+    "$out/ncu15.txt" | cut -c1-150
+  ;;
 ncu64)  # issue 18's 64 x 256^3 (0.52x cuBLAS; ~20 us even by graph replay, where its 2.1 GFLOP need ~7 us at the mma.sync
   # kernel's large-problem rate per SM): where one launch's time goes, for the mma.sync 128x128x32 s3 o2 tile (26.0 us
   # cold, round 12) and the default tile_matmul 128x128x128 s2 b256 (28.7). Round 6 did this for tile_matmul only.
