@@ -6,7 +6,8 @@
 
 By default only the pipelined family's groups (``"sm90|float16|NN|pipe"``, ...) are copied: each replaces
 the shipped group of the same name whole (a fresh tuning run replaces the old one's buckets); the tiled
-groups and every other key of the shipped file stay as they are. ``--groups all`` copies every group.
+groups and every other key of the shipped file stay as they are. ``--groups family`` copies the family
+groups (``"...|family"``, from ``warp-gemm tune --family families``) instead, ``--groups all`` every group.
 The source must be a current-format table whose every entry parses; the result is re-read with
 ``warp_gemm.config.tables`` before this exits. ``--dry-run`` prints what would change.
 """
@@ -27,8 +28,9 @@ def main(argv=None) -> int:
     ap.add_argument("source", help="the tuned table (the user cache file warp-gemm tune wrote)")
     ap.add_argument("--into", default=None, help="the shipped table (default: warp_gemm/config/data/"
                     "tuned_<arch>.json, <arch> from the copied groups)")
-    ap.add_argument("--groups", default="pipe", choices=["pipe", "all"], help="which groups to copy")
-    ap.add_argument("--note", default=None, help="provenance, stored under the 'pipe_measured' key (default: "
+    ap.add_argument("--groups", default="pipe", choices=["pipe", "family", "all"], help="which groups to copy")
+    ap.add_argument("--note", default=None, help="provenance, stored under the 'pipe_measured' key ('family_measured' "
+                    "for --groups family; default: "
                     "the source's file name, Warp version and save time)")
     ap.add_argument("--dry-run", action="store_true")
     args = ap.parse_args(argv)
@@ -42,7 +44,8 @@ def main(argv=None) -> int:
         return 1
     tables._tables.pop(str(src), None)
     parsed = tables._load(src)  # warns and returns {} on a bad entry
-    groups = {g: rows for g, rows in data["entries"].items() if args.groups == "all" or g.endswith(tables.PIPE)}
+    suffix = {"pipe": tables.PIPE, "family": tables.FAMILY}.get(args.groups, "")
+    groups = {g: rows for g, rows in data["entries"].items() if g.endswith(suffix)}
     if not groups or any(g not in parsed for g in groups):
         print(f"{src}: no {args.groups} groups to copy, or an entry that does not parse", file=sys.stderr)
         return 1
@@ -64,7 +67,7 @@ def main(argv=None) -> int:
     if args.dry_run:
         return 0
     shipped["entries"].update(groups)
-    key = "pipe_measured" if args.groups == "pipe" else "measured"
+    key = {"pipe": "pipe_measured", "family": "family_measured"}.get(args.groups, "measured")
     shipped[key] = args.note or (f"{src.name}: warp-lang {data.get('warp')}, saved {data.get('saved')}, "
                                  f"compile {data.get('compile_s', 0):.0f} s")
     tmp = dst.with_suffix(f".tmp{os.getpid()}")

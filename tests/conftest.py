@@ -197,3 +197,42 @@ def to_f64(x) -> np.ndarray:
 
 
 __all__ = ["DEVICES", "DTYPES", "KINDS", "kind_ok", "make", "nan_like", "random_operands", "to_f64", "torch"]
+
+
+class CudaLike:
+    """A CUDA-like device for the planner, which reads is_cpu/is_cuda/arch/sm_count/name and str(). It compares equal
+    to "cpu", so that Warp resolves the planner's zero-copy views of the (CPU) operands. For planning only: nothing
+    may be launched on it."""
+
+    is_cpu = False
+    is_cuda = True
+    arch = 90
+    sm_count = 132
+    ordinal = 0
+    alias = "cuda:0"
+    name = "NVIDIA H100 80GB HBM3"
+
+    def __str__(self):
+        return "cuda:0"
+
+    def __eq__(self, other):
+        return other is self or other == "cpu"
+
+    def __hash__(self):
+        return hash("cpu")
+
+
+def cuda_like_problem(monkeypatch, a: np.ndarray, b: np.ndarray, trans_b: bool = False):
+    """``validate``'s problem for ``a @ op(b)`` (numpy operands), its operands claiming a :class:`CudaLike` device:
+    what the planner sees on a GPU (make_plan on it is pure arithmetic; nothing may be launched)."""
+    import dataclasses
+
+    from warp_gemm.core import operands
+    from warp_gemm.core.lru import LRU
+    from warp_gemm.core.problem import validate
+
+    monkeypatch.setattr(operands, "_VIEWS", LRU(64))  # views made on the stand-in device stay here
+    p = validate(a, b, None, 1.0, 0.0, False, trans_b, None, "gemm")
+    fake = CudaLike()
+    return dataclasses.replace(p, A=dataclasses.replace(p.A, device=fake), B=dataclasses.replace(p.B, device=fake),
+                               D=dataclasses.replace(p.D, device=fake))

@@ -14,7 +14,7 @@ import dataclasses
 import numpy as np
 import pytest
 import warp as wp
-from conftest import make, nan_like, to_f64
+from conftest import cuda_like_problem, make, nan_like, to_f64
 
 import warp_gemm
 import warp_gemm._compat as compat
@@ -435,27 +435,6 @@ def test_gemv_through_the_api(case, kind, rng, planned):
     assert cmp.ok, f"{case} {kind}: {cmp}"
 
 
-class _CudaLike:
-    """A CUDA-like device for the planner, which reads is_cpu/is_cuda/arch/sm_count and str(). It
-    compares equal to "cpu", so that Warp resolves the planner's zero-copy views of the (CPU) operands."""
-
-    is_cpu = False
-    is_cuda = True
-    arch = 90
-    sm_count = 132
-    ordinal = 0
-    alias = "cuda:0"
-
-    def __str__(self):
-        return "cuda:0"
-
-    def __eq__(self, other):
-        return other is self or other == "cpu"
-
-    def __hash__(self):
-        return hash("cpu")
-
-
 @pytest.mark.parametrize("M,N,trans_b,allow_tf32,dtype,want", [
     (1, 4096, False, False, "float16", "gemv"),  # bands (32 MiB; round 9: ahead of colsum cold, H100)
     (1, 1024, False, False, "float16", "gemv"),  # colsum (round 6: ahead of skinny, H100)
@@ -466,22 +445,15 @@ class _CudaLike:
     (4096, 2, True, False, "float16", "skinny"),
 ])
 def test_planner_picks_gemv_on_cuda(monkeypatch, M, N, trans_b, allow_tf32, dtype, want):
-    from warp_gemm.core import operands
-    from warp_gemm.core.lru import LRU
     from warp_gemm.core.options import Options
     from warp_gemm.core.plan import make_plan
-    from warp_gemm.core.problem import validate
 
     if compat.WIDEN_16BIT_INPUTS:
         pytest.skip("Warp 1.7 (no tile_astype): the planner keeps every product on the tiled family")
-    monkeypatch.setattr(operands, "_VIEWS", LRU(64))  # views made on the stand-in device stay here
     K = 4096
     a = np.zeros((M, K), dtype)
     b = np.zeros((N, K) if trans_b else (K, N), dtype)
-    p = validate(a, b, None, 1.0, 0.0, False, trans_b, None, "gemm")
-    fake = _CudaLike()
-    p = dataclasses.replace(p, A=dataclasses.replace(p.A, device=fake), B=dataclasses.replace(p.B, device=fake),
-                            D=dataclasses.replace(p.D, device=fake))
+    p = cuda_like_problem(monkeypatch, a, b, trans_b)
     plan = make_plan(p, 1.0, 0.0, allow_tf32, None, Options())
     assert plan.family == want
     if want == "gemv":

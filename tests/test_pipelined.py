@@ -738,21 +738,10 @@ def test_simt_forced_through_the_api_on_cpu(planned, request):
 
 def _cuda_like_problem(monkeypatch, n: int, np_dtype):
     """``validate``'s problem for an n x n by n x n product with B stored (N, K), its operands claiming a CUDA-like
-    device (test_gemv._CudaLike): what the planner sees on a GPU, for pure arithmetic (nothing is launched)."""
-    import dataclasses
+    device (conftest.CudaLike): what the planner sees on a GPU, for pure arithmetic (nothing is launched)."""
+    from conftest import cuda_like_problem
 
-    from test_gemv import _CudaLike
-
-    from warp_gemm.core import operands
-    from warp_gemm.core.lru import LRU
-    from warp_gemm.core.problem import validate
-
-    monkeypatch.setattr(operands, "_VIEWS", LRU(64))
-    a, b = np.zeros((n, n), np_dtype), np.zeros((n, n), np_dtype)
-    p = validate(a, b, None, 1.0, 0.0, False, True, None, "gemm")
-    fake = _CudaLike()
-    return dataclasses.replace(p, A=dataclasses.replace(p.A, device=fake), B=dataclasses.replace(p.B, device=fake),
-                               D=dataclasses.replace(p.D, device=fake))
+    return cuda_like_problem(monkeypatch, np.zeros((n, n), np_dtype), np.zeros((n, n), np_dtype), trans_b=True)
 
 
 @pytest.mark.parametrize("cfg,family,want", [

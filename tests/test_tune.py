@@ -464,3 +464,176 @@ def test_shipped_pipe_winners_do_not_override_snippet_defaults():
                     assert cfg.mma or cfg.simt or cfg.wgmma, (group, b, text, spec.key)
                 checked += 1
     assert checked  # the shipped table has pipelined groups (float64, tf32)
+
+
+# --- the family tuner (tune --family families) and the '|family' groups ---------------------------------------
+def _fam_row(fam, tf, M=16, N=8192, K=8192, batch=0, status="ok"):
+    return {"status": status, "arch": "sm90", "dtype": "float16", "layout": "NN", "M": M, "N": N, "K": K,
+            "batch": batch, "config": fam, "tflops": tf, "family": "families"}
+
+
+def _fam_key(M, N, K, batch=1):
+    return ",".join(map(str, tune.family_bucket(M, N, K, batch)))
+
+
+def test_family_winners_go_to_family_groups():
+    """The family tuner's rows: the fastest family per bucket in '|family' groups keyed by family_bucket, a batch
+    apart from the one product of the same folded size; rows that did not plan (n/a) or failed do not count."""
+    rows = [_fam_row("skinny", 30.0), _fam_row("splitpipe", 33.0), _fam_row("pipelined", 99.0, status="n/a"),
+            _fam_row("small", 5.0, M=256, N=256, K=256, batch=64),
+            _fam_row("pipelined", 80.0, M=256, N=256, K=256, batch=64),
+            _fam_row("tiled", 60.0, M=16384, N=256, K=256),
+            _fam_row("pipelined", 50.0, M=16384, N=256, K=256)]
+    w = _winners(rows)["sm90|float16|NN|family"]
+    assert w == {_fam_key(16, 8192, 8192): "splitpipe", _fam_key(256, 256, 256, 64): "pipelined",
+                 _fam_key(16384, 256, 256): "tiled"}
+    assert _fam_key(256, 256, 256, 64) != _fam_key(16384, 256, 256)  # same folded bucket, batch flag apart
+    assert tune.family_bucket(256, 256, 256, 64)[:3] == tune.bucket(16384, 256, 256)
+
+
+def test_family_table_lookup(cache_dir):
+    """lookup_family: its own bucket only, batches apart, bfloat16 and untuned layouts borrow; the tiled and
+    pipelined lookups and the shipped-config lists never see a family name."""
+    tune.save(tune.user_cache_path(SM90), {"sm90|float16|NN|family": {_fam_key(16, 8192, 8192): "skinny",
+                                                                      _fam_key(256, 256, 256, 64): "small"}})
+    assert tune.lookup_family(SM90, "float16", "NN", 16, 8192, 8192, 1) == "skinny"
+    assert tune.lookup_family(SM90, "float16", "NN", 9, 5000, 4100, 1) == "skinny"  # the same bucket
+    assert tune.lookup_family(SM90, "float16", "NN", 16, 8192, 16384, 1) is None  # a neighbour: the rules
+    assert tune.lookup_family(SM90, "bfloat16", "TN", 16, 8192, 8192, 1) == "skinny"
+    assert tune.lookup_family(SM90, "float16", "NN", 256, 256, 256, 64) == "small"
+    assert tune.lookup_family(SM90, "float16", "NN", 16384, 256, 256, 1) is None  # not a batch
+    assert tune.lookup_family(SM90, "float32", "NN", 16, 8192, 8192, 1) is None
+    hit = tune.lookup(SM90, "float16", "NN", 16, 8192, 8192, 1)
+    assert hit is None or isinstance(hit, Config)
+    assert all(isinstance(c, Config) for c in tune.shipped_configs("float16"))
+
+
+@pytest.mark.parametrize("entries", [{"sm90|float16|NN|family": {"4,13,13,0": "fastest"}},
+                                     {"sm90|float16|NN|family": {"4,13,13": "skinny"}}])
+def test_bad_family_table_is_ignored_with_a_warning(cache_dir, entries):
+    """An unknown family name or a bucket without its batch field: the whole file is ignored, with a warning."""
+    path = tune.user_cache_path(SM90)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"format": 1, "entries": entries}))
+    with pytest.warns(UserWarning, match="ignoring tuning table"):
+        assert tune.lookup_family(SM90, "float16", "NN", 16, 8192, 8192, 1) is None
+
+
+def test_tuned_family_changes_the_planner(cache_dir, monkeypatch):
+    """A '|family' winner is planned as if forced where it plans the problem; "tiled" sends the problem to the tiled
+    family; a winner that does not plan the problem (gemv for a 1024-row product) leaves the rules' choice; a forced
+    family (Options) is never overridden. On a CUDA-like device (conftest.CudaLike: planning only, nothing
+    launched)."""
+    from conftest import CudaLike, cuda_like_problem
+
+    from warp_gemm.core.options import Options
+
+    if warp_gemm._compat.WIDEN_16BIT_INPUTS:
+        pytest.skip("Warp 1.7 (no tile_astype): the planner keeps every product on the tiled family")
+
+    def family(M, N, K, **opts):
+        p = cuda_like_problem(monkeypatch, np.zeros((M, K), np.float16), np.zeros((K, N), np.float16))
+        return _plan.make_plan(p, 1.0, 0.0, False, None, Options(**opts)).family
+
+    ruled = {s: family(*s) for s in [(16, 8192, 8192), (1, 4096, 4096), (1024, 1024, 1024)]}
+    assert ruled[(1, 4096, 4096)] == "gemv" and ruled[(1024, 1024, 1024)] == "pipelined"
+    assert ruled[(16, 8192, 8192)] != "pipelined"
+    other = "pipelined"  # it plans a 16-row product where forced (skinny, forced, would not: the tiled family)
+    tune.save(tune.user_cache_path(CudaLike()), {"sm90|float16|NN|family": {
+        _fam_key(16, 8192, 8192): other, _fam_key(1, 4096, 4096): "tiled", _fam_key(1024, 1024, 1024): "gemv"}})
+    assert family(16, 8192, 8192) == other
+    assert family(1, 4096, 4096) == "tiled"
+    assert family(1024, 1024, 1024) == "pipelined"  # gemv does not plan a 1024-row product: the rules decide
+    assert family(1, 4096, 4096, family="gemv") == "gemv"  # forced: the table is not consulted
+
+
+@needs_pipe
+def test_family_tuner_pieces_on_cpu(rng):
+    """What tune(family="families") runs per candidate, on the CPU twins (tune() itself refuses the CPU): the plan
+    check (NotPlanned where the forced family falls back), the forced call against float64, the measure's "n/a"."""
+    import warp as wp
+
+    from warp_gemm.tools import tune as T
+    from warp_gemm.tools.shapes import Shape
+    from warp_gemm.tools.tolerance import compare, random_operands
+
+    dev = wp.get_device("cpu")
+    a64, b64 = random_operands(1, 40, 24, "float64", rng)
+    A = T._device_operand(rng, (1, 24), "float64", dev, a64)
+    B = T._device_operand(rng, (24, 40), "float64", dev, b64)
+    out = wp.empty((1, 40), dtype=wp.float64, device=dev)
+    assert T._family_check(A, B, out, "gemv", False)().startswith("gemv wg_gemv_")
+    with pytest.raises(T.NotPlanned, match="small does not plan"):
+        T._family_check(A, B, out, "small", False)()
+    out.fill_(float("nan"))
+    T._family_call(A, B, out, "gemv", False)()
+    assert compare(out.numpy(), a64 @ b64, "float64").ok
+    s = Shape(1, 40, 24)
+    r = T._measure(T._family_call(A, B, out, "small", False), out, "float64", False, s, a64 @ b64, dev, 1,
+                   T._family_check(A, B, out, "small", False))
+    assert r["status"] == "n/a"
+    assert T._candidates("families", "float16", None) == list(tune.FAMILY_NAMES)
+    assert T._candidates("families", "float16", ["skinny", "gemv"]) == ["skinny", "gemv"]
+    with pytest.raises(ValueError, match="unknown kernel family"):
+        T._candidates("families", "float16", ["fastest"])
+    with pytest.raises(ValueError, match="CUDA"):
+        T.tune(["fp16"], device="cpu", family="families")
+    assert T._shape_text(Shape(32, 32, 32, 4096)) == "4096x32x32x32" and T._shape_text(s) == "1x40x24"
+
+
+def test_ship_table_copies_the_family_groups(cache_dir, tmp_path):
+    """benchmarks/ship_table.py --groups family: the user table's '|family' groups only, noted under
+    'family_measured'; the pipe groups stay."""
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parent.parent / "benchmarks" / "ship_table.py"
+    spec = importlib.util.spec_from_file_location("ship_table", path)
+    ship = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ship)
+    tune.save(tune.user_cache_path(SM90), {"sm90|float16|NN|family": {_fam_key(16, 8192, 8192): "skinny"},
+                                           "sm90|float16|NN|pipe": {"12,12,12": "pipe/128x128x64/s3/b256/o1"}})
+    dst = tmp_path / "tuned_sm90.json"
+    dst.write_text(json.dumps({"format": 1, "entries": {
+        "sm90|float16|NN|pipe": {"10,10,10": "pipe/128x64x128/s2/b256/o1"}}}))
+    assert ship.main([str(tune.user_cache_path(SM90)), "--into", str(dst), "--groups", "family",
+                      "--note", "family run"]) == 0
+    data = json.loads(dst.read_text())
+    assert data["entries"]["sm90|float16|NN|family"] == {_fam_key(16, 8192, 8192): "skinny"}
+    assert data["entries"]["sm90|float16|NN|pipe"] == {"10,10,10": "pipe/128x64x128/s2/b256/o1"}
+    assert data["family_measured"] == "family run"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("M,N,K,dtype,winner", [
+    (16, 1024, 1024, "float16", "pipelined"),  # the rules: splitpipe or skinny
+    (1, 2048, 2048, "bfloat16", "tiled"),  # the rules: gemv
+    (4, 1000, 1000, "float32", "tiled")])  # the rules: skinny
+def test_family_table_on_cuda(M, N, K, dtype, winner, cache_dir, rng, planned):
+    """A user table's '|family' winner on a GPU: planned for its bucket in place of the rules' family, and correct
+    against float64 (NaN-prefilled output); a product of a neighbouring bucket keeps the rules' family."""
+    import warp as wp
+
+    from conftest import make, nan_like, to_f64
+    from warp_gemm.tools.tolerance import compare, random_operands
+
+    if not wp.get_cuda_device_count():
+        pytest.skip("no CUDA device")
+    if dtype == "bfloat16" and not warp_gemm._compat.HAS_BF16:
+        pytest.skip("bfloat16 needs warp-lang >= 1.13")
+
+    def run(n):
+        a, b = random_operands(M, n, K, dtype, rng)
+        out = nan_like("warp", (M, n), dtype, "cuda")
+        warp_gemm.matmul(make(a, dtype, "warp", "cuda"), make(b, dtype, "warp", "cuda"), out=out)
+        wp.synchronize()
+        cmp = compare(to_f64(out), a @ b, dtype)
+        assert cmp.ok, f"{M}x{n}x{K} {dtype}: {cmp}"
+        return planned[-1].family
+
+    ruled, ruled_next = run(N), run(2 * N)  # 2N: the next bucket
+    assert ruled != winner
+    dev = wp.get_device("cuda")
+    tune.save(tune.user_cache_path(dev), {f"{tune.arch_of(dev)}|{dtype}|NN|family": {_fam_key(M, N, K): winner}})
+    assert run(N) == winner
+    assert run(2 * N) == ruled_next

@@ -425,12 +425,27 @@ SET30 = {"default": (G30 + ["b64_256"], {}),
                          "pipe/128x128x32/s4/b128/o2/mma", "pipe/128x128x64/s4/b128/o1/mma",
                          "pipe/64x64x32/s4/b128/o4/mma", "pipe/128x64x32/s4/b128/o3/mma",
                          "pipe/64x128x32/s4/b128/o3/mma")}
+# Thirty-first run (R6_SET=31, prepared in round 15, not yet run): fewer, taller bands. Round 15's Nsight Compute
+# run (results/round15/ncu15.txt, L2 flushed) timed the band kernel of fp16 1x4096x4096 at 15.5 us (68% of DRAM
+# peak) -- as fast as cuBLAS's whole GEMV, one kernel of 64 blocks x 384 threads (16.2 us) -- and its finishing
+# kernel at 5.8 (its 4.2 MB of partial sums from DRAM there; 3.0 us warm in round 9): the gap to cuBLAS is the finish
+# over 256 bands' partial sums per column, which set 30 could not shorten by unrolling or fusing. Here the bands
+# are 64, 32 or 17 (BANDS_SPLIT_TO 8, 16, 32; cuBLAS's grid suggests 16 K slices), with 8 or 16 rows in flight,
+# separate or fused finish: each column's finish then sums 17-64 partials. Prediction: 22-24 us cold at 32 bands.
+def _bands(split_to: int, **more) -> dict:
+    return {"gemv": {"BANDS_SPLIT_TO": split_to, **more}}
+
+
+SET31 = {"default": (G30, {}), "st8": (G30, _bands(8)), "st16": (G30, _bands(16)), "st32": (G30, _bands(32)),
+         "st16_bu16": (G30, _bands(16, BANDS_UNROLL=16)), "st32_bu16": (G30, _bands(32, BANDS_UNROLL=16)),
+         "st16_fused": (G30, _bands(16, BANDS_FUSED=True)), "st32_fused": (G30, _bands(32, BANDS_FUSED=True)),
+         "st16_b512": (G30, _bands(16, BANDS_BLOCK=512))}
 # R6_SET -> (variants, cold repeats); unset: the first run's VARIANTS, one repeat.
 SETS = {"13": (SET13, 3), "14": (SET14, 3), "15": (SET15, 3), "16": (SET16, 3), "17": (SET17, 3), "18": (SET18, 2),
         "19": (SET19, 2), "20": (SET20, 2), "21": (SET21, 2), "22": (SET22, 3), "23": (SET23, 2), "24": (SET24, 3),
         "25": (SET25, 2), "26": (SET26, 3), "27": (SET27, 3), "28": (SET28, 3), "29": (SET29, 3), "30": (SET30, 3),
-        "2": (SET2, 3), "3": (SET3, 3), "4": (SET4, 2), "5": (SET5, 2), "6": (SET6, 2), "7": (SET7, 2),
-        "8": (SET8, 2), "9": (SET9, 3), "10": (SET10, 3), "11": (SET11, 3), "12": (SET12, 3)}
+        "31": (SET31, 3), "2": (SET2, 3), "3": (SET3, 3), "4": (SET4, 2), "5": (SET5, 2), "6": (SET6, 2),
+        "7": (SET7, 2), "8": (SET8, 2), "9": (SET9, 3), "10": (SET10, 3), "11": (SET11, 3), "12": (SET12, 3)}
 VARIANTS, REPS = SETS.get(os.environ.get("R6_SET", ""), (VARIANTS, 1))
 
 

@@ -16,7 +16,11 @@ File layout (``FORMAT`` 1): ``{"format": 1, "entries": {group: {"m,n,k": configu
 ``"sm90|float16|NN"`` holds tiled-family :class:`Config` strings (``128x128x64/b256/g8/o2``); a group with
 the suffix ``"|pipe"`` (``"sm90|float16|NN|pipe"``) holds the pipelined family's :class:`PipeConfig`
 strings (``pipe/128x128x128/s2/b256/o1``; :func:`lookup_pipe`). Files without pipe groups are the same
-as before. ``benchmarks/ship_table.py`` copies a tuned file's groups into the shipped table.
+as before. A group with the suffix ``"|family"`` (``"sm90|float16|NN|family"``) holds kernel family names
+(``"skinny"``, ``"tiled"``, ...: :data:`FAMILY_NAMES`) keyed ``"m,n,k,b"`` (``b``: 1 for a batch of several
+products, else 0): the family that measured fastest in that bucket (``warp-gemm tune --family families``;
+:func:`lookup_family`, consulted first by the planner's family choice, ``core.plan._plan_family``).
+``benchmarks/ship_table.py`` copies a tuned file's groups into the shipped table.
 """
 
 from __future__ import annotations
@@ -37,6 +41,9 @@ from warp_gemm.config.configs import Config, PipeConfig, candidate_configs
 
 FORMAT = 1  # bump when the file layout changes; other formats are ignored as stale
 PIPE = "|pipe"  # suffix of the groups that hold pipelined-family configurations
+FAMILY = "|family"  # suffix of the groups that hold the fastest kernel family per bucket
+#: The families a ``|family`` group may name (those ``Options.family`` forces on CUDA; core/plan.py).
+FAMILY_NAMES = ("tiled", "pipelined", "splitpipe", "small", "skinny", "gemv")
 _lock = threading.Lock()
 _tables: dict[str, dict] = {}  # path -> parsed entries
 
@@ -45,6 +52,18 @@ def bucket(M: int, N: int, K: int, batch: int = 1) -> tuple[int, int, int]:
     m = max(M, 1) * max(batch, 1)
     return (max(4, math.ceil(math.log2(max(m, 16)))), math.ceil(math.log2(max(N, 1))),
             math.ceil(math.log2(max(K, 1))))
+
+
+def family_bucket(M: int, N: int, K: int, batch: int = 1) -> tuple[int, int, int, int]:
+    """:func:`bucket` plus 1 for a batch of several products, else 0: the family that wins a bucket differs between
+    a batch and one product of the same folded size (64 x 256^3 against 16384 x 256 x 256)."""
+    return bucket(M, N, K, batch) + (1 if batch > 1 else 0,)
+
+
+def _family_name(text: str) -> str:
+    if text not in FAMILY_NAMES:
+        raise ValueError(f"unknown kernel family {text!r} (one of {', '.join(FAMILY_NAMES)})")
+    return text
 
 
 def arch_of(device) -> str:
@@ -85,8 +104,9 @@ def _load(path: Path | None) -> dict:
                 if not isinstance(data, dict) or data.get("format") != FORMAT:
                     raise ValueError(f"format {data.get('format') if isinstance(data, dict) else '?'} != {FORMAT}")
                 for group, rows in data["entries"].items():
-                    parse = PipeConfig.parse if group.endswith(PIPE) else Config.parse
-                    entries[group] = {_bucket_key(b): parse(c) for b, c in rows.items()}
+                    fam = group.endswith(FAMILY)
+                    parse = _family_name if fam else PipeConfig.parse if group.endswith(PIPE) else Config.parse
+                    entries[group] = {_bucket_key(b, 4 if fam else 3): parse(c) for b, c in rows.items()}
             except Exception as e:  # corrupt or stale: ignore, never crash a GEMM call
                 warnings.warn(f"warp_gemm: ignoring tuning table {path}: {type(e).__name__}: {e}", stacklevel=3)
                 entries = {}
@@ -94,9 +114,11 @@ def _load(path: Path | None) -> dict:
         return entries
 
 
-def _bucket_key(text: str) -> tuple[int, int, int]:
-    m, n, k = (int(x) for x in text.split(","))
-    return m, n, k
+def _bucket_key(text: str, fields: int = 3) -> tuple[int, ...]:
+    key = tuple(int(x) for x in text.split(","))
+    if len(key) != fields:
+        raise ValueError(f"bucket {text!r}: {fields} comma-separated integers expected")
+    return key
 
 
 def _nearest(rows: dict, b: tuple[int, int, int], reach: int = 2) -> Config | None:
@@ -149,7 +171,24 @@ def lookup_pipe(device, dtype: str, layout: str, M: int, N: int, K: int, batch: 
     return hit
 
 
-def _lookup(device, dtype: str, layout: str, b: tuple[int, int, int], tf32: bool, suffix: str = ""):
+def lookup_family(device, dtype: str, layout: str, M: int, N: int, K: int, batch: int,
+                  tf32: bool = False) -> str | None:
+    """The kernel family that measured fastest in the problem's bucket (the ``"...|family"`` groups:
+    :func:`family_bucket`, that bucket only), or None (then the planner's rules decide). Borrowing and
+    memoization as :func:`lookup_pipe`."""
+    b = family_bucket(M, N, K, batch)
+    key = ("family", getattr(device, "arch", None), getattr(device, "name", None), dtype, layout, b, tf32,
+           os.environ.get("WARP_GEMM_CACHE_DIR"))
+    try:
+        return _memo[key]
+    except KeyError:
+        pass
+    hit = _lookup(device, dtype, layout, b, tf32, FAMILY)
+    _memo[key] = hit
+    return hit
+
+
+def _lookup(device, dtype: str, layout: str, b: tuple[int, ...], tf32: bool, suffix: str = ""):
     arch = arch_of(device)
     dt = "tf32" if tf32 else dtype
     # bfloat16 borrows float16's winners where it has none of its own: the two measured within 2%
@@ -164,7 +203,8 @@ def _lookup(device, dtype: str, layout: str, b: tuple[int, int, int], tf32: bool
                     # counts, which change abruptly between neighbouring buckets (fp16 256x2048x2048 took
                     # the 1023x1025x1027 bucket's 96x128 tiles at distance 2 and ran 54.9 us against 31.2
                     # with the built-in 64x32, H100, benchmarks/results/round5/r5f_fp16.txt).
-                    hit = _nearest(rows, b, 0 if suffix == PIPE else 2)
+                    # So do the family winners (the families' reach changes with wave counts as much).
+                    hit = _nearest(rows, b, 2 if suffix == "" else 0)
                     if hit is not None:
                         return hit
     return None
@@ -193,7 +233,7 @@ def _shipped(dtype: str, pipe: bool) -> set:
     out = set()
     for f in _shipped_files():
         for group, rows in _load(f).items():
-            if group.endswith(PIPE) != pipe:
+            if group.endswith(PIPE) != pipe or group.endswith(FAMILY):
                 continue
             want = (dtype, "float16" if dtype == "bfloat16" else dtype) if pipe else \
                 (dtype, "tf32" if dtype == "float32" else dtype, "float16" if dtype == "bfloat16" else dtype)

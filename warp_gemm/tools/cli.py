@@ -119,15 +119,19 @@ def main(argv: list[str] | None = None) -> int:
                    add_help=False)
     sub.add_parser("bench", help="benchmark providers (see `warp-gemm bench -h`)", add_help=False)
     t = sub.add_parser("tune", help="autotune tile configurations on this GPU and save the winners")
-    t.add_argument("--family", default="tiled", choices=["tiled", "pipelined"],
-                   help="kernel family to tune: tiled (Config candidates) or pipelined (tile shape, stages, "
-                        "block size and blocks per SM; winners in the table's '|pipe' groups)")
-    t.add_argument("--dtype", default=None, help="default: fp16,bf16,fp32,tf32,fp64 (tiled); fp16,bf16,tf32,fp64 "
-                   "(pipelined; exact fp32 on request: the SIMT kernel, planned from 264 output tiles)")
+    t.add_argument("--family", default="tiled", choices=["tiled", "pipelined", "families"],
+                   help="kernel family to tune: tiled (Config candidates), pipelined (tile shape, stages, "
+                        "block size and blocks per SM; winners in the table's '|pipe' groups), or families "
+                        "(the choice between the kernel families, each forced with its own defaults; winners "
+                        "in the '|family' groups, which the planner consults before its rules)")
+    t.add_argument("--dtype", default=None, help="default: fp16,bf16,fp32,tf32,fp64 (tiled, families); "
+                   "fp16,bf16,tf32,fp64 (pipelined; exact fp32 on request: the SIMT kernel, planned from 264 "
+                   "output tiles)")
     t.add_argument("--shapes", default=None, help="shape sets or MxNxK list (default: benchmark sets for tiled, "
-                   "tune-pipe for pipelined)")
+                   "tune-pipe for pipelined, tune-family for families)")
     t.add_argument("--configs", default=None, help="';'-separated candidates to time instead of the default "
-                   "list (e.g. 'pipe/128x128x128/s2/b256/o1;pipe/128x128x64/s3/b256/o1')")
+                   "list (e.g. 'pipe/128x128x128/s2/b256/o1;pipe/128x128x64/s3/b256/o1'; families: "
+                   "'skinny;gemv')")
     t.add_argument("--device", default="cuda")
     t.add_argument("--workers", type=int, default=None, help="parallel compile processes (default: cores)")
     t.add_argument("--rep-ms", type=float, default=100)

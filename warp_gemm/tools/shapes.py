@@ -116,6 +116,12 @@ BENCH_QUICK = [_s(128, 128, 128), _s(127, 129, 131), _s(16, 512, 512)]
 TUNE_PIPE = [_s(4096, 4096, 4096), _s(8192, 8192, 8192), _s(2048, 2048, 2048), _s(1536, 1536, 1536),
              _s(1000, 1000, 1000), _s(512, 512, 512), _s(1023, 1025, 1027), _s(2048, 1024, 1024),
              _s(256, 256, 256, batch=64)]
+# The family tuner's default (``warp-gemm tune --family families``): issue 18's small, batched, skinny and GEMV
+# products and their neighbours, where the planner's rules choose among several families at their edges.
+TUNE_FAMILY = [_s(32, 32, 32, batch=4096), _s(16, 16, 16, batch=10000), _s(16, 16, 16, batch=1000),
+               _s(256, 256, 256, batch=64), _s(64, 64, 64, batch=256), _s(16, 8192, 8192), _s(8, 4096, 4096),
+               _s(32, 4096, 4096), _s(1, 4096, 4096), _s(1, 8192, 8192), _s(4096, 1, 4096), _s(64, 64, 64),
+               _s(256, 256, 256), _s(127, 4099, 1031), _s(128, 1024, 1024)]
 
 SETS: dict[str, list[Shape]] = {
     "tiny": TINY,
@@ -132,6 +138,7 @@ SETS: dict[str, list[Shape]] = {
     "bench-batched": BENCH_BATCHED,
     "bench-quick": BENCH_QUICK,
     "tune-pipe": TUNE_PIPE,
+    "tune-family": TUNE_FAMILY,
     "bench-all": BENCH_SQUARE + BENCH_ODD + BENCH_SKINNY + BENCH_TRANSFORMER + BENCH_BATCHED,
 }
 

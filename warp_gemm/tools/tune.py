@@ -6,8 +6,12 @@ MathDx GEMM compile costs 20-60 s, so serial compiles would dominate), then chec
 against float64 and time it on each shape in one process by CUDA-graph replay. Two families are tuned:
 the tiled family (``family="tiled"``, :class:`Config` candidates, ``config=`` forced on each call) and
 the pipelined family (``family="pipelined"``, :class:`PipeConfig` candidates: tile shape, stages, block
-size, blocks per SM; forced with ``options(family="pipelined", pipe_config=...)``). Both measure through
-the core call path (``warp_gemm.core.execute.run``, which ``matmul`` takes after its autograd check).
+size, blocks per SM; forced with ``options(family="pipelined", pipe_config=...)``). A third mode,
+``family="families"``, tunes the choice *between* the families: every family that plans the problem
+(``tables.FAMILY_NAMES``, forced with ``options(family=...)``; one that does not plan it is "n/a") is timed
+with its own built-in choices, and the fastest per bucket goes to the ``"...|family"`` groups, which the
+planner consults before its rules (``core.plan._plan_family``). All measure through the core call path
+(``warp_gemm.core.execute.run``, which ``matmul`` takes after its autograd check).
 """
 
 from __future__ import annotations
@@ -18,7 +22,8 @@ import time
 
 from warp_gemm import _compat
 from warp_gemm.config.configs import Config, PipeConfig, candidate_configs
-from warp_gemm.config.tables import PIPE, arch_of, bucket, save, user_cache_path
+from warp_gemm.config.tables import (FAMILY, FAMILY_NAMES, PIPE, arch_of, bucket, family_bucket, save,
+                                     user_cache_path)
 
 
 def _time_one(fn, device, warmup_ms: float = 25, rep_ms: float = 100, how: dict | None = None) -> float:
@@ -68,7 +73,11 @@ def _time_one(fn, device, warmup_ms: float = 25, rep_ms: float = 100, how: dict 
     return ms[len(ms) // 2]
 
 
-FAMILIES = ("tiled", "pipelined")
+FAMILIES = ("tiled", "pipelined", "families")
+
+
+class NotPlanned(RuntimeError):
+    """A forced family that does not plan the problem (the planner fell back to another): not a failure."""
 
 
 def tune(dtypes: list[str], shapes=None, device: str = "cuda", workers: int | None = None,
@@ -85,7 +94,12 @@ def tune(dtypes: list[str], shapes=None, device: str = "cuda", workers: int | No
     candidates (``core.plan.candidate_pipe_configs``; exact fp32: the SIMT kernel's), each timed through the same
     call path with the family and the configuration forced (``options(family="pipelined",
     pipe_config=...)``), winners in the groups ``"sm90|float16|NN|pipe"`` of the same file.
-    ``configs``: restrict the candidates (Config / PipeConfig objects or their text).
+    ``family="families"``: the kernel families of ``tables.FAMILY_NAMES`` as candidates, each forced on each
+    shape (default shapes ``tune-family``: small, batched, skinny and GEMV products), winners -- the fastest
+    family per bucket, batches apart from single products (``tables.family_bucket``) -- in the groups
+    ``"sm90|float16|NN|family"``. Their kernels are compiled first by one forced call per (shape, dtype,
+    family) in parallel processes.
+    ``configs``: restrict the candidates (Config / PipeConfig objects or their text; family names).
     """
     import numpy as np
     import warp as wp
@@ -97,15 +111,18 @@ def tune(dtypes: list[str], shapes=None, device: str = "cuda", workers: int | No
     if family not in FAMILIES:
         raise ValueError(f"family must be one of {FAMILIES}, got {family!r}")
     pipe = family == "pipelined"
+    fams = family == "families"
     _compat.init()
     dev = wp.get_device(device)
     if dev.is_cpu:
         raise ValueError("tuning is for CUDA devices; the CPU uses one configuration")
-    shapes = shapes or (S.TUNE_PIPE if pipe else S.BENCH_SQUARE + S.BENCH_ODD + S.BENCH_SKINNY + S.BENCH_TRANSFORMER)
+    shapes = shapes or (S.TUNE_PIPE if pipe else S.TUNE_FAMILY if fams else
+                        S.BENCH_SQUARE + S.BENCH_ODD + S.BENCH_SKINNY + S.BENCH_TRANSFORMER)
     dts = [canon_dtype(d) for d in dtypes]
     cands = {dt: _candidates(family, dt, configs) for dt in dts}
     t0 = time.perf_counter()
-    bad = _compile(family, cands, workers, progress)  # (config text, dtype) -> why it cannot be timed
+    # (config text, dtype) -> why it cannot be timed; the families' warm-up only fills the kernel cache
+    bad = _warm_families(shapes, cands, workers, progress) if fams else _compile(family, cands, workers, progress)
     compile_s = time.perf_counter() - t0
     rows: list[dict] = []
     rng = np.random.default_rng()
@@ -129,8 +146,11 @@ def tune(dtypes: list[str], shapes=None, device: str = "cuda", workers: int | No
                 if (str(cfg), dt) in bad:
                     rows.append({**row, "status": "compile-error", "error": bad[(str(cfg), dt)]})
                 else:
-                    call = _pipe_call(A, B, out, cfg, tf32) if pipe else _tiled_call(A, B, out, cfg, tf32)
-                    check = _pipe_check(A, B, out, cfg, tf32) if pipe else None
+                    if fams:
+                        call, check = _family_call(A, B, out, cfg, tf32), _family_check(A, B, out, cfg, tf32)
+                    else:
+                        call = _pipe_call(A, B, out, cfg, tf32) if pipe else _tiled_call(A, B, out, cfg, tf32)
+                        check = _pipe_check(A, B, out, cfg, tf32) if pipe else None
                     rows.append({**row, **_measure(call, out, base, tf32, s, ref, dev, rep_ms, check)})
                 if on_row is not None:
                     on_row(rows[-1])
@@ -149,6 +169,11 @@ def tune(dtypes: list[str], shapes=None, device: str = "cuda", workers: int | No
 def _candidates(family: str, dt: str, configs) -> list:
     """The configurations to time for ``dt`` ("tf32" for float32 with tf32)."""
     base = "float32" if dt == "tf32" else dt
+    if family == "families":
+        for name in configs or ():
+            if name not in FAMILY_NAMES:
+                raise ValueError(f"unknown kernel family {name!r} (one of {', '.join(FAMILY_NAMES)})")
+        return list(configs) if configs else list(FAMILY_NAMES)
     if family == "tiled":
         return [Config.parse(c) if isinstance(c, str) else c for c in configs] if configs else \
             candidate_configs("cuda", base)
@@ -197,6 +222,84 @@ def _compile(family: str, cands: dict, workers, progress) -> dict:
             for k in owner[job[1]]:
                 bad[k] = err
     return bad
+
+
+def _shape_text(s) -> str:
+    return f"{s.batch}x{s.M}x{s.N}x{s.K}" if s.batch else f"{s.M}x{s.N}x{s.K}"
+
+
+def _warm_one(shape: str, dt: str, family: str) -> str:
+    """(In a spawned process) one call of ``shape`` in ``dt`` with ``family`` forced on CUDA, so that its kernels
+    are in Warp's kernel cache before the timing process needs them; returns the error text or ""."""
+    try:
+        import numpy as np
+        import warp as wp
+
+        from warp_gemm.tools.shapes import parse_shape
+
+        _compat.init()
+        s, base = parse_shape(shape), "float32" if dt == "tf32" else dt
+        dev, rng = wp.get_device("cuda"), np.random.default_rng()
+        lead = (s.batch,) if s.batch else ()
+        A = _device_operand(rng, lead + (s.M, s.K), base, dev, np.zeros((0, s.K)))
+        B = _device_operand(rng, lead + (s.K, s.N), base, dev, np.zeros((0, s.N)))
+        out = wp.empty(lead + (s.M, s.N), dtype=A.dtype, device=dev)
+        _family_call(A, B, out, family, dt == "tf32")()
+        wp.synchronize_device(dev)
+        return ""
+    except Exception as e:  # a family that does not apply, or a build failure: the timed call reports it
+        return f"{type(e).__name__}: {e}"[:300]
+
+
+def _warm_families(shapes, cands: dict, workers, progress) -> dict:
+    """Compile what every (shape, dtype, family) call needs, in parallel processes (a cold compile costs 20-60
+    s, and the families' kernels depend on the shape). Marks nothing bad: a family that does not plan a shape
+    shows as "n/a" when timed, and a failing build fails there again, with its error."""
+    import multiprocessing as mp
+    import os
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    jobs = [(_shape_text(s), dt, f) for dt, fams in cands.items() for s in shapes for f in fams]
+    with ProcessPoolExecutor(workers or min(len(jobs), os.cpu_count() or 1),
+                             mp_context=mp.get_context("spawn")) as ex:
+        futs = {ex.submit(_warm_one, *j): j for j in jobs}
+        for i, f in enumerate(as_completed(futs), 1):
+            if progress:
+                err = f.result()
+                print(f"[{i}/{len(jobs)}] warmed {' '.join(futs[f])}" + (f" ({err[:100]})" if err else ""),
+                      file=sys.stderr)
+    return {}
+
+
+def _family_call(A, B, out, family: str, tf32: bool):
+    """One call through the public path with ``family`` forced (``options(family=...)``)."""
+    from warp_gemm.core.execute import run
+    from warp_gemm.core.options import override
+
+    def call():
+        with override(family=family):
+            run(A, B, None, 1.0, 0.0, False, False, out, tf32, None, "tune")
+
+    return call
+
+
+def _family_check(A, B, out, family: str, tf32: bool):
+    """Raises :class:`NotPlanned` unless the call plans ``family`` (a forced family that does not apply falls back
+    to another); returns the family and its kernel's key."""
+    from warp_gemm.core.options import override
+    from warp_gemm.core.plan import make_plan
+    from warp_gemm.core.problem import validate
+
+    def check():
+        with override(family=family) as opts:
+            p = validate(A, B, None, 1.0, 0.0, False, False, out, "tune")
+            plan = make_plan(p, 1.0, 0.0, tf32, None, opts)
+        if plan.family != family:
+            raise NotPlanned(f"{family} does not plan this problem (planned {plan.family})")
+        spec = plan.spec if plan.family == "tiled" else plan.family_spec
+        return f"{family} {getattr(spec, 'key', spec)}"[:200]
+
+    return check
 
 
 def _tiled_call(A, B, out, cfg, tf32: bool):
@@ -259,6 +362,8 @@ def _measure(call, out, base: str, tf32: bool, s, ref_rows, dev, rep_ms, check=N
             return {**extra, "status": "WRONG", "error": str(cmp)}
         ms = _time_one(call, dev, rep_ms=rep_ms, how=extra)
         return {**extra, "status": "ok", "ms": ms, "tflops": s.flops / ms / 1e9}
+    except NotPlanned as e:
+        return {"status": "n/a", "error": str(e)[:300]}
     except Exception as e:
         return {"status": "error", "error": f"{type(e).__name__}: {e}"[:300]}
 
@@ -304,8 +409,10 @@ def _rows_f64(out, rows: int):
 def _winners(rows: list[dict]) -> dict:
     """Per (arch|dtype|layout, bucket): the configuration with the best mean speed *relative to the
     fastest candidate on each shape* of the bucket (a shape a configuration failed on counts 0). Rows of
-    the pipelined family (``"family": "pipelined"``) go to the group ``arch|dtype|layout|pipe``; a
-    batched row's batch is folded into M as the lookups do.
+    the pipelined family (``"family": "pipelined"``) go to the group ``arch|dtype|layout|pipe``, those of the
+    family tuner (``"family": "families"``, a family name as the configuration) to ``arch|dtype|layout|family``
+    keyed by :func:`~warp_gemm.config.tables.family_bucket`; a batched row's batch is folded into M as the
+    lookups do.
 
     Taking the single fastest row instead let one shape decide for its whole bucket: at 1024^3 (host
     bound, every candidate within 5%) 256x128x64 won by 0.1 TFLOP/s and then ran 1000^3 fp16 at 9.7
@@ -314,9 +421,11 @@ def _winners(rows: list[dict]) -> dict:
     for r in rows:
         if r.get("status") != "ok":
             continue
-        group = f"{r['arch']}|{r['dtype']}|{r['layout']}" + (PIPE if r.get("family") == "pipelined" else "")
+        fam = r.get("family") == "families"
+        group = f"{r['arch']}|{r['dtype']}|{r['layout']}" + (PIPE if r.get("family") == "pipelined" else
+                                                             FAMILY if fam else "")
         batch = r.get("batch") or 1
-        b = ",".join(map(str, bucket(r["M"], r["N"], r["K"], batch)))
+        b = ",".join(map(str, (family_bucket if fam else bucket)(r["M"], r["N"], r["K"], batch)))
         per_cfg = speed.setdefault((group, b), {}).setdefault(f"{batch}x{r['M']}x{r['N']}x{r['K']}", {})
         per_cfg[r["config"]] = max(r["tflops"], per_cfg.get(r["config"], 0.0))
     out: dict[str, dict[str, str]] = {}
