@@ -9,6 +9,7 @@
 #   bash scripts/gpu_round4.sh retune  # the tuner on the medium 16-bit grids, then the runner on them (~6 min)
 #   bash scripts/gpu_round4.sh ncu64   # Nsight Compute on one launch of fp16 64 x 256^3: mma.sync tile, tile_matmul
 #   bash scripts/gpu_round4.sh r15a    # round 14's opt-in fused GEMV on the GPU (its tests, probe set 28), then ncu64
+#   bash scripts/gpu_round4.sh families # round 15's family tuner on issue 18's shapes, the runner with and without it
 #   bash scripts/gpu_round4.sh r15t    # round 15's fp16/bf16 NN pipe table: warp-gemm check inside its buckets, GPU tune tests
 #   bash scripts/gpu_round4.sh r15b    # round 14's opt-in stream-K on the GPU (its tests beside probe set 29's compiles)
 #   bash scripts/gpu_round4.sh probe5  # round 5: one-wave tile shapes for odd shapes (small_waves SW_SET=3),
@@ -111,6 +112,24 @@ r15t)  # round 15 shipped float16/bfloat16 NN '|pipe' groups (mma.sync tiles for
   (cd /tmp && tar czf "$out/r15t_check.tgz" r15t_*)
   timeout "${TEST_S:-240}" python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_tune.py > "$out/r15t_tune.txt" 2>&1
   tail -n 3 "$out/r15t_tune.txt"
+  ;;
+families)  # round 15's family tuner (never run on a GPU): its GPU test, then warp-gemm tune --family families on the
+  # tune-family set (issue 18's small, batched, skinny and GEMV products), then the runner on those shapes with the
+  # winners (user cache) and without (an empty cache dir), cuBLAS in both. Ship winners that lead with
+  # benchmarks/ship_table.py fm_table.json --groups family. ~8 min.
+  python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_tune.py > "$out/fm_test.txt" 2>&1; tail -n 2 "$out/fm_test.txt"
+  timeout "${TUNE_S:-300}" python3 -m warp_gemm tune --family families --dtype fp16,fp32 --workers 16 \
+    --rows "$out/fm_rows.jsonl" > "$out/fm_tune.txt" 2>&1
+  echo "tune exit $?"; grep -A40 "^dtype" "$out/fm_tune.txt" | head -40
+  python3 -c "import warp as wp; from warp_gemm.config import tables; print(tables.user_cache_path(wp.get_device('cuda')))" \
+    | tail -n 1 | xargs -I{} cp {} "$out/fm_table.json"
+  FS="4096x32x32x32,64x256x256x256,256x64x64x64,16x8192x8192,8x4096x4096,32x4096x4096,1x4096x4096,1x8192x8192,64x64x64,256x256x256,127x4099x1031,128x1024x1024"
+  python3 benchmarks/run.py --shapes "$FS" --dtype fp16 --providers warp_gemm,torch --json "$out/fm_tuned.json" \
+    > "$out/fm_tuned.txt" 2>&1
+  mkdir -p /tmp/empty_cache; WARP_GEMM_CACHE_DIR=/tmp/empty_cache python3 benchmarks/run.py --shapes "$FS" --dtype fp16 \
+    --providers warp_gemm,torch --json "$out/fm_default.json" > "$out/fm_default.txt" 2>&1
+  for f in fm_default fm_tuned; do echo "== $f"; sed -n '/# summary/,$p' "$out/$f.txt" | grep warp_gemm | awk '{print $1, $4, $10}'; done
+  (cd "$out" && tar czf fm.tgz fm_tune.txt fm_tuned.* fm_default.* && rm -f fm_tune.txt fm_tuned.* fm_default.*)
   ;;
 ncu15)  # round 15: Nsight Compute (L2 flushed) on warp_gemm's and cuBLAS's fp16 1x4096x4096 GEMV and 64 x 256^3, and the
   # planner's pipelined kernel for round 15's tuned buckets (benchmarks/probes/ncu_round15.py)
