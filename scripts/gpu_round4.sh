@@ -9,6 +9,7 @@
 #   bash scripts/gpu_round4.sh retune  # the tuner on the medium 16-bit grids, then the runner on them (~6 min)
 #   bash scripts/gpu_round4.sh ncu64   # Nsight Compute on one launch of fp16 64 x 256^3: mma.sync tile, tile_matmul
 #   bash scripts/gpu_round4.sh r15a    # round 14's opt-in fused GEMV on the GPU (its tests, probe set 28), then ncu64
+#   bash scripts/gpu_round4.sh r16     # round 15's persistent mma.sync/SIMT blocks (tests, probe 32), then probe 31
 #   bash scripts/gpu_round4.sh families # round 15's family tuner on issue 18's shapes, the runner with and without it
 #   bash scripts/gpu_round4.sh r15t    # round 15's fp16/bf16 NN pipe table: warp-gemm check inside its buckets, GPU tune tests
 #   bash scripts/gpu_round4.sh r15b    # round 14's opt-in stream-K on the GPU (its tests beside probe set 29's compiles)
@@ -112,6 +113,14 @@ r15t)  # round 15 shipped float16/bfloat16 NN '|pipe' groups (mma.sync tiles for
   (cd /tmp && tar czf "$out/r15t_check.tgz" r15t_*)
   timeout "${TEST_S:-240}" python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_tune.py > "$out/r15t_tune.txt" 2>&1
   tail -n 3 "$out/r15t_tune.txt"
+  ;;
+r16)  # round 15's persistent mma.sync/SIMT blocks (PipeConfig /pN with /mma or /simt; never run on a GPU): their GPU tests
+  # beside probe set 32's compiles, then set 32 timed (plain tiles against /p1 on 64 x 256^3, medium grids, 4096^3);
+  # then probe set 31 (fewer, taller GEMV bands). ~8 min.
+  tests_then_probe r16_persist_tests 32 16 300 50 tests/test_pipelined.py -k "persistent_own"
+  R6_SET=31 python3 benchmarks/probes/round6.py warm -j 16 > "$out/r31w.txt" 2>&1
+  R6_SET=31 timeout 200 python3 benchmarks/probes/round6.py time --json "$out/r31p.json" > "$out/r31p.txt" 2>&1
+  tail -n 30 "$out/r31p.txt"
   ;;
 families)  # round 15's family tuner (never run on a GPU): its GPU test, then warp-gemm tune --family families on the
   # tune-family set (issue 18's small, batched, skinny and GEMV products), then the runner on those shapes with the

@@ -930,6 +930,63 @@ def test_stream_k_on_cpu(kind, layout, epilogue, case, request):
     _assert_close(out, ref, tol, tf32=kind == "tf32")
 
 
+# --- persistent simt/mma blocks (spec.persistent with a register accumulator; not a default, round 15) ------------
+# (M, N, K, batch, persistent) on 64x64x32 mma / 64x64x16 SIMT tiles, the CPU counting 4 SMs: 70x131x75 x3 is 18
+# tiles of 3 K steps (the last partial) over 4 blocks (4-5 tiles each) or 8; 130x64x20 x2: 6 tiles of one K step,
+# every step a tile's last (store and zero each step); 60x50x300: one tile over a grid of 4 (3 blocks idle).
+PERSIST_OWN_CASES = [(70, 131, 75, 3, 1), (70, 131, 75, 3, 2), (130, 64, 20, 2, 1), (60, 50, 300, 1, 1)]
+
+
+@pytest.mark.parametrize("case", PERSIST_OWN_CASES, ids=lambda c: "M{}-N{}-K{}-b{}-p{}".format(*c))
+@pytest.mark.parametrize("layout,epilogue", [("NN", "axpby"), ("TT", "scale"), ("NT", "axpby")])
+@pytest.mark.parametrize("kind", ["float16", "tf32", "simt"])
+def test_persistent_own_on_cpu(kind, layout, epilogue, case, request):
+    """Persistent simt/mma blocks (each block loops over the output tiles g, g + grid, ... with its copies running
+    ahead across them; the register accumulator stored by the kernel's own store and re-zeroed after each tile's last
+    K step): NaN-prefilled output, batch broadcast of A, M/N/K edges, against float64."""
+    if kind == "tf32" and not _compat.HAS_TF32:
+        pytest.skip("no tf32 in this Warp")
+    M, N, K, batch, per = case
+    if kind == "simt":
+        spec, ld, tol = _simt_spec(layout, epilogue, persistent=per), _ld4, "float32"
+    else:
+        spec, ld, tol = _mma_spec(kind, layout, epilogue, out_dtype="float32", persistent=per), _ld8, "float32"
+    assert "_per" in spec.key and P.unfit(spec) == ""
+    lda = ld(M) if layout[0] == "T" else ld(K)
+    ldb = ld(K) if layout[1] == "T" else ld(N)
+    out, ref = _run(spec, M, N, K, _rng(request), batch=batch, a_nb=1, b_nb=batch, c_nb=batch, lda=lda, ldb=ldb)
+    _assert_close(out, ref, tol, tf32=kind == "tf32")
+    k, dim, _, _ = P.launch_args(spec, *_zeros_operands(M, N, K, batch, spec), 1.0, 0.0, M, N, K, batch, 1, 1, 1)
+    tiles = batch * -(-M // spec.tm) * -(-N // spec.tn)
+    assert dim == (1, min(tiles, 4 * per))
+
+
+def _zeros_operands(M, N, K, batch, spec):
+    dt = P.WP_DTYPES[spec.in_dtype]
+    return (wp.zeros((1, M, K), dtype=dt, device="cpu"), wp.zeros((batch, K, N), dtype=dt, device="cpu"), None,
+            wp.zeros((batch, M, N), dtype=P.WP_DTYPES[spec.out_dtype], device="cpu"))
+
+
+@pytest.mark.parametrize("cfg", ["pipe/64x64x32/s3/b128/o1/p1/mma", "pipe/64x64x16/s4/b64/o1/p2/simt"])
+def test_persistent_own_forced_through_the_api_on_cpu(cfg, planned, request):
+    """options(pipe_config=".../pN/mma|simt") through the call path on the CPU: planned as the persistent register-
+    accumulator kernel, correct against float64 with a NaN-prefilled output, K == 0 included (the one-tile-per-block
+    kernel then stores beta * C)."""
+    import warp_gemm
+    from conftest import make, nan_like, to_f64
+
+    dtype = "float32" if "simt" in cfg else "float16"
+    rng = _rng(request)
+    for M, N, K in [(97, 70, 150), (130, 140, 33)]:
+        a, b = random_operands(M, N, K, dtype, rng, batch=2)
+        out = nan_like("warp", (2, M, N), dtype, "cpu")
+        with warp_gemm.options(family="pipelined", pipe_config=cfg):
+            warp_gemm.matmul(make(a, dtype, "warp", "cpu"), make(b, dtype, "warp", "cpu"), out=out)
+        _assert_close(to_f64(out), np.matmul(a, b), dtype)
+    assert planned and all(p.family == "pipelined" and p.family_spec.persistent for p in planned), planned
+    assert all(p.family_spec.mma or p.family_spec.simt for p in planned)
+
+
 @pytest.mark.parametrize("cfg", ["pipe/64x64x32/s3/b128/o1/k2/mma", "pipe/64x64x16/s3/b64/o1/k3/simt"])
 def test_stream_k_forced_through_the_api_on_cpu(cfg, planned, request):
     """options(pipe_config=".../kN/...") through the call path on the CPU: the plan is the stream-K kernel, its
@@ -987,16 +1044,17 @@ def test_mma_refusals_name_the_reason(over, match):
 
 
 def test_mma_config_text():
-    """``/mma`` is a bare flag of the pipelined configuration; its warps are block_dim / 32; it excludes simt and
-    persistent blocks."""
+    """``/mma`` is a bare flag of the pipelined configuration; its warps are block_dim / 32; it excludes simt; it takes
+    persistent blocks (round 15), which exclude stream-K and wgmma."""
     from warp_gemm.config.configs import PipeConfig
 
     pc = PipeConfig.parse("pipe/128x128x32/mma/s3/b128/o2")
     assert pc.mma and not pc.simt and str(pc) == "pipe/128x128x32/s3/b128/o2/mma"
     assert PipeConfig.parse(str(pc)) == pc and pc.fields()["mma"] == 4
     assert PipeConfig.parse("pipe/128x128x32/s3").fields()["mma"] == 0
+    assert str(PipeConfig.parse("pipe/128x128x32/p2/mma/s3/b128")) == "pipe/128x128x32/s3/b128/o0/p2/mma"
     for bad, match in [("pipe/128x128x32/mma/mma", "mma given twice"), ("pipe/128x128x32/mma/simt", "give one"),
-                       ("pipe/128x128x32/mma/p1", "no persistent")]:
+                       ("pipe/128x128x32/mma/p1/k1", "different grids"), ("pipe/128x64x64/wgmma/p1", "no persistent")]:
         with pytest.raises(ValueError, match=match):
             PipeConfig.parse(bad)
 
@@ -1124,7 +1182,9 @@ def test_stream_k_forced_on_cuda(dtype, layout, cfg, epilogue, planned, request)
     ("float16", False, dict(block_dim=64, tm=32, tn=32, tk=32, pad_ab=8, pad_c=8)),
     ("float16", False, dict(wgmma=True, block_dim=256, tm=128, tn=64, tk=64, pad_ab=0)),
     ("float16", False, dict(mma=4, block_dim=128, tm=64, tn=64, tk=32, pad_ab=8, stream_k=4)),
-    ("float32", False, dict(simt=True, block_dim=64, tm=64, tn=64, tk=16, pad_ab=4, stream_k=2))],
+    ("float32", False, dict(simt=True, block_dim=64, tm=64, tn=64, tk=16, pad_ab=4, stream_k=2)),
+    ("float16", False, dict(mma=4, block_dim=128, tm=64, tn=64, tk=32, pad_ab=8, persistent=1)),
+    ("float32", False, dict(simt=True, block_dim=64, tm=64, tn=64, tk=16, pad_ab=4, persistent=1))],
     ids=lambda v: str(v))
 @pytest.mark.parametrize("layout", ["NN", "TT", "NT"])
 def test_cuda_thread_paths_on_cpu_fibers(dtype, tf32, over, layout, request):
@@ -1165,6 +1225,44 @@ def test_stream_k_cuda_build_offline(dtype, over, tmp_path):
     assert not re.search(r"\b(ld|st)\.local", ptx)
     assert "membar.gl" in ptx and "atom.global.exch" in ptx and "ld.volatile.global" in ptx and "nanosleep" in ptx
     assert "ld.global.cg" in ptx
+
+
+@pytest.mark.skipif(not _compat.HAS_COMPILE_AOT, reason="wp.compile_aot_module arrived in warp-lang 1.9")
+@pytest.mark.parametrize("dtype,over", [
+    ("float16", dict(tm=128, tn=128, tk=32, stages=4, block_dim=128, min_blocks=2, pad_ab=8, mma=4, persistent=2)),
+    ("float32", dict(tm=64, tn=128, tk=16, stages=3, block_dim=128, min_blocks=3, pad_ab=4, simt=True, persistent=3))])
+def test_persistent_own_cuda_build_offline(dtype, over, tmp_path):
+    """The persistent simt/mma kernels compile for sm_90 offline with the accumulator still in registers (no local
+    memory: the zeroing loop is unrolled over the register tile's constant length)."""
+    import inspect
+    import re
+
+    spec = P.default_spec(dtype, dtype, layout="NN", epilogue="axpby", pad_c=0, **over)
+    _build_offline(spec, tmp_path / "cubin")
+    if "use_ptx" not in inspect.signature(wp.compile_aot_module).parameters:
+        return
+    wp.compile_aot_module(P.get_kernel(spec).module, arch=[90], module_dir=str(tmp_path / "ptx"), use_ptx=True)
+    ptx = "".join(p.read_text() for p in (tmp_path / "ptx").rglob("*.ptx"))
+    assert not re.search(r"\b(ld|st)\.local", ptx)
+    assert ("mma.sync" in ptx) == bool(over.get("mma")) and "cp.async" in ptx
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype,layout,cfg", [
+    ("float16", "NN", "pipe/128x128x32/s4/b128/o2/p2/mma"), ("float16", "TT", "pipe/64x64x64/s3/b128/o4/p4/mma"),
+    ("bfloat16", "NT", "pipe/128x128x64/s3/b128/o1/p1/mma"), ("tf32", "TN", "pipe/128x128x32/s3/b128/o2/p2/mma"),
+    ("float32", "NN", "pipe/64x128x16/s3/b128/o3/p3/simt")], ids=lambda v: str(v))
+@pytest.mark.parametrize("epilogue", ["scale", "axpby"])
+def test_persistent_own_forced_on_cuda(dtype, layout, cfg, epilogue, planned, request):
+    """Persistent simt/mma blocks (not a default; round 15) forced through the API on CUDA: four batch entries of
+    1000x1000, K 520 (M, N and K edges; 256-512 tiles over 132-528 blocks, so blocks loop over one to four tiles),
+    alpha and beta * C, NaN-prefilled: checked against float64."""
+    if dtype == "bfloat16" and not _compat.HAS_BF16:
+        pytest.skip("no bfloat16 in this Warp")
+    tf32 = dtype == "tf32"
+    _forced_on_cuda("float32" if tf32 else dtype, layout, cfg, epilogue, request, tf32=tf32, batch=4)
+    spec = planned[-1].family_spec
+    assert planned[-1].family == "pipelined" and spec.persistent and spec.layout_a + spec.layout_b == layout, spec
 
 
 # --- 16-bit NT on sm_90a warpgroup MMAs (spec.wgmma) -----------------------------------------------------------------

@@ -440,12 +440,23 @@ SET31 = {"default": (G30, {}), "st8": (G30, _bands(8)), "st16": (G30, _bands(16)
          "st16_bu16": (G30, _bands(16, BANDS_UNROLL=16)), "st32_bu16": (G30, _bands(32, BANDS_UNROLL=16)),
          "st16_fused": (G30, _bands(16, BANDS_FUSED=True)), "st32_fused": (G30, _bands(32, BANDS_FUSED=True)),
          "st16_b512": (G30, _bands(16, BANDS_BLOCK=512))}
+# Thirty-second run (R6_SET=32, prepared in round 15, not yet run): persistent mma.sync blocks (PipeConfig /pN with
+# /mma: each block loops over the tiles g, g + grid, ..., its copies running ahead across them; round 15). cuBLAS
+# runs fp16 64 x 256^3 on a persistent grid of 132 blocks (ncu15.txt), and stream-K, which shares this loop over
+# tiles, measured ~55% slower than the plain kernel at 4096^3 (r29p.txt): beside the plain tiles, this says
+# whether the loop over tiles or stream-K's split costs that, and whether a persistent grid helps 64 x 256^3.
+M32 = ["b64_256", "sq_1000", "sq_1536", "m256_2048", "sq_4096"]
+SET32 = {"default": (M32, {}),
+         **pipe_variants(M32, "pipe/128x128x32/s4/b128/o2/mma", "pipe/128x128x32/s4/b128/o2/p1/mma",
+                         "pipe/128x128x64/s3/b128/o1/mma", "pipe/128x128x64/s3/b128/o1/p1/mma",
+                         "pipe/64x64x64/s3/b128/o4/mma", "pipe/64x64x64/s3/b128/o4/p1/mma")}
 # R6_SET -> (variants, cold repeats); unset: the first run's VARIANTS, one repeat.
 SETS = {"13": (SET13, 3), "14": (SET14, 3), "15": (SET15, 3), "16": (SET16, 3), "17": (SET17, 3), "18": (SET18, 2),
         "19": (SET19, 2), "20": (SET20, 2), "21": (SET21, 2), "22": (SET22, 3), "23": (SET23, 2), "24": (SET24, 3),
         "25": (SET25, 2), "26": (SET26, 3), "27": (SET27, 3), "28": (SET28, 3), "29": (SET29, 3), "30": (SET30, 3),
-        "31": (SET31, 3), "2": (SET2, 3), "3": (SET3, 3), "4": (SET4, 2), "5": (SET5, 2), "6": (SET6, 2),
-        "7": (SET7, 2), "8": (SET8, 2), "9": (SET9, 3), "10": (SET10, 3), "11": (SET11, 3), "12": (SET12, 3)}
+        "31": (SET31, 3), "32": (SET32, 3), "2": (SET2, 3), "3": (SET3, 3), "4": (SET4, 2), "5": (SET5, 2),
+        "6": (SET6, 2), "7": (SET7, 2), "8": (SET8, 2), "9": (SET9, 3), "10": (SET10, 3), "11": (SET11, 3),
+        "12": (SET12, 3)}
 VARIANTS, REPS = SETS.get(os.environ.get("R6_SET", ""), (VARIANTS, 1))
 
 

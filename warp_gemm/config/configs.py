@@ -159,7 +159,8 @@ class PipeConfig:
     ``tm x tn``, the K tile ``tk``, the K tiles held in shared memory (``stages``, 2-4), threads per block
     and the blocks per SM the compiler must leave registers for (``min_blocks``, CUDA
     ``__launch_bounds__``; 0: no bound), and ``persistent`` (> 0: a grid of that many blocks per SM, each
-    looping over output tiles; 0: one tile per block), ``simt`` (exact float32 only: the K steps' product
+    looping over output tiles, the copies running ahead across them; 0: one tile per block; not with wgmma or
+    stream-K), ``simt`` (exact float32 only: the K steps' product
     in CUDA-core FMAs of 8x8 outputs per thread instead of ``tile_matmul``, so ``block_dim`` is ``tm * tn /
     64``; the A/B rows then take the fp32 padding of 4 elements and the accumulator lives in registers) and
     ``mma`` (float16/bfloat16/tf32: the product in ``mma.sync`` tensor-core instructions of ``block_dim / 32``
@@ -207,10 +208,10 @@ class PipeConfig:
                 raise ValueError(f"PipeConfig: {name} must be True or False, got {getattr(self, name)!r}")
         if self.simt + self.mma + self.wgmma > 1:
             raise ValueError("PipeConfig: simt, mma and wgmma are different products: give one")
-        if (self.simt or self.mma or self.wgmma) and self.persistent:
-            what = "simt" if self.simt else "mma" if self.mma else "wgmma"
-            raise ValueError(f"PipeConfig: {what} kernels keep their accumulator in registers: no persistent blocks "
-                             "(p)")
+        if self.wgmma and self.persistent:
+            raise ValueError("PipeConfig: wgmma kernels have no persistent blocks (p)")
+        if self.persistent and self.stream_k:
+            raise ValueError("PipeConfig: persistent blocks (p) and stream-K (k) are different grids: give one")
         if not 0 <= self.stream_k <= 8:
             raise ValueError(f"PipeConfig: stream_k (k) must be 0-8 blocks per SM, got {self.stream_k}")
         if self.stream_k and not (self.simt or self.mma):

@@ -368,7 +368,8 @@ def _with_pipe_config(spec, cfg: PipeConfig, device_is_cpu: bool):
             fields.update(pad_ab=0, pad_c=0)
     if device_is_cpu:  # one thread per block on the CPU (default_spec's CPU spec); no launch bound
         fields.update(block_dim=spec.block_dim, min_blocks=0)
-        if cfg.persistent and not spec.pad_c:  # persistent blocks re-zero a shared accumulator: give it one
+        # persistent tile_matmul blocks re-zero a shared accumulator: give it one (simt/mma: registers)
+        if cfg.persistent and not spec.pad_c and not (cfg.simt or cfg.mma):
             fields.update(pad_c=pipelined.PAD_C[spec.acc_dtype])
     return replace(spec, **fields)
 

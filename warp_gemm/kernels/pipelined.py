@@ -33,7 +33,8 @@ Persistent blocks (``spec.persistent`` > 0; not a default: built and tested, not
 ``persistent`` blocks per SM, each taking output tiles ``g, g + grid, ...`` over every batch entry, their K
 tiles one sequence whose copies run ``stages - 1`` steps ahead across tile boundaries; the shared
 accumulator is stored and re-zeroed in place after each tile's last K step (so the zero-fill snippet is
-required: :func:`native_acc`).
+required: :func:`native_acc`). The simt and mma.sync kernels (round 15; built and tested on the CPU, not yet run
+on a GPU) store their register accumulator with their own store and re-zero it (:func:`_persistent_own_kernel`).
 
 Stream-K (``spec.stream_k`` > 0, the simt and mma.sync kernels; not a default: built and tested on the CPU, not yet
 run on a GPU): a grid of ``stream_k`` blocks per SM shares the K steps of all output tiles evenly, and a tile split
@@ -1216,9 +1217,10 @@ def _check(spec: PipeSpec) -> None:
         raise ValueError(f"{spec}: padded shared tiles need a Warp whose tile_matmul takes strided operands")
     if spec.out_dtype != spec.acc_dtype and not _compat.HAS_TILE_ASTYPE:
         raise ValueError(f"{spec} needs tile_astype")
-    if spec.persistent and not native_acc(spec):
+    if spec.persistent and not native_acc(spec) and not (spec.simt or spec.mma):
         raise ValueError(f"{spec}: a persistent kernel re-zeroes its accumulator with the zero-fill snippet, which "
-                         "needs a shared accumulator of at least SNIPPET_MIN_TM rows (pad_c > 0) and tile_empty")
+                         "needs a shared accumulator of at least SNIPPET_MIN_TM rows (pad_c > 0) and tile_empty, or "
+                         "a register accumulator (simt, mma)")
     if not 0 <= spec.persistent <= 8:
         raise ValueError(f"persistent must be 0-8 blocks per SM: {spec}")
     if not 0 <= spec.stream_k <= 8 or (spec.stream_k and (spec.persistent or not (spec.simt or spec.mma))):
@@ -1247,9 +1249,9 @@ def _check_simt(spec: PipeSpec) -> None:
     if spec.block_dim not in (1, simt_threads(spec)):
         raise ValueError(f"{spec}: the SIMT kernel's {spec.tm}x{spec.tn} tile takes block_dim {simt_threads(spec)} "
                          f"(one thread per {SIMT_TILE}x{SIMT_TILE} outputs; 1 on the CPU), got {spec.block_dim}")
-    if spec.pad_c or spec.persistent or spec.bias or spec.activation is not None:
+    if spec.pad_c or spec.bias or spec.activation is not None:
         raise ValueError(f"{spec}: the SIMT kernel keeps its accumulator in registers and stores it itself: no pad_c, "
-                         "persistent blocks, bias or activation")
+                         "bias or activation")
     if spec.chunk != 16 or (spec.pad_ab * 4) % 16:
         raise ValueError(f"{spec}: the SIMT kernel reads B in 16-byte words: chunk 16 and pad_ab a multiple of 4")
 
@@ -1265,9 +1267,9 @@ def _check_mma(spec: PipeSpec) -> None:
     if spec.block_dim not in (1, 32 * spec.mma):
         raise ValueError(f"{spec}: the mma.sync kernel's {spec.mma} warps take block_dim {32 * spec.mma} (1 on the "
                          f"CPU), got {spec.block_dim}")
-    if spec.pad_c or spec.persistent or spec.bias or spec.activation is not None:
+    if spec.pad_c or spec.bias or spec.activation is not None:
         raise ValueError(f"{spec}: the mma.sync kernel keeps its accumulator in registers and stores it itself: no "
-                         "pad_c, persistent blocks, bias or activation")
+                         "pad_c, bias or activation")
     if spec.chunk != 16 or (spec.pad_ab * ITEM_BYTES[spec.in_dtype]) % 16:
         raise ValueError(f"{spec}: the mma.sync kernel's ldmatrix reads 16-byte rows: chunk 16 and pad_ab a whole "
                          "number of 16 bytes")
@@ -1452,6 +1454,9 @@ def _build(spec: PipeSpec, zero_acc_snippet: bool):
         return _compat.make_kernel(sk, key, bounds)
     if not spec.persistent:
         return _compat.make_kernel(gemm, key, bounds)
+    if spec.simt or spec.mma:  # register accumulators (a wgmma spec refuses persistent blocks)
+        return _compat.make_kernel(_persistent_own_kernel(spec, copy_stage, mma, own_store, commit, wait_prev, wait0),
+                                   key, bounds)
     sync = _native(_SYNC, key + "_sync", _stub_int())
 
     # Persistent: a grid of `grid` blocks; block g takes the output tiles g, g + grid, g + 2 grid, ... (over
@@ -1522,6 +1527,69 @@ def _build(spec: PipeSpec, zero_acc_snippet: bool):
         wait0(0)
 
     return _compat.make_kernel(gemm_persistent, key, bounds)
+
+
+def _persistent_own_kernel(spec: PipeSpec, copy_stage, mma, own_store, commit, wait_prev, wait0):
+    """The persistent kernel of a simt/mma spec (``spec.persistent``; not a default, round 15; not yet run on a GPU).
+
+    As the tile_matmul one (:func:`_build`'s ``gemm_persistent``): a grid of ``grid`` blocks, block g taking the
+    output tiles ``g, g + grid, ...`` (batch entries, then grouped tiles: :func:`persistent_tile`), their K steps as
+    one sequence, the copies ``stages - 1`` steps ahead across tile boundaries, so the next tile's first stages load
+    while this tile's last steps multiply and it is stored (a block of one tile waits for them after its launch). The
+    register accumulator is stored by the kernel's own store and zeroed by :data:`_SK_ZERO` at each tile's end. The
+    same loop as stream-K's (:func:`_stream_k_kernel`) without its split tiles: round 15's probe found stream-K ~55%
+    slower than the plain kernel of the same tile at 4096^3, and this kernel, timed beside both, says whether the
+    split's bookkeeping or the loop over tiles costs that (cuBLAS runs fp16 64 x 256^3 on a persistent grid)."""
+    TM, TN, S = spec.tm, spec.tn, spec.stages
+    IN, OUT, ACC = WP_DTYPES[spec.in_dtype], WP_DTYPES[spec.out_dtype], WP_DTYPES[spec.acc_dtype]
+    SAR, SBR = S * spec.a_tile()[0], S * spec.b_tile()[0]
+    ACP, BCP = spec.stage_cols()
+    zero = _native(_SK_ZERO, spec.key + "_skzero", _stub_sk_zero(ACC, TM, TN))
+
+    def gemm_persistent_own(
+        A: wp.array3d(dtype=IN),
+        B: wp.array3d(dtype=IN),
+        C: wp.array3d(dtype=OUT),
+        D: wp.array3d(dtype=OUT),
+        alpha: ACC,
+        beta: ACC,
+        k_tiles: int,
+        tiles_m: int,
+        tiles_n: int,
+        group_m: int,
+        a_nb: int,
+        b_nb: int,
+        c_nb: int,
+        bias: wp.array2d(dtype=OUT),
+        grid: int,
+    ):
+        _z, g0 = wp.tid()
+        iters = ((D.shape[0] * tiles_m * tiles_n - g0 + grid - 1) // grid) * k_tiles
+        ba = wp.tile_empty(shape=(SAR, ACP), dtype=IN, storage="shared")
+        bb = wp.tile_empty(shape=(SBR, BCP), dtype=IN, storage="shared")
+        acc = wp.tile_zeros(shape=(TM, TN), dtype=ACC)
+        for p in range(S - 1):
+            if p < iters:
+                bp, ip, jp = persistent_tile(g0 + (p // k_tiles) * grid, tiles_m, tiles_n, group_m)
+                copy_stage(ba, bb, A[wp.min(bp, a_nb - 1)], B[wp.min(bp, b_nb - 1)], p, p % k_tiles, ip * TM,
+                           jp * TN)
+            commit(0)
+        for it in range(iters):
+            wait_prev(0)  # K step it's stage is in, and every thread is done with the stage step it - 1 used
+            kn = it + S - 1
+            if kn < iters:
+                bn, i_n, j_n = persistent_tile(g0 + (kn // k_tiles) * grid, tiles_m, tiles_n, group_m)
+                copy_stage(ba, bb, A[wp.min(bn, a_nb - 1)], B[wp.min(bn, b_nb - 1)], kn % S, kn % k_tiles,
+                           i_n * TM, j_n * TN)
+            commit(0)
+            mma(ba, bb, acc, it % S)
+            if it % k_tiles == k_tiles - 1:  # the tile's last K step: store this thread's registers, then zero them
+                bi, i, j = persistent_tile(g0 + (it // k_tiles) * grid, tiles_m, tiles_n, group_m)
+                own_store(D[bi], C[wp.min(bi, c_nb - 1)], acc, alpha, beta, i * TM, j * TN)
+                zero(acc)
+        wait0(0)
+
+    return gemm_persistent_own
 
 
 def _stream_k_kernel(spec: PipeSpec, copy_stage, mma, own_store, commit, wait_prev, wait0):
