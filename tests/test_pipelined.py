@@ -357,7 +357,7 @@ def test_spec_key_and_checks(monkeypatch):
     assert P.smem_bytes(s) == 2 * 2 * 128 * 136 * 2 + 128 * 136 * 4 <= P.SMEM_LIMIT
     assert P.smem_bytes(P.PipeSpec(**{**s.__dict__, "pad_c": 0})) == 2 * 2 * 128 * 136 * 2
     assert "_axpby_bias_gelu" in P.PipeSpec(**{**s.__dict__, "bias": True, "activation": "gelu"}).key
-    for bad in (dict(chunk=2, in_dtype="float32"), dict(stages=5), dict(chunk=16, pad_ab=4), dict(activation="elu")):
+    for bad in (dict(chunk=2, in_dtype="float32"), dict(stages=9), dict(chunk=16, pad_ab=4), dict(activation="elu")):
         with pytest.raises(ValueError):
             P._check(P.PipeSpec(**{**s.__dict__, **bad}))
 
@@ -930,6 +930,25 @@ def test_stream_k_on_cpu(kind, layout, epilogue, case, request):
     _assert_close(out, ref, tol, tf32=kind == "tf32")
 
 
+@pytest.mark.parametrize("kind,stages,per", [("float16", 6, 0), ("float16", 8, 1), ("simt", 5, 0), ("tile", 8, 0)])
+@pytest.mark.parametrize("K", [40, 300])
+def test_deep_stages_on_cpu(kind, stages, per, K, request):
+    """5-8 stages (round 15; 2-4 before): fewer K tiles than stages (K 40: empty prologue groups) and more (K 300),
+    on the mma.sync, SIMT and tile_matmul kernels and a persistent mma.sync grid, against float64."""
+    M, N = 70, 131
+    if kind == "simt":
+        spec, ld = _simt_spec("NN", "axpby", stages=stages), _ld4
+    elif kind == "tile":
+        spec, ld = _spec("float16", tm=32, tn=32, tk=16, stages=stages, pad_ab=8, pad_c=8), _ld8
+    else:
+        spec, ld = _mma_spec(kind, "NT", "axpby", tk=16, stages=stages, persistent=per, out_dtype="float32"), _ld8
+    assert spec.stages == stages and P.smem_bytes(spec) <= P.SMEM_LIMIT
+    lda = ld(K)
+    ldb = ld(K) if spec.layout_b == "T" else ld(N)
+    out, ref = _run(spec, M, N, K, _rng(request), batch=2, b_nb=2, lda=lda, ldb=ldb)
+    _assert_close(out, ref, "float32" if kind != "tile" else "float16")
+
+
 # --- persistent simt/mma blocks (spec.persistent with a register accumulator; not a default, round 15) ------------
 # (M, N, K, batch, persistent) on 64x64x32 mma / 64x64x16 SIMT tiles, the CPU counting 4 SMs: 70x131x75 x3 is 18
 # tiles of 3 K steps (the last partial) over 4 blocks (4-5 tiles each) or 8; 130x64x20 x2: 6 tiles of one K step,
@@ -1229,11 +1248,12 @@ def test_stream_k_cuda_build_offline(dtype, over, tmp_path):
 
 @pytest.mark.skipif(not _compat.HAS_COMPILE_AOT, reason="wp.compile_aot_module arrived in warp-lang 1.9")
 @pytest.mark.parametrize("dtype,over", [
-    ("float16", dict(tm=128, tn=128, tk=32, stages=4, block_dim=128, min_blocks=2, pad_ab=8, mma=4, persistent=2)),
+    ("float16", dict(tm=128, tn=128, tk=32, stages=6, block_dim=128, min_blocks=1, pad_ab=8, mma=4, persistent=1)),
     ("float32", dict(tm=64, tn=128, tk=16, stages=3, block_dim=128, min_blocks=3, pad_ab=4, simt=True, persistent=3))])
 def test_persistent_own_cuda_build_offline(dtype, over, tmp_path):
     """The persistent simt/mma kernels compile for sm_90 offline with the accumulator still in registers (no local
-    memory: the zeroing loop is unrolled over the register tile's constant length)."""
+    memory: the zeroing loop is unrolled over the register tile's constant length); the mma.sync one with 6 stages
+    (cp.async.wait_group 4 between K steps)."""
     import inspect
     import re
 
@@ -1245,24 +1265,30 @@ def test_persistent_own_cuda_build_offline(dtype, over, tmp_path):
     ptx = "".join(p.read_text() for p in (tmp_path / "ptx").rglob("*.ptx"))
     assert not re.search(r"\b(ld|st)\.local", ptx)
     assert ("mma.sync" in ptx) == bool(over.get("mma")) and "cp.async" in ptx
+    assert f"cp.async.wait_group {spec.stages - 2};" in ptx
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype,layout,cfg", [
     ("float16", "NN", "pipe/128x128x32/s4/b128/o2/p2/mma"), ("float16", "TT", "pipe/64x64x64/s3/b128/o4/p4/mma"),
     ("bfloat16", "NT", "pipe/128x128x64/s3/b128/o1/p1/mma"), ("tf32", "TN", "pipe/128x128x32/s3/b128/o2/p2/mma"),
-    ("float32", "NN", "pipe/64x128x16/s3/b128/o3/p3/simt")], ids=lambda v: str(v))
+    ("float32", "NN", "pipe/64x128x16/s3/b128/o3/p3/simt"),
+    ("float16", "NT", "pipe/128x128x32/s6/b128/o1/mma"), ("float16", "NN", "pipe/128x128x32/s6/b128/o1/p1/mma")],
+    ids=lambda v: str(v))
 @pytest.mark.parametrize("epilogue", ["scale", "axpby"])
 def test_persistent_own_forced_on_cuda(dtype, layout, cfg, epilogue, planned, request):
-    """Persistent simt/mma blocks (not a default; round 15) forced through the API on CUDA: four batch entries of
-    1000x1000, K 520 (M, N and K edges; 256-512 tiles over 132-528 blocks, so blocks loop over one to four tiles),
-    alpha and beta * C, NaN-prefilled: checked against float64."""
+    """Persistent simt/mma blocks and 6 stages (not defaults; round 15) forced through the API on CUDA: four batch
+    entries of 1000x1000, K 520 (M, N and K edges; 256-512 tiles over 132-528 blocks, so persistent blocks loop over
+    one to four tiles), alpha and beta * C, NaN-prefilled: checked against float64."""
+    from warp_gemm.config.configs import PipeConfig
+
     if dtype == "bfloat16" and not _compat.HAS_BF16:
         pytest.skip("no bfloat16 in this Warp")
     tf32 = dtype == "tf32"
     _forced_on_cuda("float32" if tf32 else dtype, layout, cfg, epilogue, request, tf32=tf32, batch=4)
     spec = planned[-1].family_spec
-    assert planned[-1].family == "pipelined" and spec.persistent and spec.layout_a + spec.layout_b == layout, spec
+    assert planned[-1].family == "pipelined" and spec.layout_a + spec.layout_b == layout, spec
+    assert (spec.persistent, spec.stages) == (PipeConfig.parse(cfg).persistent, PipeConfig.parse(cfg).stages), spec
 
 
 # --- 16-bit NT on sm_90a warpgroup MMAs (spec.wgmma) -----------------------------------------------------------------

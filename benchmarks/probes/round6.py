@@ -449,7 +449,10 @@ M32 = ["b64_256", "sq_1000", "sq_1536", "m256_2048", "sq_4096"]
 SET32 = {"default": (M32, {}),
          **pipe_variants(M32, "pipe/128x128x32/s4/b128/o2/mma", "pipe/128x128x32/s4/b128/o2/p1/mma",
                          "pipe/128x128x64/s3/b128/o1/mma", "pipe/128x128x64/s3/b128/o1/p1/mma",
-                         "pipe/64x64x64/s3/b128/o4/mma", "pipe/64x64x64/s3/b128/o4/p1/mma")}
+                         "pipe/64x64x64/s3/b128/o4/mma", "pipe/64x64x64/s3/b128/o4/p1/mma",
+                         # 5-6 stages (round 15; cuBLAS keeps 6 stages of K 64 on 64 x 256^3)
+                         "pipe/128x128x32/s5/b128/o2/mma", "pipe/128x128x32/s6/b128/o1/mma",
+                         "pipe/128x128x32/s6/b128/o1/p1/mma")}
 # R6_SET -> (variants, cold repeats); unset: the first run's VARIANTS, one repeat.
 SETS = {"13": (SET13, 3), "14": (SET14, 3), "15": (SET15, 3), "16": (SET16, 3), "17": (SET17, 3), "18": (SET18, 2),
         "19": (SET19, 2), "20": (SET20, 2), "21": (SET21, 2), "22": (SET22, 3), "23": (SET23, 2), "24": (SET24, 3),

@@ -156,7 +156,7 @@ def heuristic(device_is_cpu: bool, dtype: str, M: int, N: int, K: int, batch: in
 @dataclass(frozen=True, order=True)
 class PipeConfig:
     """What the autotuner searches in the pipelined family (``kernels/pipelined.py``): the output tile
-    ``tm x tn``, the K tile ``tk``, the K tiles held in shared memory (``stages``, 2-4), threads per block
+    ``tm x tn``, the K tile ``tk``, the K tiles held in shared memory (``stages``, 2-8, as fit), threads per block
     and the blocks per SM the compiler must leave registers for (``min_blocks``, CUDA
     ``__launch_bounds__``; 0: no bound), and ``persistent`` (> 0: a grid of that many blocks per SM, each
     looping over output tiles, the copies running ahead across them; 0: one tile per block; not with wgmma or
@@ -193,8 +193,8 @@ class PipeConfig:
             v = getattr(self, name)
             if not (16 <= v <= 512 and v % 16 == 0):
                 raise ValueError(f"PipeConfig: tile {name} must be a multiple of 16 in 16..512, got {v}")
-        if not 2 <= self.stages <= 4:
-            raise ValueError(f"PipeConfig: stages (s) must be 2-4, got {self.stages}")
+        if not 2 <= self.stages <= 8:
+            raise ValueError(f"PipeConfig: stages (s) must be 2-8, got {self.stages}")
         if not (32 <= self.block_dim <= 1024 and self.block_dim % 32 == 0):
             raise ValueError(f"PipeConfig: block_dim (b) must be a multiple of 32 in 32..1024, got {self.block_dim}")
         if not 0 <= self.min_blocks <= 32:

@@ -94,6 +94,9 @@ PAD_C = {"float32": 8, "float64": 4}
 # 256 (fp16 4096^3 64.4 -> 96.9 TFLOP/s in 32-row chunks, tiled family, H200).
 ER = 32
 CHUNKS = (16, 8, 4, 2)
+# K tiles in flight at most. 2-4 until round 15; cuBLAS's fp16 64 x 256^3 kernel keeps 6 stages of K 64 (Nsight
+# Compute, benchmarks/results/round15/ncu15.txt), where a 128x128x32 mma.sync block with 3 stages is latency-bound.
+MAX_STAGES = 8
 SMEM_LIMIT = 227 * 1024  # H100/H200/A100-class per-block opt-in maximum (A100: 163 KB; the planner checks)
 
 
@@ -110,7 +113,7 @@ class PipeSpec:
     layout_b: str = "N"
     epilogue: str = "scale"  # "scale" or "axpby"
     tf32: bool = False  # float32 inputs through tensor cores (tile_matmul(precision="tf32"))
-    stages: int = 2  # 2-4 K tiles of A and B in shared memory
+    stages: int = 2  # 2-8 K tiles of A and B in shared memory (as fit: smem_bytes, SMEM_LIMIT)
     block_dim: int = 256
     min_blocks: int = 0  # CUDA __launch_bounds__(block_dim, min_blocks); 0: none
     chunk: int = 16  # copy chunk in bytes: 16 (cp.async.cg), 8/4 (cp.async.ca), 2 (synchronous)
@@ -1202,8 +1205,8 @@ def _check(spec: PipeSpec) -> None:
         raise ValueError(f"unsupported dtype in {spec}")
     if spec.tf32 and not (_compat.HAS_TF32 and spec.in_dtype == "float32"):
         raise ValueError(f"tf32 kernels need float32 inputs and a Warp with precision='tf32': {spec}")
-    if not 2 <= spec.stages <= 4:
-        raise ValueError(f"stages must be 2-4: {spec}")
+    if not 2 <= spec.stages <= MAX_STAGES:
+        raise ValueError(f"stages must be 2-{MAX_STAGES}: {spec}")
     it = ITEM_BYTES[spec.in_dtype]
     if spec.chunk not in CHUNKS or spec.chunk < it or (spec.chunk == 2 and it != 2):
         raise ValueError(f"copy chunk {spec.chunk} bytes does not fit {spec.in_dtype}: {spec}")
