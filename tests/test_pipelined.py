@@ -903,6 +903,16 @@ def test_mma_warp_splits(dtype, tm, tn, tk, mma, warps, request):
 # stream_k * 4 blocks, at most one per K step. 70x131x75 x3: 18 tiles of 3 K steps over 4 blocks (runs end inside
 # tiles); over 32 blocks (one or two K steps each: tiles of up to 3 blocks, middle contributors); 60x50x300: one
 # tile of 10 K steps over 8 blocks (a finisher with 7 contributors); 130x64x64 x2: 8 K steps over 8 blocks, one each.
+def _own_case(kind, layout, epilogue, M, N, K, **over):
+    """A register-accumulator spec (``kind``: "float16"/"tf32" mma.sync, "simt"), float32 output, with ``over``, and
+    the 16-byte-aligned row strides (lda, ldb) of its M x K by K x N operands in ``layout``."""
+    if kind == "simt":
+        spec, ld = _simt_spec(layout, epilogue, **over), _ld4
+    else:
+        spec, ld = _mma_spec(kind, layout, epilogue, out_dtype="float32", **over), _ld8
+    return spec, ld(M) if layout[0] == "T" else ld(K), ld(K) if layout[1] == "T" else ld(N)
+
+
 SK_CASES = [(70, 131, 75, 3, 1), (70, 131, 75, 3, 8), (60, 50, 300, 1, 2), (130, 64, 64, 2, 2)]
 
 
@@ -917,17 +927,12 @@ def test_stream_k_on_cpu(kind, layout, epilogue, case, request):
     if kind == "tf32" and not _compat.HAS_TF32:
         pytest.skip("no tf32 in this Warp")
     M, N, K, batch, sk = case
-    if kind == "simt":
-        spec, ld, tol = _simt_spec(layout, epilogue, stream_k=sk), _ld4, "float32"
-    else:
-        spec, ld, tol = _mma_spec(kind, layout, epilogue, out_dtype="float32", stream_k=sk), _ld8, "float32"
-    lda = ld(M) if layout[0] == "T" else ld(K)
-    ldb = ld(K) if layout[1] == "T" else ld(N)
+    spec, lda, ldb = _own_case(kind, layout, epilogue, M, N, K, stream_k=sk)
     grid, _, _ = P.stream_k_sizes(spec, M, N, K, batch, wp.get_device("cpu"))
     total = batch * -(-M // spec.tm) * -(-N // spec.tn) * -(-K // spec.tk)
     assert grid == min(total, 4 * sk) and "_sk" in spec.key
     out, ref = _run(spec, M, N, K, _rng(request), batch=batch, a_nb=1, b_nb=batch, c_nb=batch, lda=lda, ldb=ldb)
-    _assert_close(out, ref, tol, tf32=kind == "tf32")
+    _assert_close(out, ref, "float32", tf32=kind == "tf32")
 
 
 @pytest.mark.parametrize("kind,stages,per", [("float16", 6, 0), ("float16", 8, 1), ("simt", 5, 0), ("tile", 8, 0)])
@@ -966,15 +971,10 @@ def test_persistent_own_on_cpu(kind, layout, epilogue, case, request):
     if kind == "tf32" and not _compat.HAS_TF32:
         pytest.skip("no tf32 in this Warp")
     M, N, K, batch, per = case
-    if kind == "simt":
-        spec, ld, tol = _simt_spec(layout, epilogue, persistent=per), _ld4, "float32"
-    else:
-        spec, ld, tol = _mma_spec(kind, layout, epilogue, out_dtype="float32", persistent=per), _ld8, "float32"
+    spec, lda, ldb = _own_case(kind, layout, epilogue, M, N, K, persistent=per)
     assert "_per" in spec.key and P.unfit(spec) == ""
-    lda = ld(M) if layout[0] == "T" else ld(K)
-    ldb = ld(K) if layout[1] == "T" else ld(N)
     out, ref = _run(spec, M, N, K, _rng(request), batch=batch, a_nb=1, b_nb=batch, c_nb=batch, lda=lda, ldb=ldb)
-    _assert_close(out, ref, tol, tf32=kind == "tf32")
+    _assert_close(out, ref, "float32", tf32=kind == "tf32")
     k, dim, _, _ = P.launch_args(spec, *_zeros_operands(M, N, K, batch, spec), 1.0, 0.0, M, N, K, batch, 1, 1, 1)
     tiles = batch * -(-M // spec.tm) * -(-N // spec.tn)
     assert dim == (1, min(tiles, 4 * per))

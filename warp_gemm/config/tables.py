@@ -141,16 +141,7 @@ def lookup(device, dtype: str, layout: str, M: int, N: int, K: int, batch: int, 
 
     Memoized per (GPU, dtype, layout, bucket): resolving the table paths costs ~40 us, which matters
     next to a 1000^3 GEMM's ~100 us on an H100."""
-    b = bucket(M, N, K, batch)
-    key = (getattr(device, "arch", None), getattr(device, "name", None), dtype, layout, b, tf32,
-           os.environ.get("WARP_GEMM_CACHE_DIR"))
-    try:
-        return _memo[key]
-    except KeyError:
-        pass
-    hit = _lookup(device, dtype, layout, b, tf32)
-    _memo[key] = hit
-    return hit
+    return _memoized(device, dtype, layout, bucket(M, N, K, batch), tf32, "")
 
 
 def lookup_pipe(device, dtype: str, layout: str, M: int, N: int, K: int, batch: int,
@@ -159,16 +150,7 @@ def lookup_pipe(device, dtype: str, layout: str, M: int, N: int, K: int, batch: 
     ``pipelined.default_spec`` decides). The same order and borrowing as :func:`lookup`: the user's table,
     then the shipped one; bfloat16 takes float16's winners where it has none; an untuned layout takes the
     NN winner of the bucket. Memoized the same way (a dictionary hit per planned call)."""
-    b = bucket(M, N, K, batch)
-    key = ("pipe", getattr(device, "arch", None), getattr(device, "name", None), dtype, layout, b, tf32,
-           os.environ.get("WARP_GEMM_CACHE_DIR"))
-    try:
-        return _memo[key]
-    except KeyError:
-        pass
-    hit = _lookup(device, dtype, layout, b, tf32, PIPE)
-    _memo[key] = hit
-    return hit
+    return _memoized(device, dtype, layout, bucket(M, N, K, batch), tf32, PIPE)
 
 
 def lookup_family(device, dtype: str, layout: str, M: int, N: int, K: int, batch: int,
@@ -176,14 +158,18 @@ def lookup_family(device, dtype: str, layout: str, M: int, N: int, K: int, batch
     """The kernel family that measured fastest in the problem's bucket (the ``"...|family"`` groups:
     :func:`family_bucket`, that bucket only), or None (then the planner's rules decide). Borrowing and
     memoization as :func:`lookup_pipe`."""
-    b = family_bucket(M, N, K, batch)
-    key = ("family", getattr(device, "arch", None), getattr(device, "name", None), dtype, layout, b, tf32,
+    return _memoized(device, dtype, layout, family_bucket(M, N, K, batch), tf32, FAMILY)
+
+
+def _memoized(device, dtype: str, layout: str, b: tuple[int, ...], tf32: bool, suffix: str):
+    """:func:`_lookup`, memoized per (group kind, GPU, dtype, layout, bucket, tf32, cache dir); cleared on save."""
+    key = (suffix, getattr(device, "arch", None), getattr(device, "name", None), dtype, layout, b, tf32,
            os.environ.get("WARP_GEMM_CACHE_DIR"))
     try:
         return _memo[key]
     except KeyError:
         pass
-    hit = _lookup(device, dtype, layout, b, tf32, FAMILY)
+    hit = _lookup(device, dtype, layout, b, tf32, suffix)
     _memo[key] = hit
     return hit
 

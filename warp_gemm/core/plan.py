@@ -115,20 +115,21 @@ def _plan_family(base: Plan, p: Problem, allow_tf32: bool, opts: Options) -> Pla
     dev = p.A.device
     if (dev.is_cpu and opts.family is None) or base.tmp_out or _compat.WIDEN_16BIT_INPUTS:
         return None
-    if opts.family is None and opts.pipe_config is None:
-        fam = tuned_family(dev, p, base, allow_tf32)
-        if fam == "tiled":
-            return None
-        if fam is not None:
-            forced = _plan_family(base, p, allow_tf32, replace(opts, family=fam))
-            if forced is not None and forced.family == fam:
-                return forced
     la, lb = _layout(base.A, False)[0], _layout(base.B, False)[0]
     if "copy" in (la, lb) or any(_needs_copy(op) for op in (base.A, base.B)):
         return None
     M, N, K = base.M, base.N, p.K
     epi = "axpby" if base.use_c else "scale"
     tf32 = bool(allow_tf32 and p.in_dtype == "float32" and _compat.HAS_TF32 and not dev.is_cpu)
+    if opts.family is None and opts.pipe_config is None:
+        # the tables' '|family' winner for this bucket (user's table, then the shipped one; untuned layouts borrow NN)
+        fam = tables.lookup_family(dev, p.in_dtype, la + lb, M, N, K, p.batch, tf32)
+        if fam == "tiled":
+            return None
+        if fam is not None:
+            forced = _plan_family(base, p, allow_tf32, replace(opts, family=fam))
+            if forced is not None and forced.family == fam:
+                return forced
     c_into_d = base.use_c and not c_in_place(base.C, p.out_dtype, M, N)
     want = opts.family
     spec = None
@@ -188,14 +189,6 @@ def _plan_family(base: Plan, p: Problem, allow_tf32: bool, opts: Options) -> Pla
     plan = replace(base, family="pipelined", family_spec=spec, c_into_d=c_into_d, stage=stage,
                    fused_activation=base.activation is not None)
     return _peel(plan, p, la, lb, epi, tf32, opts) or plan
-
-
-def tuned_family(dev, p: Problem, base: Plan, allow_tf32: bool) -> str | None:
-    """The family the tuning tables name for ``p``'s bucket on ``dev`` (:func:`tables.lookup_family`: the user's
-    table, then the shipped one; the problem's layout after the swap, untuned layouts borrowing NN's), or None."""
-    la, lb = _layout(base.A, False)[0], _layout(base.B, False)[0]
-    tf32 = bool(allow_tf32 and p.in_dtype == "float32" and _compat.HAS_TF32 and not dev.is_cpu)
-    return tables.lookup_family(dev, p.in_dtype, la + lb, base.M, base.N, p.K, p.batch, tf32)
 
 
 # The peel's time model (H100, fp16, one block per SM): a 128-deep K step of a 128x128 block takes ~3.3 us

@@ -34,7 +34,7 @@ Persistent blocks (``spec.persistent`` > 0; not a default: built and tested, not
 tiles one sequence whose copies run ``stages - 1`` steps ahead across tile boundaries; the shared
 accumulator is stored and re-zeroed in place after each tile's last K step (so the zero-fill snippet is
 required: :func:`native_acc`). The simt and mma.sync kernels (round 15; built and tested on the CPU, not yet run
-on a GPU) store their register accumulator with their own store and re-zero it (:func:`_persistent_own_kernel`).
+on a GPU) store their register accumulator with their own store and re-zero it, in the same kernel.
 
 Stream-K (``spec.stream_k`` > 0, the simt and mma.sync kernels; not a default: built and tested on the CPU, not yet
 run on a GPU): a grid of ``stream_k`` blocks per SM shares the K steps of all output tiles evenly, and a tile split
@@ -1457,16 +1457,18 @@ def _build(spec: PipeSpec, zero_acc_snippet: bool):
         return _compat.make_kernel(sk, key, bounds)
     if not spec.persistent:
         return _compat.make_kernel(gemm, key, bounds)
-    if spec.simt or spec.mma:  # register accumulators (a wgmma spec refuses persistent blocks)
-        return _compat.make_kernel(_persistent_own_kernel(spec, copy_stage, mma, own_store, commit, wait_prev, wait0),
-                                   key, bounds)
-    sync = _native(_SYNC, key + "_sync", _stub_int())
+    if OWN:  # simt/mma (a wgmma spec refuses persistent blocks): the register accumulator re-zeroed per tile
+        zero = _native(_SK_ZERO, key + "_skzero", _stub_sk_zero(ACC, TM, TN))
+    else:
+        sync = _native(_SYNC, key + "_sync", _stub_int())
 
     # Persistent: a grid of `grid` blocks; block g takes the output tiles g, g + grid, g + 2 grid, ... (over
     # batch entries and grouped tiles, in that order), their K tiles as one sequence of `iters` steps. The
-    # copies run S - 1 steps ahead of tile_matmul across tile boundaries, so the next tile's first stages load
+    # copies run S - 1 steps ahead of the product across tile boundaries, so the next tile's first stages load
     # while this tile's last steps multiply and its epilogue stores (a kernel of one tile per block waits for
-    # them after each launch of a block: its prologue). The accumulator is stored and zeroed in place.
+    # them after each launch of a block: its prologue). The accumulator is stored and zeroed in place: tile_matmul's
+    # shared one by the store/epilogue and the zero-fill snippet; the simt/mma.sync kernels' registers by their own
+    # store and _SK_ZERO (round 15; the loop stream-K shares, without its split tiles).
     def gemm_persistent(
         A: wp.array3d(dtype=IN),
         B: wp.array3d(dtype=IN),
@@ -1489,9 +1491,12 @@ def _build(spec: PipeSpec, zero_acc_snippet: bool):
         iters = mine * k_tiles
         ba = wp.tile_empty(shape=(SAR, ACP), dtype=IN, storage="shared")
         bb = wp.tile_empty(shape=(SBR, BCP), dtype=IN, storage="shared")
-        acc_s = wp.tile_empty(shape=(TM, TNC), dtype=ACC, storage="shared")
-        zero_acc(acc_s)
-        acc = wp.tile_view(acc_s, offset=(0, 0), shape=(TM, TN))
+        if wp.static(OWN):
+            acc = wp.tile_zeros(shape=(TM, TN), dtype=ACC)
+        else:
+            acc_s = wp.tile_empty(shape=(TM, TNC), dtype=ACC, storage="shared")
+            zero_acc(acc_s)
+            acc = wp.tile_view(acc_s, offset=(0, 0), shape=(TM, TN))
         for p in range(S - 1):
             if p < iters:
                 bp, ip, jp = persistent_tile(g0 + (p // k_tiles) * grid, tiles_m, tiles_n, group_m)
@@ -1499,100 +1504,46 @@ def _build(spec: PipeSpec, zero_acc_snippet: bool):
                            jp * TN)
             commit(0)
         for it in range(iters):
+            if wp.static(OWN):
+                wait_prev(0)  # K step it's stage is in, and every thread is done with the stage step it - 1 used
             kn = it + S - 1
             if kn < iters:
                 bn, i_n, j_n = persistent_tile(g0 + (kn // k_tiles) * grid, tiles_m, tiles_n, group_m)
                 copy_stage(ba, bb, A[wp.min(bn, a_nb - 1)], B[wp.min(bn, b_nb - 1)], kn % S, kn % k_tiles,
                            i_n * TM, j_n * TN)
             commit(0)
-            wait(0)
             s = it % S
-            if wp.static(TRANS_A):
-                a = wp.tile_transpose(wp.tile_view(ba, offset=(s * AR, 0), shape=(AR, AC)))
+            if wp.static(OWN):
+                mma(ba, bb, acc, s)
             else:
-                a = wp.tile_view(ba, offset=(s * AR, 0), shape=(AR, AC))
-            if wp.static(TRANS_B):
-                b = wp.tile_transpose(wp.tile_view(bb, offset=(s * BR, 0), shape=(BR, BC)))
-            else:
-                b = wp.tile_view(bb, offset=(s * BR, 0), shape=(BR, BC))
-            if wp.static(TF32):
-                wp.tile_matmul(a, b, acc, precision="tf32")
-            else:
-                wp.tile_matmul(a, b, acc)
+                wait(0)
+                if wp.static(TRANS_A):
+                    a = wp.tile_transpose(wp.tile_view(ba, offset=(s * AR, 0), shape=(AR, AC)))
+                else:
+                    a = wp.tile_view(ba, offset=(s * AR, 0), shape=(AR, AC))
+                if wp.static(TRANS_B):
+                    b = wp.tile_transpose(wp.tile_view(bb, offset=(s * BR, 0), shape=(BR, BC)))
+                else:
+                    b = wp.tile_view(bb, offset=(s * BR, 0), shape=(BR, BC))
+                if wp.static(TF32):
+                    wp.tile_matmul(a, b, acc, precision="tf32")
+                else:
+                    wp.tile_matmul(a, b, acc)
             if it % k_tiles == k_tiles - 1:  # the tile's last K step: store it (tile_matmul ended with a block sync)
                 bi, i, j = persistent_tile(g0 + (it // k_tiles) * grid, tiles_m, tiles_n, group_m)
-                if wp.static(STORE):
-                    store(D[bi], acc_s, alpha, i * TM, j * TN)
+                if wp.static(OWN):
+                    own_store(D[bi], C[wp.min(bi, c_nb - 1)], acc, alpha, beta, i * TM, j * TN)  # this thread's
+                    zero(acc)
                 else:
-                    epilogue(D, C, bias, acc, alpha, beta, bi, c_nb, i * TM, j * TN)
-                sync(0)  # every thread has read the accumulator
-                zero_acc(acc_s)
+                    if wp.static(STORE):
+                        store(D[bi], acc_s, alpha, i * TM, j * TN)
+                    else:
+                        epilogue(D, C, bias, acc, alpha, beta, bi, c_nb, i * TM, j * TN)
+                    sync(0)  # every thread has read the accumulator
+                    zero_acc(acc_s)
         wait0(0)
 
     return _compat.make_kernel(gemm_persistent, key, bounds)
-
-
-def _persistent_own_kernel(spec: PipeSpec, copy_stage, mma, own_store, commit, wait_prev, wait0):
-    """The persistent kernel of a simt/mma spec (``spec.persistent``; not a default, round 15; not yet run on a GPU).
-
-    As the tile_matmul one (:func:`_build`'s ``gemm_persistent``): a grid of ``grid`` blocks, block g taking the
-    output tiles ``g, g + grid, ...`` (batch entries, then grouped tiles: :func:`persistent_tile`), their K steps as
-    one sequence, the copies ``stages - 1`` steps ahead across tile boundaries, so the next tile's first stages load
-    while this tile's last steps multiply and it is stored (a block of one tile waits for them after its launch). The
-    register accumulator is stored by the kernel's own store and zeroed by :data:`_SK_ZERO` at each tile's end. The
-    same loop as stream-K's (:func:`_stream_k_kernel`) without its split tiles: round 15's probe found stream-K ~55%
-    slower than the plain kernel of the same tile at 4096^3, and this kernel, timed beside both, says whether the
-    split's bookkeeping or the loop over tiles costs that (cuBLAS runs fp16 64 x 256^3 on a persistent grid)."""
-    TM, TN, S = spec.tm, spec.tn, spec.stages
-    IN, OUT, ACC = WP_DTYPES[spec.in_dtype], WP_DTYPES[spec.out_dtype], WP_DTYPES[spec.acc_dtype]
-    SAR, SBR = S * spec.a_tile()[0], S * spec.b_tile()[0]
-    ACP, BCP = spec.stage_cols()
-    zero = _native(_SK_ZERO, spec.key + "_skzero", _stub_sk_zero(ACC, TM, TN))
-
-    def gemm_persistent_own(
-        A: wp.array3d(dtype=IN),
-        B: wp.array3d(dtype=IN),
-        C: wp.array3d(dtype=OUT),
-        D: wp.array3d(dtype=OUT),
-        alpha: ACC,
-        beta: ACC,
-        k_tiles: int,
-        tiles_m: int,
-        tiles_n: int,
-        group_m: int,
-        a_nb: int,
-        b_nb: int,
-        c_nb: int,
-        bias: wp.array2d(dtype=OUT),
-        grid: int,
-    ):
-        _z, g0 = wp.tid()
-        iters = ((D.shape[0] * tiles_m * tiles_n - g0 + grid - 1) // grid) * k_tiles
-        ba = wp.tile_empty(shape=(SAR, ACP), dtype=IN, storage="shared")
-        bb = wp.tile_empty(shape=(SBR, BCP), dtype=IN, storage="shared")
-        acc = wp.tile_zeros(shape=(TM, TN), dtype=ACC)
-        for p in range(S - 1):
-            if p < iters:
-                bp, ip, jp = persistent_tile(g0 + (p // k_tiles) * grid, tiles_m, tiles_n, group_m)
-                copy_stage(ba, bb, A[wp.min(bp, a_nb - 1)], B[wp.min(bp, b_nb - 1)], p, p % k_tiles, ip * TM,
-                           jp * TN)
-            commit(0)
-        for it in range(iters):
-            wait_prev(0)  # K step it's stage is in, and every thread is done with the stage step it - 1 used
-            kn = it + S - 1
-            if kn < iters:
-                bn, i_n, j_n = persistent_tile(g0 + (kn // k_tiles) * grid, tiles_m, tiles_n, group_m)
-                copy_stage(ba, bb, A[wp.min(bn, a_nb - 1)], B[wp.min(bn, b_nb - 1)], kn % S, kn % k_tiles,
-                           i_n * TM, j_n * TN)
-            commit(0)
-            mma(ba, bb, acc, it % S)
-            if it % k_tiles == k_tiles - 1:  # the tile's last K step: store this thread's registers, then zero them
-                bi, i, j = persistent_tile(g0 + (it // k_tiles) * grid, tiles_m, tiles_n, group_m)
-                own_store(D[bi], C[wp.min(bi, c_nb - 1)], acc, alpha, beta, i * TM, j * TN)
-                zero(acc)
-        wait0(0)
-
-    return gemm_persistent_own
 
 
 def _stream_k_kernel(spec: PipeSpec, copy_stage, mma, own_store, commit, wait_prev, wait0):
