@@ -122,6 +122,37 @@ r16)  # round 15's persistent mma.sync/SIMT blocks (PipeConfig /pN with /mma or 
   R6_SET=31 timeout 200 python3 benchmarks/probes/round6.py time --json "$out/r31p.json" > "$out/r31p.txt" 2>&1
   tail -n 30 "$out/r31p.txt"
   ;;
+r17)  # round 16: issue 18's family tuner put fp16 64^3 (one 128x128 tile) on the pipelined family at 7.3 us against
+  # the tiled family's 20.7 (runner; PIPELINED_MIN_TILES = 4 sends 1-3 tiles to tiled). The candidate rule: 16-bit
+  # products take the pipelined family from 1 tile. A copy of the repo with that rule (/tmp/alt) against HEAD:
+  # warp-gemm check on the affected shapes (4 layouts, fp16 and bf16, 16 processes; fills the kernel cache), then
+  # the runner on both, cuBLAS in each run. ~6 min.
+  rm -rf /tmp/alt && mkdir /tmp/alt && cp -r warp_gemm /tmp/alt/ && sed -i \
+    's/^PIPELINED_MIN_TILES = {"float16": 4, "bfloat16": 4,/PIPELINED_MIN_TILES = {"float16": 1, "bfloat16": 1,/' \
+    /tmp/alt/warp_gemm/core/plan.py
+  grep -n "^PIPELINED_MIN_TILES" /tmp/alt/warp_gemm/core/plan.py
+  SA="32x32x32,64x64x64,96x96x96,128x128x128,33x129x65,100x200x300,64x64x1024,128x128x1024,128x256x256"
+  SB="48x80x4000,256x128x64,17x17x17,255x255x255,200x200x200,4x64x64x64,3x100x60x70"
+  i=0
+  for d in float16 bfloat16; do for S in "$SA" "$SB"; do for L in nn tn nt tt; do
+    i=$((i + 1))
+    (cd /tmp/alt && PYTHONPATH=/tmp/alt:/tmp/warp-site timeout "${CHECK_S:-200}" python3 -m warp_gemm check \
+      --device cuda --dtype $d --layouts $L --shapes "$S" --json /tmp/r17c_$i.json > /tmp/r17c_$i.txt 2>&1) &
+    [ $((i % 16)) -eq 0 ] && wait
+  done; done; done
+  wait
+  tail -q -n 2 /tmp/r17c_*.txt | grep -v "^$" > "$out/r17_check.txt"; grep -c . "$out/r17_check.txt"
+  grep -i "fail\|error" "$out/r17_check.txt" | head -5; tail -n 2 "$out/r17_check.txt"
+  (cd /tmp && tar czf "$out/r17_check.tgz" r17c_*)
+  RS="$SA,48x80x4000,256x128x64,255x255x255,200x200x200"
+  for v in head alt; do
+    pp=$PWD; [ $v = alt ] && pp=/tmp/alt
+    PYTHONPATH=$pp:/tmp/warp-site python3 benchmarks/run.py --shapes "$RS" --dtype fp16,bf16 --providers warp_gemm,torch \
+      --json "$out/r17_$v.json" > "$out/r17_$v.txt" 2>&1
+  done
+  for v in head alt; do echo "== $v"; sed -n '/# summary/,$p' "$out/r17_$v.txt" | grep "warp_gemm\|torch" \
+    | awk '{print $1, $2, $3, $4, $10}'; done
+  ;;
 families)  # round 15's family tuner (never run on a GPU): its GPU test, then warp-gemm tune --family families on the
   # tune-family set (issue 18's small, batched, skinny and GEMV products), then the runner on those shapes with the
   # winners (user cache) and without (an empty cache dir), cuBLAS in both. Ship winners that lead with
