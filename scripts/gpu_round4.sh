@@ -153,6 +153,30 @@ r17)  # round 16: issue 18's family tuner put fp16 64^3 (one 128x128 tile) on th
   for v in head alt; do echo "== $v"; sed -n '/# summary/,$p' "$out/r17_$v.txt" | grep "warp_gemm\|torch" \
     | awk '{print $1, $2, $3, $4, $10}'; done
   ;;
+r17b)  # r17's runner rows ran HEAD twice (benchmarks/run.py puts its own repo root first on sys.path): the patched
+  # copy now carries benchmarks/ too. Kernels warmed in 16 processes (one call per shape, dtype and copy), then the
+  # runner on HEAD and on the copy, cuBLAS in each. ~6 min on a fresh machine.
+  rm -rf /tmp/alt && mkdir /tmp/alt && cp -r warp_gemm benchmarks /tmp/alt/ && sed -i \
+    's/^PIPELINED_MIN_TILES = {"float16": 4, "bfloat16": 4,/PIPELINED_MIN_TILES = {"float16": 1, "bfloat16": 1,/' \
+    /tmp/alt/warp_gemm/core/plan.py
+  grep -n "^PIPELINED_MIN_TILES" /tmp/alt/warp_gemm/core/plan.py
+  RS="32x32x32,64x64x64,96x96x96,128x128x128,33x129x65,100x200x300,64x64x1024,128x128x1024,128x256x256"
+  RS="$RS,48x80x4000,256x128x64,255x255x255,200x200x200"
+  for pp in $PWD /tmp/alt; do for d in float16 bfloat16; do for S in ${RS//,/ }; do echo "$pp $d $S"; done; done; done \
+    | xargs -P 16 -L 1 bash -c 'cd $0 && PYTHONPATH=$0:/tmp/warp-site timeout 200 python3 -c "
+import sys, torch, warp_gemm
+m, n, k = map(int, sys.argv[2].split(\"x\")); dt = getattr(torch, sys.argv[1])
+a = torch.randn(m, k, device=\"cuda\", dtype=dt); b = torch.randn(k, n, device=\"cuda\", dtype=dt)
+warp_gemm.matmul(a, b); torch.cuda.synchronize()" $1 $2 || echo "warm failed $0 $1 $2"'
+  echo "warm done"
+  for v in head alt; do
+    pp=$PWD; [ $v = alt ] && pp=/tmp/alt
+    (cd $pp && PYTHONPATH=$pp:/tmp/warp-site python3 benchmarks/run.py --shapes "$RS" --dtype fp16,bf16 \
+      --providers warp_gemm,torch --json "$out/r17b_$v.json" > "$out/r17b_$v.txt" 2>&1)
+  done
+  for v in head alt; do echo "== $v"; sed -n '/# summary/,$p' "$out/r17b_$v.txt" | grep "warp_gemm\|torch" \
+    | awk '{print $1, $2, $3, $4, $10}'; done
+  ;;
 families)  # round 15's family tuner (never run on a GPU): its GPU test, then warp-gemm tune --family families on the
   # tune-family set (issue 18's small, batched, skinny and GEMV products), then the runner on those shapes with the
   # winners (user cache) and without (an empty cache dir), cuBLAS in both. Ship winners that lead with
