@@ -180,7 +180,7 @@ def _plan_family(base: Plan, p: Problem, allow_tf32: bool, opts: Options) -> Pla
     simt = opts.pipe_config.simt if opts.pipe_config is not None else simt32
     if not pipelined.applies(dev, p.in_dtype, tf32, 16, la + lb, simt):
         return None
-    if want is None and tiles < PIPELINED_MIN_TILES.get(p.in_dtype, PIPELINED_MIN_TILES["other"]):
+    if want is None and tiles < pipelined_min_tiles(p.in_dtype, K):
         return None
     spec = choose_pipe_spec(dev, p.in_dtype, p.out_dtype, tf32, la + lb, epi, M, N, K, p.batch, base.activation,
                             opts.pipe_config)
@@ -440,6 +440,18 @@ def _plan_split_pipe(base: Plan, p: Problem, la: str, lb: str, epi: str, c_into_
 #: (staging included), 512^3 10.9 against 18.3 (H100, graph replay, benchmarks/results/round5/diag6.txt).
 #: Other dtypes keep 24 (unmeasured below it).
 PIPELINED_MIN_TILES = {"float16": 4, "bfloat16": 4, "other": 24}
+#: Round 16: 16-bit products of 1-3 output tiles whose K is at most this take the pipelined family too (its 64x32
+#: small-grid tiles): 2.2-3.0x faster than the tiled family, e.g. fp16 64^3 20.7 -> 7.8 us, 128^3 17.5 -> 7.1,
+#: 100x200x300 36.3 -> 12.6, 64x64x1024 36.7 -> 12.5 (cuBLAS 6.1 / 6.1 / 7.8 / 7.4); at 48x80x4000 the tiled
+#: family's split-K stays ahead (38.6 against 42.3 us). H100, runner, benchmarks/results/round16/r17b_*.txt.
+PIPELINED_FEW_TILES_MAX_K = 2048
+
+
+def pipelined_min_tiles(dtype: str, K: int) -> int:
+    """The fewest 128x128 output tiles for which the planner's rules take the pipelined family (unforced)."""
+    if dtype in ("float16", "bfloat16") and K <= PIPELINED_FEW_TILES_MAX_K:
+        return 1
+    return PIPELINED_MIN_TILES.get(dtype, PIPELINED_MIN_TILES["other"])
 # Exact float32 goes to the pipelined family's SIMT kernel from this many 128x128 output tiles (two waves of 132
 # SMs); measured: 1024 tiles and more win (4095^3, 4096^3, 8192^3), 64 lose (1000^3); between them, not measured.
 SIMT_MIN_TILES = 264
