@@ -1145,10 +1145,11 @@ def native_acc(spec: PipeSpec) -> bool:
 
 def native_store(spec: PipeSpec) -> bool:
     """Whether the kernel's epilogue is the :data:`_STORE` snippet: a shared accumulator (``_acc_rows_16``),
-    the "scale" epilogue, no bias, no activation (the others keep Warp's tile epilogue, :func:`_epilogue`)."""
+    the "scale" epilogue, no bias, no activation, a store of at most 16 bytes per thread (16-bit inputs into a
+    float64 output would need 32: Warp's tile epilogue, :func:`_epilogue`, as for the others)."""
     e = 16 // ITEM_BYTES[spec.acc_dtype]
     return (_acc_rows_16(spec) and spec.epilogue == "scale" and not spec.bias and spec.activation is None
-            and spec.tn % e == 0)
+            and spec.tn % e == 0 and e * ITEM_BYTES[spec.out_dtype] in _VEC_TYPES)
 
 
 def _store_snippet(spec: PipeSpec) -> str:
