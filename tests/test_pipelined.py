@@ -297,6 +297,10 @@ def test_native_paths_are_chosen_where_they_apply(monkeypatch):
         assert not P.native_store(t) and P.native_acc(t) == _compat.HAS_TILE_EMPTY
     for t in (P.default_spec("float32"), P.PipeSpec(**{**s.__dict__, "tm": 16})):  # register acc; 16 rows
         assert not P.native_store(t) and not P.native_acc(t)
+    # 16-bit inputs into a float64 output: 4 float32 accumulators a thread would store 32 bytes (no vector type;
+    # the KeyError the GPU tests found once 1-tile fp16 products took this family, round 16): Warp's epilogue
+    wide = P.PipeSpec(**{**s.__dict__, "out_dtype": "float64"})
+    assert not P.native_store(wide) and P.native_store(P.PipeSpec(**{**s.__dict__, "out_dtype": "float32"}))
 
 
 ACTS = [None, "relu", "gelu", "gelu_tanh", "silu", "tanh"]

@@ -12,7 +12,7 @@ import warp_gemm
 from warp_gemm import Config
 from warp_gemm.kernels import tiled as _kernels
 from warp_gemm.config import tables as tune
-from warp_gemm.tools.tune import _winners
+from warp_gemm.tools.tune import FAMILY_MIN_SCORE, _winners
 
 SM90 = types.SimpleNamespace(arch=90, name="NVIDIA H100 80GB HBM3", is_cpu=False)
 
@@ -491,6 +491,56 @@ def test_family_winners_go_to_family_groups():
     assert tune.family_bucket(256, 256, 256, 64)[:3] == tune.bucket(16384, 256, 256)
 
 
+def test_family_bucket_keeps_small_m_apart():
+    """M = 1, 2-8 and 9-16 are separate family buckets (the GEMV, splitpipe's narrow rows), not folded into 16 as the
+    configuration buckets do; from 16 rows on the two agree."""
+    keys = {tune.family_bucket(m, 8192, 8192) for m in (1, 8, 16)}
+    assert len(keys) == 3 and tune.family_bucket(9, 8192, 8192) == tune.family_bucket(16, 8192, 8192)
+    assert tune.bucket(1, 8192, 8192) == tune.bucket(16, 8192, 8192)
+    for m, batch in [(16, 1), (17, 1), (300, 1), (16, 64), (1, 64)]:
+        assert tune.family_bucket(m, 4096, 512, batch)[:3] == tune.bucket(m, 4096, 512, batch)
+
+
+def test_family_bucket_whose_shapes_disagree_is_left_out():
+    """Two shapes of one bucket, each 2x faster on a different family: no family scores FAMILY_MIN_SCORE, so the
+    bucket gets no entry (the rules decide) -- where a bucket whose shapes agree keeps its winner."""
+    rows = [_fam_row("skinny", 40.0, M=9), _fam_row("splitpipe", 20.0, M=9),
+            _fam_row("skinny", 20.0, M=16), _fam_row("splitpipe", 40.0, M=16),
+            _fam_row("tiled", 10.0, M=1024, N=1024, K=1024), _fam_row("pipelined", 30.0, M=1024, N=1024, K=1024)]
+    assert _fam_key(9, 8192, 8192) == _fam_key(16, 8192, 8192)
+    assert _winners(rows)["sm90|float16|NN|family"] == {_fam_key(1024, 1024, 1024): "pipelined"}
+    assert FAMILY_MIN_SCORE > 0.75  # each family scores (1 + 0.5) / 2 on the disagreeing bucket
+
+
+def test_shipped_family_table_and_rules_on_cuda_like(cache_dir, monkeypatch):
+    """What the planner picks on an sm_90 stand-in (conftest.CudaLike; nothing launched) with the shipped tables:
+    round 16's '|family' buckets (float32 batches of 64^3 and 256^3 to the pipelined family, float32 rows of 5-16
+    to tiled, from splitpipe) and its rule (16-bit products of 1-3 output tiles with K <= 2048: pipelined)."""
+    from conftest import CudaLike, cuda_like_problem
+
+    from warp_gemm.core.options import Options
+
+    if warp_gemm._compat.WIDEN_16BIT_INPUTS:
+        pytest.skip("Warp 1.7 (no tile_astype): the planner keeps every product on the tiled family")
+    assert tune.lookup_family(CudaLike(), "float32", "NN", 16, 8192, 8192, 1) == "tiled"
+
+    def family(dtype, M, N, K, batch=1):
+        sa, sb = ((batch, M, K), (batch, K, N)) if batch > 1 else ((M, K), (K, N))
+        p = cuda_like_problem(monkeypatch, np.zeros(sa, dtype), np.zeros(sb, dtype))
+        return _plan.make_plan(p, 1.0, 0.0, False, None, Options()).family
+
+    assert family(np.float32, 64, 64, 64, batch=256) == "pipelined"
+    assert family(np.float32, 256, 256, 256, batch=64) == "pipelined"
+    assert family(np.float32, 16, 8192, 8192) == "tiled" and family(np.float32, 8, 4096, 4096) == "tiled"
+    assert family(np.float32, 10000, 16, 16) != "pipelined"  # no bucket: the rules
+    for M, N, K in [(64, 64, 64), (32, 32, 32), (100, 200, 300), (128, 128, 2048), (17, 17, 17)]:
+        assert family(np.float16, M, N, K) == "pipelined", (M, N, K)
+    assert _plan.pipelined_min_tiles("float16", 2049) == _plan.PIPELINED_MIN_TILES["float16"] > 1
+    assert family(np.float16, 48, 80, 4000) == "tiled"  # one tile, long K: the tiled family's split-K
+    assert family(np.float32, 64, 64, 64) == "tiled"  # exact float32: unchanged
+    assert family(np.float16, 16, 8192, 8192) == "splitpipe"  # the float32 table does not reach float16
+
+
 def test_family_table_lookup(cache_dir):
     """lookup_family: its own bucket only, batches apart, bfloat16 and untuned layouts borrow; the tiled and
     pipelined lookups and the shipped-config lists never see a family name."""
@@ -502,7 +552,7 @@ def test_family_table_lookup(cache_dir):
     assert tune.lookup_family(SM90, "bfloat16", "TN", 16, 8192, 8192, 1) == "skinny"
     assert tune.lookup_family(SM90, "float16", "NN", 256, 256, 256, 64) == "small"
     assert tune.lookup_family(SM90, "float16", "NN", 16384, 256, 256, 1) is None  # not a batch
-    assert tune.lookup_family(SM90, "float32", "NN", 16, 8192, 8192, 1) is None
+    assert tune.lookup_family(SM90, "float64", "NN", 16, 8192, 8192, 1) is None  # no float64 groups anywhere
     hit = tune.lookup(SM90, "float16", "NN", 16, 8192, 8192, 1)
     assert hit is None or isinstance(hit, Config)
     assert all(isinstance(c, Config) for c in tune.shipped_configs("float16"))

@@ -55,9 +55,13 @@ def bucket(M: int, N: int, K: int, batch: int = 1) -> tuple[int, int, int]:
 
 
 def family_bucket(M: int, N: int, K: int, batch: int = 1) -> tuple[int, int, int, int]:
-    """:func:`bucket` plus 1 for a batch of several products, else 0: the family that wins a bucket differs between
-    a batch and one product of the same folded size (64 x 256^3 against 16384 x 256 x 256)."""
-    return bucket(M, N, K, batch) + (1 if batch > 1 else 0,)
+    """:func:`bucket` with M's side not raised to 16, plus 1 for a batch of several products, else 0: the family that
+    wins a bucket differs between a batch and one product of the same folded size (64 x 256^3 against 16384 x 256 x
+    256), and between M = 1, 2-8 and 9-16 (a GEMV, splitpipe's narrow rows; round 16's tuning on the H100 put
+    1 x 8192^2 (gemv, 55 us) and 16 x 8192^2 (splitpipe, 60 us) in one bucket, whose winner "tiled" -- the one
+    family that planned both -- ran them at 110 and 103 us)."""
+    m = max(M, 1) * max(batch, 1)
+    return (math.ceil(math.log2(m)),) + bucket(M, N, K, batch)[1:] + (1 if batch > 1 else 0,)
 
 
 def _family_name(text: str) -> str:

@@ -103,12 +103,13 @@ def _plan_family(base: Plan, p: Problem, allow_tf32: bool, opts: Options) -> Pla
     K <= 128, >= 256 entries, aligned rows -> pipelined (32x32 tiles); other batched products whose
     outputs are at most 32x32 -> small; a smaller output side of exactly 1 -> gemv; one output side at
     most 16 -> splitpipe or skinny; else the pipelined family where its copies can be asynchronous
-    (rows 4-, 8- or 16-byte aligned) and there are enough 128x128 output tiles to fill the GPU, its last
+    (rows 4-, 8- or 16-byte aligned) and there are enough 128x128 output tiles (:func:`pipelined_min_tiles`:
+    16-bit products from 1 where K <= 2048, from 4 above, other dtypes from 24), its last
     1-8 rows or columns peeled off to the GEMV or skinny family where that saves a wave (:func:`_peel`);
     the rest (tiny, 2-byte-aligned rows, strided operands, old Warp) -> tiled.
 
     Before the rules: on CUDA, a family the tuning tables name for the problem's bucket (the ``"...|family"``
-    groups, ``warp-gemm tune --family families``; none ship today) is planned as if forced (``Options.family``),
+    groups, ``warp-gemm tune --family families``; float32 buckets ship) is planned as if forced (``Options.family``),
     where it plans the problem; a table naming ``"tiled"`` sends it to the tiled family."""
     from warp_gemm.kernels import gemv, pipelined, skinny, small
 

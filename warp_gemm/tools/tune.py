@@ -406,13 +406,18 @@ def _rows_f64(out, rows: int):
     return v.numpy().astype(np.float64)
 
 
+#: A '|family' bucket is kept only where its winner runs at this fraction of the fastest family on each of its shapes,
+#: on average; below it the bucket's shapes want different families and the rules (core/plan.py) decide.
+FAMILY_MIN_SCORE = 0.9
+
+
 def _winners(rows: list[dict]) -> dict:
     """Per (arch|dtype|layout, bucket): the configuration with the best mean speed *relative to the
     fastest candidate on each shape* of the bucket (a shape a configuration failed on counts 0). Rows of
     the pipelined family (``"family": "pipelined"``) go to the group ``arch|dtype|layout|pipe``, those of the
     family tuner (``"family": "families"``, a family name as the configuration) to ``arch|dtype|layout|family``
     keyed by :func:`~warp_gemm.config.tables.family_bucket`; a batched row's batch is folded into M as the
-    lookups do.
+    lookups do. A '|family' bucket whose winner scores under :data:`FAMILY_MIN_SCORE` is left out.
 
     Taking the single fastest row instead let one shape decide for its whole bucket: at 1024^3 (host
     bound, every candidate within 5%) 256x128x64 won by 0.1 TFLOP/s and then ran 1000^3 fp16 at 9.7
@@ -433,7 +438,10 @@ def _winners(rows: list[dict]) -> dict:
         configs = sorted({c for per_cfg in shapes.values() for c in per_cfg})
         score = {c: sum(per_cfg.get(c, 0.0) / max(per_cfg.values()) for per_cfg in shapes.values()) / len(shapes)
                  for c in configs}
-        out.setdefault(group, {})[b] = max(configs, key=lambda c: (score[c], c))
+        best = max(configs, key=lambda c: (score[c], c))
+        if group.endswith(FAMILY) and score[best] < FAMILY_MIN_SCORE:
+            continue  # its shapes disagree: no one family serves them all, the planner's rules decide
+        out.setdefault(group, {})[b] = best
     return out
 
 
