@@ -442,8 +442,8 @@ def _plan_split_pipe(base: Plan, p: Problem, la: str, lb: str, epi: str, c_into_
 #: Other dtypes keep 24 (unmeasured below it).
 PIPELINED_MIN_TILES = {"float16": 4, "bfloat16": 4, "other": 24}
 #: Round 16: 16-bit products of 1-3 output tiles whose K is at most this take the pipelined family too (its 64x32
-#: small-grid tiles): 2.2-3.0x faster than the tiled family, e.g. fp16 64^3 20.7 -> 7.8 us, 128^3 17.5 -> 7.1,
-#: 100x200x300 36.3 -> 12.6, 64x64x1024 36.7 -> 12.5 (cuBLAS 6.1 / 6.1 / 7.8 / 7.4); at 48x80x4000 the tiled
+#: small-grid tiles): 1.6-2.9x faster than the tiled family, e.g. fp16 64^3 20.7 -> 7.8 us, 128^3 17.5 -> 7.1,
+#: 100x200x300 36.3 -> 12.6, 64x64x1024 36.7 -> 12.5 (cuBLAS 6.1 / 5.7 / 8.2 / 7.6); at 48x80x4000 the tiled
 #: family's split-K stays ahead (38.6 against 42.3 us). H100, runner, benchmarks/results/round16/r17b_*.txt.
 PIPELINED_FEW_TILES_MAX_K = 2048
 
