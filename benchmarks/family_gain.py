@@ -49,6 +49,8 @@ def main(argv=None) -> int:
             key = (r["arch"], r["dtype"], r["layout"], r.get("batch") or 1, r["M"], r["N"], r["K"])
             times.setdefault(key, {})[r["config"]] = r["ms"] * 1e3
     mp = MonkeyPatch()
+    # the rules alone: no '|family' table (the user's or the shipped one, which may hold these very buckets)
+    mp.setattr(tables, "lookup_family", lambda *args, **kwargs: None)
     gains: dict[tuple[str, str], list[float]] = {}  # (group, bucket) -> winner's speed-up over the rules, per shape
     print(f"{'dtype':9} {'shape':>20}  {'rules':>16}  {'table':>16}  {'fastest':>16}")
     for (arch, dtype, layout, b, M, N, K), t in sorted(times.items()):

@@ -453,6 +453,8 @@ def pipelined_min_tiles(dtype: str, K: int) -> int:
     if dtype in ("float16", "bfloat16") and K <= PIPELINED_FEW_TILES_MAX_K:
         return 1
     return PIPELINED_MIN_TILES.get(dtype, PIPELINED_MIN_TILES["other"])
+
+
 # Exact float32 goes to the pipelined family's SIMT kernel from this many 128x128 output tiles (two waves of 132
 # SMs); measured: 1024 tiles and more win (4095^3, 4096^3, 8192^3), 64 lose (1000^3); between them, not measured.
 SIMT_MIN_TILES = 264
