@@ -121,6 +121,18 @@ def _build_offline(spec: P.PipeSpec, out_dir, arch: int = 90) -> str:
     return "".join(p.read_text() for p in out_dir.rglob("*.cu"))
 
 
+def _offline_ptx(spec: P.PipeSpec, tmp_path) -> str | None:
+    """:func:`_build_offline` of ``spec`` for sm_90, then its PTX (``use_ptx``), or None on a Warp whose
+    ``compile_aot_module`` cannot write PTX."""
+    import inspect
+
+    _build_offline(spec, tmp_path / "cubin")
+    if "use_ptx" not in inspect.signature(wp.compile_aot_module).parameters:
+        return None
+    wp.compile_aot_module(P.get_kernel(spec).module, arch=[90], module_dir=str(tmp_path / "ptx"), use_ptx=True)
+    return "".join(p.read_text() for p in (tmp_path / "ptx").rglob("*.ptx"))
+
+
 def _forced_on_cuda(dtype, layout, cfg, epilogue, request, tf32=False, batch=2):
     """``options(family="pipelined", pipe_config=cfg)`` on CUDA: ``batch`` entries of 1000x1000 (M and N edges), K 520
     (a partial K tile), alpha and (epilogue "axpby") beta * C, operands stored as ``layout`` says (T: a transposed
@@ -823,17 +835,13 @@ def test_simt_cuda_build_offline(layout, tmp_path):
     """The SIMT kernel (128x128x16, 256 threads, 3 stages) compiles for sm_90 offline, and its PTX keeps the
     accumulator in registers (no local memory, no calls) and reads every stage value from shared memory in
     16-byte words: 4 per k (8 of A, 8 of B)."""
-    import inspect
     import re
 
     spec = P.default_spec("float32", layout=layout, epilogue="axpby", tm=128, tn=128, tk=16, stages=3, block_dim=256,
                           min_blocks=2, pad_ab=4, pad_c=0, simt=True)
-    _build_offline(spec, tmp_path / "cubin")
-    if "use_ptx" not in inspect.signature(wp.compile_aot_module).parameters:
+    ptx = _offline_ptx(spec, tmp_path)
+    if ptx is None:
         return
-    k = P.get_kernel(spec)
-    wp.compile_aot_module(k.module, arch=[90], module_dir=str(tmp_path / "ptx"), use_ptx=True)
-    ptx = "".join(p.read_text() for p in (tmp_path / "ptx").rglob("*.ptx"))
     assert ".local" not in ptx and not re.search(r"\bcall", ptx)
     assert len(re.findall(r"ld\.shared\.v4\.f32", ptx)) == 4 * spec.tk
     assert len(re.findall(r"fma\.rn\.f32", ptx)) >= 64 * spec.tk
@@ -1133,19 +1141,15 @@ def test_mma_cuda_build_offline(dtype, layout, tmp_path):
     ldmatrix x4 (.trans for 16-bit A of layout T and B of layout N; tf32 operands stored with k across rows: four
     32-bit shared loads each instead) and 4 x 8 mma.sync of the input type (tf32: each fragment register rounded with
     cvt.rna)."""
-    import inspect
     import re
 
     tf32 = dtype == "tf32"
     spec = P.default_spec("float32" if tf32 else dtype, "float32", tf32=tf32, layout=layout, epilogue="axpby",
                           tm=128, tn=128, tk=32, stages=3, block_dim=128, min_blocks=2, pad_ab=4 if tf32 else 8,
                           pad_c=0, mma=4)
-    _build_offline(spec, tmp_path / "cubin")
-    if "use_ptx" not in inspect.signature(wp.compile_aot_module).parameters:
+    ptx = _offline_ptx(spec, tmp_path)
+    if ptx is None:
         return
-    k = P.get_kernel(spec)
-    wp.compile_aot_module(k.module, arch=[90], module_dir=str(tmp_path / "ptx"), use_ptx=True)
-    ptx = "".join(p.read_text() for p in (tmp_path / "ptx").rglob("*.ptx"))
     assert ".local" not in ptx and not re.search(r"\bcall", ptx)
     t, steps = ("tf32", 4) if tf32 else (P.MMA_TYPES[dtype], 2)
     shape = "m16n8k8" if tf32 else "m16n8k16"
@@ -1236,15 +1240,12 @@ def test_stream_k_cuda_build_offline(dtype, over, tmp_path):
     """The stream-K kernels compile for sm_90 offline with the accumulator still in registers (no local memory:
     the slot loops are unrolled over the register tile's constant length), the flag's release (fence, atomic) and
     the finisher's wait (volatile load, nanosleep) and L2 loads in the PTX."""
-    import inspect
     import re
 
     spec = P.default_spec(dtype, dtype, layout="NN", epilogue="axpby", pad_c=0, **over)
-    _build_offline(spec, tmp_path / "cubin")
-    if "use_ptx" not in inspect.signature(wp.compile_aot_module).parameters:
+    ptx = _offline_ptx(spec, tmp_path)
+    if ptx is None:
         return
-    wp.compile_aot_module(P.get_kernel(spec).module, arch=[90], module_dir=str(tmp_path / "ptx"), use_ptx=True)
-    ptx = "".join(p.read_text() for p in (tmp_path / "ptx").rglob("*.ptx"))
     assert not re.search(r"\b(ld|st)\.local", ptx)
     assert "membar.gl" in ptx and "atom.global.exch" in ptx and "ld.volatile.global" in ptx and "nanosleep" in ptx
     assert "ld.global.cg" in ptx
@@ -1258,15 +1259,12 @@ def test_persistent_own_cuda_build_offline(dtype, over, tmp_path):
     """The persistent simt/mma kernels compile for sm_90 offline with the accumulator still in registers (no local
     memory: the zeroing loop is unrolled over the register tile's constant length); the mma.sync one with 6 stages
     (cp.async.wait_group 4 between K steps)."""
-    import inspect
     import re
 
     spec = P.default_spec(dtype, dtype, layout="NN", epilogue="axpby", pad_c=0, **over)
-    _build_offline(spec, tmp_path / "cubin")
-    if "use_ptx" not in inspect.signature(wp.compile_aot_module).parameters:
+    ptx = _offline_ptx(spec, tmp_path)
+    if ptx is None:
         return
-    wp.compile_aot_module(P.get_kernel(spec).module, arch=[90], module_dir=str(tmp_path / "ptx"), use_ptx=True)
-    ptx = "".join(p.read_text() for p in (tmp_path / "ptx").rglob("*.ptx"))
     assert not re.search(r"\b(ld|st)\.local", ptx)
     assert ("mma.sync" in ptx) == bool(over.get("mma")) and "cp.async" in ptx
     assert f"cp.async.wait_group {spec.stages - 2};" in ptx
