@@ -9,6 +9,8 @@
 #   bash scripts/gpu_round4.sh retune  # the tuner on the medium 16-bit grids, then the runner on them (~6 min)
 #   bash scripts/gpu_round4.sh ncu64   # Nsight Compute on one launch of fp16 64 x 256^3: mma.sync tile, tile_matmul
 #   bash scripts/gpu_round4.sh r15a    # round 14's opt-in fused GEMV on the GPU (its tests, probe set 28), then ncu64
+#   bash scripts/gpu_round4.sh r18     # round 17: GEMV row groups (tests, probe 33), float32 family rows
+#   bash scripts/gpu_round4.sh ncu17   # round 17: Nsight Compute source counters on fp16 64 x 256^3 (two mma.sync tiles)
 #   bash scripts/gpu_round4.sh r16     # round 15's persistent mma.sync/SIMT blocks (tests, probe 32), then probe 31
 #   bash scripts/gpu_round4.sh families # round 15's family tuner on issue 18's shapes, the runner with and without it
 #   bash scripts/gpu_round4.sh r15t    # round 15's fp16/bf16 NN pipe table: warp-gemm check inside its buckets, GPU tune tests
@@ -113,6 +115,25 @@ r15t)  # round 15 shipped float16/bfloat16 NN '|pipe' groups (mma.sync tiles for
   (cd /tmp && tar czf "$out/r15t_check.tgz" r15t_*)
   timeout "${TEST_S:-240}" python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_tune.py > "$out/r15t_tune.txt" 2>&1
   tail -n 3 "$out/r15t_tune.txt"
+  ;;
+r18)  # round 17: the GEMV bands with row groups (their GPU tests beside probe set 33's compiles, then set 33 timed:
+  # row groups 1-16, and round 16's float32 family buckets beside the rules' families), then Nsight Compute on one
+  # launch of fp16 64 x 256^3 for the two best mma.sync tiles of probe set 32 (SourceCounters: where the ~19 us of a
+  # warm launch go, where the arithmetic needs ~4 and cuBLAS takes 11.3 cold)
+  tests_then_probe r18_tests 33 15 "${PROBE_S:-300}" 40 tests/test_gemv.py -k "band_groups or gemv_gpu"
+  ;;
+ncu17)  # round 17, after r18 (same device session, kernels cached): Nsight Compute on fp16 64 x 256^3
+  M6=$(cat benchmarks/probes/ncu_metrics.txt)
+  for cfg in pipe/128x128x64/s3/b128/o1/mma pipe/128x128x32/s4/b128/o2/mma; do
+    n=$(echo "$cfg" | cut -d/ -f2-3 | tr '/' '_')
+    timeout 150 ncu --clock-control none -k regex:wg_pipe --launch-skip 2 --launch-count 1 --section SourceCounters \
+      --section WarpStateStats --metrics "gpu__time_duration.sum,launch__registers_per_thread,$M6" -f \
+      -o "$out/ncu17_$n" python3 benchmarks/probes/ncu_one.py 64 256 256 256 "$cfg" > "$out/ncu17_$n.log" 2>&1
+    ncu -i "$out/ncu17_$n.ncu-rep" --page source --print-source sass --csv > "$out/ncu17_sass_$n.csv" 2>&1 || true
+    ncu -i "$out/ncu17_$n.ncu-rep" --page details > "$out/ncu17_det_$n.txt" 2>&1 || true
+    grep -E "Duration|Registers Per|gpu__time_duration" "$out/ncu17_det_$n.txt" | head -4
+  done
+  (cd "$out" && tar czf ncu17.tgz ncu17_* && rm -f ncu17_*)
   ;;
 r16)  # round 15's persistent mma.sync/SIMT blocks (PipeConfig /pN with /mma or /simt; never run on a GPU): their GPU tests
   # beside probe set 32's compiles, then set 32 timed (plain tiles against /p1 on 64 x 256^3, medium grids, 4096^3);

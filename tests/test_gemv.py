@@ -165,29 +165,35 @@ def test_colsum_cuda_spec_on_cpu(shape, dtype, split):
     assert launches[0][1] == (batch, s, -(-max(M, N) // spec.cols) * 64)
 
 
+@pytest.mark.parametrize("groups", [1, 4], ids=lambda g: f"g{g}")
 @pytest.mark.parametrize("bands", ["one", "some", "many"])
 @pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
 @pytest.mark.parametrize("shape", [(1, 129, 1027, 2, 1, 2, 2), (77, 1, 300, 1, 1, 1, 0), (1, 3001, 77, 3, 3, 1, 1)],
                          ids=lambda s: "M{}-N{}-K{}-b{}-a{}b{}c{}".format(*s))
-def test_bands_cuda_spec_on_cpu(shape, dtype, bands):
+def test_bands_cuda_spec_on_cpu(shape, dtype, bands, groups):
     """The CUDA bands kernels' indexing run on the CPU: a CUDA-shaped spec (64 threads per column block, 8
     rows per unrolled step, BANDS_FINISH_WARPS warps per 32 columns in the finishing kernel) takes the
     snippets' plain C++ branches -- column blocks ragged at the edge (129, 77, 3001 columns), one band, a few,
     or hundreds of bands ending in a partial one, batch broadcast, C, the NaN-prefilled workspace every band
-    must write."""
+    must write. With 4 row groups (``band_groups``): 16 threads per group, each group a quarter of the band's rows
+    (partial or empty in a ragged last band), group 0 writing and groups 1-3 adding theirs in order (the CPU
+    branch of the groups' meeting)."""
     M, N, K, batch = shape[:4]
     chunk = 16 // np.dtype(dtype).itemsize
-    warps = batch * -(-max(M, N) // (64 * chunk)) * 2  # the band's: 64 threads per column block
+    cols = 64 // groups * chunk
+    warps = batch * -(-max(M, N) // cols) * 2  # the band's: 64 threads per column block
     target = {"one": 0, "some": 3 * warps * gemv.BANDS_SPLIT_TO, "many": 10**6}[bands]  # 3 bands; the most
     res, spec, launches = _run_cuda_like(shape, dtype, kind="bands", lanes=32, block_dim=64, unroll=8,
-                                         target_warps=target)
+                                         target_warps=target, band_groups=groups)
     assert res.ok, f"{spec.key}: {res}"
+    assert spec.cols == cols and (f"_g{groups}_b64" in spec.kernel_key) == (groups > 1)
     s, per = gemv.splits(spec, M, N, K, batch)
-    assert per % 8 == 0 and s == -(-K // per) and (s == 1) == (bands == "one")
-    assert s == {"one": 1, "some": 3, "many": min(-(-K // 8), gemv.BANDS_MAX_SPLITS)}[bands]
+    assert per % (8 * groups) == 0 or s == 1
+    assert s == -(-K // per) and (s == 1) == (bands == "one")
+    assert s == {"one": 1, "some": 3, "many": min(-(-K // (8 * groups)), gemv.BANDS_MAX_SPLITS)}[bands]
     R = max(M, N)
     fb = 32 * gemv.BANDS_FINISH_WARPS
-    assert [ln[1] for ln in launches] == [(batch, s, -(-R // (64 * spec.chunk)) * 64), (batch, -(-R // 32) * fb)]
+    assert [ln[1] for ln in launches] == [(batch, s, -(-R // cols) * 64), (batch, -(-R // 32) * fb)]
     assert [ln[3] for ln in launches] == [64, fb]
 
 
@@ -494,6 +500,35 @@ def test_cuda_build_offline(kind, dtype, arch, partial, tmp_path):
 
 
 @pytest.mark.skipif(not compat.HAS_COMPILE_AOT, reason="wp.compile_aot_module arrived in warp-lang 1.9")
+@pytest.mark.parametrize("dtype,groups,arch", [("float16", 4, 90), ("bfloat16", 8, 90), ("float64", 2, 80)])
+def test_band_groups_build_offline(dtype, groups, arch, tmp_path):
+    """The bands kernel with row groups (``band_groups``) compiles for CUDA without a GPU: the groups' shared
+    exchange and barrier are in the source and PTX, the sums stay in registers, the 16-byte loads stay; a fused
+    spec or a block the groups do not divide is refused."""
+    import inspect
+
+    if dtype == "bfloat16" and not compat.HAS_BF16:
+        pytest.skip("bfloat16 needs warp-lang >= 1.13")
+    spec = gemv.GemvSpec(dtype, dtype, "bands", "axpby", block_dim=gemv.BANDS_BLOCK, unroll=gemv.BANDS_UNROLL,
+                         band_groups=groups)
+    ks = gemv.kernels(spec, True)
+    assert len(ks) == 2 and f"_g{groups}_b{gemv.BANDS_BLOCK}" in spec.kernel_key
+    assert spec.cols == gemv.BANDS_BLOCK // groups * spec.chunk
+    for k in ks:
+        wp.compile_aot_module(k.module, arch=[arch], module_dir=str(tmp_path / "cubin"))
+    src = "".join(p.read_text() for p in (tmp_path / "cubin").rglob("*.cu"))
+    assert f"red[{groups} - 1]" in src and "if (grp > 0) return;" in src
+    if "use_ptx" in inspect.signature(wp.compile_aot_module).parameters:
+        for k in ks:
+            wp.compile_aot_module(k.module, arch=[arch], module_dir=str(tmp_path / "ptx"), use_ptx=True)
+        ptx = "".join(p.read_text(errors="replace") for p in (tmp_path / "ptx").rglob("*.ptx"))
+        assert "ld.global.nc.v4.u32" in ptx and "bar.sync" in ptx and "ld.local" not in ptx
+    for bad in (dataclasses.replace(spec, fused=True), dataclasses.replace(spec, block_dim=99)):
+        with pytest.raises(ValueError, match="row groups"):
+            gemv._snippet(bad)
+
+
+@pytest.mark.skipif(not compat.HAS_COMPILE_AOT, reason="wp.compile_aot_module arrived in warp-lang 1.9")
 @pytest.mark.parametrize("dtype,epilogue,arch", [("float16", "axpby", 90), ("float64", "scale", 80)])
 def test_fused_bands_build_offline(dtype, epilogue, arch, tmp_path):
     """The fused bands kernel (partial sums, then the finish in the same launch; not a default) compiles for CUDA
@@ -581,6 +616,37 @@ def test_fused_bands_gpu(M, N, K, batch, dtype, rng, monkeypatch, planned):
         cmp = compare(to_f64(out), ref, dtype)
         assert cmp.ok, f"call {call}: {batch}x{M}x{N}x{K} {dtype} c={use_c}: {cmp}"
     assert planned and all(p.family == "gemv" and p.family_spec.kind == "bands" and p.family_spec.fused
+                           for p in planned), [p.family_spec for p in planned]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("groups", [2, 4, 8], ids=lambda g: f"g{g}")
+@pytest.mark.parametrize("M,N,K,batch,dtype", [
+    (1, 4096, 4096, 1, "float16"),  # 4: 8 column blocks x 64 bands of 64 rows
+    (1, 8191, 4099, 1, "float16"),  # rows not 16-byte aligned (scalar loads), a ragged last column block and band
+    (1, 4096, 4096, 3, "bfloat16"),  # batch 3
+    (4097, 1, 3001, 1, "float16"),  # bands over A^T (layout T), a partial last band
+], ids=lambda v: str(v))
+def test_band_groups_gpu(M, N, K, batch, dtype, groups, rng, monkeypatch, planned):
+    """The bands with row groups (round 17; BANDS_GROUPS) through the planner on CUDA: correct against float64 with
+    NaN-prefilled outputs, with and without C, the groups' shared exchange on the device."""
+    if dtype == "bfloat16" and not compat.HAS_BF16:
+        pytest.skip("bfloat16 needs warp-lang >= 1.13")
+    monkeypatch.setattr(gemv, "BANDS_GROUPS", groups)
+    ta = N == 1  # N == 1: the matrix is A, stored transposed (colsum's orientation)
+    for use_c in (False, True):
+        a, b = random_operands(M, N, K, dtype, rng, batch=batch)
+        c = round_to(rng.standard_normal((batch, M, N)), dtype)
+        A = make(np.ascontiguousarray(np.swapaxes(a, 1, 2)) if ta else a, dtype, "warp", "cuda")
+        B = make(b, dtype, "warp", "cuda")
+        out = nan_like("warp", (batch, M, N), dtype, "cuda")
+        C = make(c, dtype, "warp", "cuda") if use_c else None
+        warp_gemm.gemm(A, B, C, alpha=0.5, beta=2.0 if use_c else 0.0, trans_a=ta, out=out)
+        wp.synchronize()
+        ref = 0.5 * np.matmul(a, b) + (2.0 * c if use_c else 0.0)
+        cmp = compare(to_f64(out), ref, dtype)
+        assert cmp.ok, f"{batch}x{M}x{N}x{K} {dtype} groups={groups} c={use_c}: {cmp}"
+    assert planned and all(p.family == "gemv" and p.family_spec.kind == "bands" and p.family_spec.band_groups == groups
                            for p in planned), [p.family_spec for p in planned]
 
 

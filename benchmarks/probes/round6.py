@@ -57,6 +57,11 @@ CASES = {
     "b528_64x32_k1024": (528, 64, 32, 1024, "float16", "N"),
     "b4096_32": (4096, 32, 32, 32, "float16", "N"),
     "b64_256": (64, 256, 256, 256, "float16", "N"),
+    # round 16's float32 '|family' buckets (benchmarks/results/round16/: tuner timings only)
+    "f32_b256_64": (256, 64, 64, 64, "float32", "N"),
+    "f32_b64_256": (64, 256, 256, 256, "float32", "N"),
+    "f32_8x4096": (1, 8, 4096, 4096, "float32", "N"),
+    "f32_16x8192": (1, 16, 8192, 8192, "float32", "N"),
     "odd_4097": (1, 4097, 4097, 4097, "float16", "N"),
     "odd_4097_bf16_T": (1, 4097, 4097, 4097, "bfloat16", "T"),
     "odd_2049": (1, 2049, 2049, 2049, "float16", "N"),
@@ -453,11 +458,24 @@ SET32 = {"default": (M32, {}),
                          # 5-6 stages (round 15; cuBLAS keeps 6 stages of K 64 on 64 x 256^3)
                          "pipe/128x128x32/s5/b128/o2/mma", "pipe/128x128x32/s6/b128/o1/mma",
                          "pipe/128x128x32/s6/b128/o1/p1/mma")}
+# Thirty-third run (R6_SET=33, round 17): GEMV bands with row groups (gemv.BANDS_GROUPS). Probe set 31 made the bands
+# taller by giving each block more rows, which halved the blocks in flight and lost (8 bands 36.8 us against 26.6).
+# Here a block keeps its 256 threads and each thread its 16 rows, but the block's threads form G row groups over G
+# times fewer columns (rows read in 4 KiB / G pieces), so the bands are G times taller and the finishing kernel
+# sums 256 / G partials per column instead of 256, with the same 512 blocks (st1: twice the bands, 1024 blocks).
+# Prediction: 24-25 us cold at G 4-8 (the finish's ~3 us halved or better). And the float32 '|family' buckets
+# shipped in round 16 from tuner timings, beside the family the rules give them (rules_*).
+G33 = ["gemv_4096", "gemv_4096_b4", "gemv_8192"]
+F33T, F33S = ["f32_b256_64", "f32_b64_256"], ["f32_8x4096", "f32_16x8192"]
+SET33 = {"default": (G33 + F33T + F33S, {}),
+         **{f"g{g}": (G33, {"gemv": {"BANDS_GROUPS": g}}) for g in (2, 4, 8, 16)},
+         **{f"g{g}_st1": (G33, {"gemv": {"BANDS_GROUPS": g, "BANDS_SPLIT_TO": 1}}) for g in (4, 8)},
+         "rules_tiled": (F33T, {"family": "tiled"}), "rules_splitpipe": (F33S, {"family": "splitpipe"})}
 # R6_SET -> (variants, cold repeats); unset: the first run's VARIANTS, one repeat.
 SETS = {"13": (SET13, 3), "14": (SET14, 3), "15": (SET15, 3), "16": (SET16, 3), "17": (SET17, 3), "18": (SET18, 2),
         "19": (SET19, 2), "20": (SET20, 2), "21": (SET21, 2), "22": (SET22, 3), "23": (SET23, 2), "24": (SET24, 3),
         "25": (SET25, 2), "26": (SET26, 3), "27": (SET27, 3), "28": (SET28, 3), "29": (SET29, 3), "30": (SET30, 3),
-        "31": (SET31, 3), "32": (SET32, 3), "2": (SET2, 3), "3": (SET3, 3), "4": (SET4, 2), "5": (SET5, 2),
+        "31": (SET31, 3), "32": (SET32, 3), "33": (SET33, 3), "2": (SET2, 3), "3": (SET3, 3), "4": (SET4, 2), "5": (SET5, 2),
         "6": (SET6, 2), "7": (SET7, 2), "8": (SET8, 2), "9": (SET9, 3), "10": (SET10, 3), "11": (SET11, 3),
         "12": (SET12, 3)}
 VARIANTS, REPS = SETS.get(os.environ.get("R6_SET", ""), (VARIANTS, 1))

@@ -121,6 +121,15 @@ BANDS_MIN_BYTES = 8 << 20
 BANDS_FUSED = False
 BANDS_FINISHERS = 64
 BANDS_MIN_COLS = 4096
+# bands (CUDA): row groups per block (round 17; ``GemvSpec.band_groups``). A block of BANDS_BLOCK threads is G groups
+# of BANDS_BLOCK / G threads; each group reads its own rows (a contiguous 1/G of the block's band) of the block's
+# BANDS_BLOCK / G * 8 columns, and the G partial sums meet in shared memory (in group order) before group 0 writes
+# them. The blocks, the threads and the rows each thread reads stay as at G == 1; each row is read in pieces of
+# 4 KiB / G, and the bands are G times taller, so the finishing kernel sums G times fewer partials per column
+# (fp16 1x4096x4096: 256 bands of 16 rows at G == 1, 64 of 64 at G == 4). Round 15's profile put the gap to cuBLAS
+# in that finish (3.0 us warm, 5.8 with the partials from DRAM), and round 16's fewer, taller bands lost because
+# they had fewer blocks (probe set 31), which this keeps.
+BANDS_GROUPS = 1
 KINDS = ("rowdot", "colsum", "bands")
 
 
@@ -138,6 +147,7 @@ class GemvSpec:
     target_warps: int = TARGET_WARPS_PER_SM * 132  # K is split until about this many warps (0: never)
     unroll: int = UNROLL
     fused: bool = False  # bands: the finish in the same launch (see BANDS_FUSED)
+    band_groups: int = 1  # bands: row groups per block (see BANDS_GROUPS); 1 on the CPU twin
 
     @property
     def acc_dtype(self) -> str:
@@ -153,7 +163,7 @@ class GemvSpec:
         """colsum: columns per block (``col_lanes`` 16-byte chunks on CUDA; one column per thread on the CPU);
         bands: columns per block of a band (a 16-byte chunk per thread, ``block_dim`` threads; 1 on the CPU)."""
         if self.kind == "bands":
-            return self.block_dim * self.chunk
+            return self.block_dim // self.band_groups * self.chunk
         return self.col_lanes * self.chunk if self.lanes > 1 else 1
 
     @property
@@ -175,6 +185,7 @@ class GemvSpec:
         block_dim)."""
         tail = f"_b{self.block_dim}_c{self.col_lanes}" if self.kind == "colsum" and self.lanes > 1 else ""
         tail += "_fused" if self.fused else ""
+        tail += f"_g{self.band_groups}_b{self.block_dim}" if self.kind == "bands" and self.band_groups > 1 else ""
         return (f"wg_gemv_{self.kind}_{self.in_dtype}_{self.out_dtype}_{self.epilogue}_l{self.lanes}"
                 f"_u{self.unroll}{tail}")
 
@@ -205,10 +216,11 @@ def splits(spec: GemvSpec, M: int, N: int, K: int, batch: int) -> tuple[int, int
     goal = spec.target_warps
     if spec.kind == "bands":  # always through the workspace: as many bands as give about goal / BANDS_SPLIT_TO warps
         warps = batch * _ceil(R, spec.cols) * max(1, spec.block_dim // 32)
-        if warps == 0 or K <= spec.unroll:
+        step = spec.unroll * spec.band_groups  # each row group's share of a band: whole unrolled steps
+        if warps == 0 or K <= step:
             return 1, max(K, 1)
-        s = max(1, min(_ceil(goal // BANDS_SPLIT_TO, warps), _ceil(K, spec.unroll), BANDS_MAX_SPLITS))
-        per = _ceil(_ceil(K, s), spec.unroll) * spec.unroll
+        s = max(1, min(_ceil(goal // BANDS_SPLIT_TO, warps), _ceil(K, step), BANDS_MAX_SPLITS))
+        per = _ceil(_ceil(K, s), step) * step
         return _ceil(K, per), per
     if spec.kind == "rowdot":
         warps, step = batch * R, spec.lanes * spec.chunk * spec.unroll
@@ -271,7 +283,8 @@ def choose_spec(device, dtype: str, layout_a: str, layout_b: str, M: int, N: int
     R = N if M == 1 else M
     if (kind == "colsum" and ITEM_BYTES[dtype] == 2 and R >= BANDS_MIN_COLS
             and batch * K * R * ITEM_BYTES[dtype] >= BANDS_MIN_BYTES):
-        return dataclasses.replace(spec, kind="bands", block_dim=BANDS_BLOCK, unroll=BANDS_UNROLL, fused=BANDS_FUSED)
+        return dataclasses.replace(spec, kind="bands", block_dim=BANDS_BLOCK, unroll=BANDS_UNROLL, fused=BANDS_FUSED,
+                                   band_groups=1 if BANDS_FUSED else BANDS_GROUPS)
     if kind == "colsum":
         strips = batch * _ceil(N if M == 1 else M, dataclasses.replace(spec, block_dim=COLSUM_BLOCK).cols)
         spec = dataclasses.replace(spec, block_dim=COLSUM_BLOCK_ONE_WAVE if sms // 2 <= strips <= sms else COLSUM_BLOCK)
@@ -433,13 +446,39 @@ _BANDS = r"""
         const char* p = base + (size_t)k * rs;
         for (int e = 0; e < {E} && c + e < R; ++e) acc[e] += x * {ACC}(*(const {T}*)(p + (size_t)e * cs));
     }}
-    char* w = (char*)W.data + (size_t)wrow * W.strides[0] + (size_t)c * W.strides[1];
+{GROUPS}    char* w = (char*)W.data + (size_t)wrow * W.strides[0] + (size_t)c * W.strides[1];
 #if defined(__CUDA_ARCH__)
     if (c + {E} <= R && W.strides[1] == sizeof({ACC}) && (size_t)w % 16 == 0) {{  // 16-byte stores: coalesced
 #pragma unroll
         for (int q = 0; q < {E} * (int)sizeof({ACC}) / 16; ++q) ((uint4*)w)[q] = ((const uint4*)acc)[q];
 {VEC_DONE}#endif
     for (int e = 0; e < {E} && c + e < R; ++e) *({ACC}*)(w + (size_t)e * W.strides[1]) = acc[e];
+"""
+# bands with row groups (GemvSpec.band_groups > 1), between _BANDS' sums and its stores: the groups' partial sums of
+# one band meet. grp: this thread's row group; the thread's column c = (block column) + j * {E}.
+_BANDS_GROUPS = r"""
+    // The block's {RG} row groups meet. CUDA: groups 1.. leave their sums in shared memory and return, group 0 adds
+    // them in group order, then stores (every thread of the block gets here: the launch is whole blocks). CPU
+    // (threads one at a time, in index order): group 0 stores, each later group adds its sums to what is there.
+#if defined(__CUDA_ARCH__)
+    {{
+        __shared__ {ACC} red[{RG} - 1][{E}][{GT}];
+        const int j = (c / {E}) % {GT};
+        if (grp > 0)
+            for (int e = 0; e < {E}; ++e) red[grp - 1][e][j] = acc[e];
+        __syncthreads();
+        if (grp > 0) return;
+        for (int h = 0; h < {RG} - 1; ++h)
+#pragma unroll
+            for (int e = 0; e < {E}; ++e) acc[e] += red[h][e][j];
+    }}
+#else
+    if (grp > 0) {{
+        char* wg = (char*)W.data + (size_t)wrow * W.strides[0] + (size_t)c * W.strides[1];
+        for (int e = 0; e < {E} && c + e < R; ++e) *({ACC}*)(wg + (size_t)e * W.strides[1]) += acc[e];
+        return;
+    }}
+#endif
 """
 # After _BANDS' vector stores: return (the partial sums are all), or fall through to the fused finish (the scalar
 # stores become the else branch).
@@ -562,8 +601,15 @@ _CTYPES = {"float16": "wp::float16", "bfloat16": "wp::bfloat16", "float32": "wp:
 def _snippet(spec: GemvSpec) -> str:
     it = ITEM_BYTES[spec.in_dtype]
     if spec.kind == "bands":
+        rg = spec.band_groups
+        if rg > 1 and (spec.fused or spec.block_dim % rg or spec.block_dim // rg < 1):
+            raise ValueError(f"gemv bands: {rg} row groups need an unfused spec whose block_dim ({spec.block_dim}) "
+                             f"they divide")
+        groups = _BANDS_GROUPS.format(ACC=_CTYPES[spec.acc_dtype], E=spec.chunk, RG=rg,
+                                      GT=spec.block_dim // rg) if rg > 1 else ""
         band = _BANDS.format(T=_CTYPES[spec.in_dtype], ACC=_CTYPES[spec.acc_dtype], ITEM=it, E=spec.chunk,
-                             U=spec.unroll, VEC_DONE=_BANDS_VEC_ELSE if spec.fused else _BANDS_VEC_RETURN)
+                             U=spec.unroll, VEC_DONE=_BANDS_VEC_ELSE if spec.fused else _BANDS_VEC_RETURN,
+                             GROUPS=groups)
         return band + _fused_tail(spec) if spec.fused else band
     if spec.kind == "rowdot":
         return _ROWDOT.format(T=_CTYPES[spec.in_dtype], ACC=_CTYPES[spec.acc_dtype], ITEM=it, E=spec.chunk,
@@ -617,7 +663,7 @@ def _finish_warps(spec: GemvSpec) -> int:
 def _native_func(spec: GemvSpec):
     """The kernel's snippet as a Warp function: rowdot ``dot(Mat, vec, bm, bv, r, k0, k1, lane)``,
     colsum ``csum(Mat, vec, bm, bv, c0, k0, k1, lane)``, returning the accumulator dtype; bands
-    ``band(Mat, vec, W, bm, bv, c, k0, k1, wrow)`` (writes W, returns nothing); bands fused ``fused(Mat, vec, W,
+    ``band(Mat, vec, W, bm, bv, c, k0, k1, wrow, grp)`` (writes W, returns nothing); bands fused ``fused(Mat, vec, W,
     cnt, D, C, alpha, beta, bm, bv, c, k0, k1, wrow, b, t, S, batch, c_nb, nthr, nfin)`` (writes W, then D)."""
     IN = WP_DTYPES[spec.in_dtype]
     snip = _snippet(spec)
@@ -636,7 +682,7 @@ def _native_func(spec: GemvSpec):
         ACC = WP_DTYPES[spec.acc_dtype]
 
         def band(Mat: wp.array3d(dtype=IN), vec: wp.array2d(dtype=IN), W: wp.array2d(dtype=ACC), bm: int,
-                 bv: int, c: int, k0: int, k1: int, wrow: int): ...
+                 bv: int, c: int, k0: int, k1: int, wrow: int, grp: int): ...
 
         band.__name__ = band.__qualname__ = name
         return wp.func_native(snip)(band)
@@ -682,7 +728,8 @@ def get_kernel(spec: GemvSpec, partial: bool = False):
     workspace), built once per process (thread-safe)."""
     with _factory_lock:
         # colsum's block is its column strip; the fused bands' finish reads its block size
-        keep = (spec.kind == "colsum" and spec.lanes > 1) or (spec.kind == "bands" and spec.fused)
+        keep = (spec.kind == "colsum" and spec.lanes > 1) or (spec.kind == "bands" and (spec.fused or
+                                                                                         spec.band_groups > 1))
         return _build(dataclasses.replace(spec, block_dim=spec.block_dim if keep else 0, target_warps=0), partial)
 
 
@@ -752,15 +799,29 @@ def _build(spec: GemvSpec, partial: bool):
 
         return _compat.make_kernel(bands_fused, name)
     if spec.kind == "bands":
-        E = spec.chunk
+        E, RG = spec.chunk, spec.band_groups
+        BD = max(spec.block_dim, 1)
+        GT = BD // RG
 
         def bands(Mat: wp.array3d(dtype=IN), vec: wp.array2d(dtype=IN), W: wp.array2d(dtype=ACC), per: int,
                   batch: int, m_nb: int, v_nb: int):
             # t last: consecutive threads take consecutive 16-byte chunks of a row
             b, s, t = wp.tid()
-            k0 = s * per
-            native(Mat, vec, W, wp.min(b, m_nb - 1), wp.min(b, v_nb - 1), t * E, k0,
-                   wp.min(Mat.shape[1], k0 + per), s * batch + b)
+            if wp.static(RG == 1):
+                k0 = s * per
+                native(Mat, vec, W, wp.min(b, m_nb - 1), wp.min(b, v_nb - 1), t * E, k0,
+                       wp.min(Mat.shape[1], k0 + per), s * batch + b, 0)
+            else:
+                # block column blk, row group grp of the block, its thread j: columns blk * COLS + j * E, rows
+                # [k0, k1), the grp-th of the band's RG contiguous pieces
+                blk = t // BD
+                tl = t - blk * BD
+                grp = tl // GT
+                sub = (per + RG - 1) // RG
+                k0 = s * per + grp * sub
+                k1 = wp.min(Mat.shape[1], wp.min(s * per + per, k0 + sub))
+                native(Mat, vec, W, wp.min(b, m_nb - 1), wp.min(b, v_nb - 1), blk * COLS + (tl - grp * GT) * E, k0,
+                       k1, s * batch + b, grp)
 
         return _compat.make_kernel(bands, name)
 
