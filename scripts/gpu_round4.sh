@@ -10,6 +10,7 @@
 #   bash scripts/gpu_round4.sh ncu64   # Nsight Compute on one launch of fp16 64 x 256^3: mma.sync tile, tile_matmul
 #   bash scripts/gpu_round4.sh r15a    # round 14's opt-in fused GEMV on the GPU (its tests, probe set 28), then ncu64
 #   bash scripts/gpu_round4.sh r18     # round 17: GEMV row groups (tests, probe 33), float32 family rows
+#   bash scripts/gpu_round4.sh r19     # round 17: the staged mma.sync epilogue (tests, probe 34)
 #   bash scripts/gpu_round4.sh ncu17   # round 17: Nsight Compute source counters on fp16 64 x 256^3 (two mma.sync tiles)
 #   bash scripts/gpu_round4.sh r16     # round 15's persistent mma.sync/SIMT blocks (tests, probe 32), then probe 31
 #   bash scripts/gpu_round4.sh families # round 15's family tuner on issue 18's shapes, the runner with and without it
@@ -121,6 +122,10 @@ r18)  # round 17: the GEMV bands with row groups (their GPU tests beside probe s
   # launch of fp16 64 x 256^3 for the two best mma.sync tiles of probe set 32 (SourceCounters: where the ~19 us of a
   # warm launch go, where the arithmetic needs ~4 and cuBLAS takes 11.3 cold)
   tests_then_probe r18_tests 33 15 "${PROBE_S:-300}" 40 tests/test_gemv.py -k "band_groups or gemv_gpu"
+  ;;
+r19)  # round 17: the mma.sync epilogue through shared memory (pipelined.STAGED_STORE): its GPU tests and the mma.sync
+  # ones beside probe set 34's compiles, then set 34 timed (staged against unstaged, staged tiles for 64 x 256^3)
+  tests_then_probe r19_tests 34 15 "${PROBE_S:-330}" 60 tests/test_pipelined.py -k "staged or mma_forced"
   ;;
 ncu17)  # round 17, after r18 (same device session, kernels cached): Nsight Compute on fp16 64 x 256^3
   M6=$(cat benchmarks/probes/ncu_metrics.txt)

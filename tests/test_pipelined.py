@@ -9,6 +9,7 @@ Every output is NaN-prefilled; every input is fresh random data from a per-test 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import zlib
 
@@ -1198,6 +1199,116 @@ def test_stream_k_forced_on_cuda(dtype, layout, cfg, epilogue, planned, request)
         _forced_on_cuda("float32" if tf32 else dtype, layout, cfg, epilogue, request, tf32=tf32)
     spec = planned[-1].family_spec
     assert planned[-1].family == "pipelined" and spec.stream_k and spec.layout_a + spec.layout_b == layout, spec
+
+
+# --- the epilogue through shared memory (round 17; pipelined.staged_store) ----------------------------------------
+# (dtype, out dtype, layout, tile, stages, mma warps): 16-bit outputs of a 64x64 and a 128x128 tile, float32 outputs
+# of a 64x64x64 tile (its A stages hold 64 rows of 272 bytes), layout T of A (its stage is K x M).
+STAGED = [("float16", "float16", "NN", (64, 64, 32), 3, 4), ("float16", "float32", "TN", (64, 64, 64), 3, 4),
+          ("float16", "float16", "NT", (128, 128, 64), 2, 4), ("float16", "float16", "TT", (128, 128, 32), 4, 8)] + (
+    [("bfloat16", "bfloat16", "NN", (64, 128, 32), 4, 4)] if _compat.HAS_BF16 else [])
+
+
+def _staged_spec(dtype, out_dtype, layout, tile, stages, mma, threads=False):
+    """``threads``: the CUDA block size (for CPU fibers); else the CPU twin's block of one thread."""
+    tm, tn, tk = tile
+    return P.default_spec(dtype, out_dtype, layout=layout, epilogue="scale", device_is_cpu=True, tm=tm, tn=tn, tk=tk,
+                          stages=stages, pad_ab=8, pad_c=0, mma=mma, **({"block_dim": 32 * mma} if threads else {}))
+
+
+def test_staged_store_rule(monkeypatch):
+    """The staged epilogue is taken by plain mma.sync/SIMT kernels with the scale epilogue whose A stages hold the
+    output tile (tm rows of tn * item + 16 bytes), and named in the key; the rest keep _OWN_STORE."""
+    base = _staged_spec("float16", "float16", "NN", (128, 128, 32), 4, 4)
+    assert P.staged_store(base) and base.key.endswith("_ts")  # 4 x 128 x 40 x 2 = 40960 >= 128 x 272 = 34816
+    assert not P.staged_store(dataclasses.replace(base, stages=3))  # 30720 bytes of A stages
+    assert P.staged_store(dataclasses.replace(base, tk=64, stages=3))
+    for over in (dict(epilogue="axpby"), dict(persistent=1), dict(stream_k=1), dict(out_dtype="float64")):
+        assert not P.staged_store(dataclasses.replace(base, **over)), over
+    tile = dataclasses.replace(base, mma=0)  # tile_matmul kernels store through their own paths
+    assert not P.staged_store(tile)
+    monkeypatch.setattr(P, "STAGED_STORE", False)
+    assert not P.staged_store(base) and not base.key.endswith("_ts")
+
+
+@pytest.mark.parametrize("ldd", [None, 5], ids=["rows-aligned", "rows-unaligned"])
+@pytest.mark.parametrize("case", STAGED, ids=lambda c: f"{c[0]}-{c[1]}-{c[2]}-{'x'.join(map(str, c[3]))}-s{c[4]}")
+def test_staged_store_on_cpu(case, ldd, request):
+    """The staged epilogue on the CPU twin (one thread plays every CUDA thread): the fragments' shared positions and
+    the chunked copy-out, against float64 -- M and N edges (partial chunks of a row: element stores), three batch
+    entries with A broadcast, NaN-prefilled D; rows-unaligned: D a column view with row stride N + 5 (no 16-byte
+    stores; the other columns must stay)."""
+    spec = _staged_spec(*case)
+    assert P.staged_store(spec)
+    M, N, K = spec.tm + 13, 2 * spec.tn - 5, 3 * spec.tk + 7
+    lda = _ld8(M) if spec.layout_a == "T" else _ld8(K)
+    ldb = _ld8(K) if spec.layout_b == "T" else _ld8(N)
+    out, ref = _run(spec, M, N, K, _rng(request), batch=3, a_nb=1, b_nb=3, lda=lda, ldb=ldb,
+                    ldd=None if ldd is None else N + ldd)
+    _assert_close(out, ref, spec.out_dtype)
+
+
+@pytest.mark.skipif(not _compat.HAS_CPU_BLOCKS, reason="CPU blocks of several threads need warp-lang >= 1.18")
+@pytest.mark.parametrize("case", STAGED[:3], ids=lambda c: f"{c[0]}-{c[1]}-{c[2]}-{'x'.join(map(str, c[3]))}")
+def test_staged_store_on_cpu_fibers(case, request):
+    """The staged epilogue with each block's CUDA block size of fibers: every thread writes its own fragments, the
+    barrier, then each thread its own chunks of the copy-out (as on CUDA), against float64."""
+    spec = _staged_spec(*case, threads=True)
+    old = wp.config.enable_cpu_blocks
+    wp.config.enable_cpu_blocks = True
+    try:
+        M, N, K = spec.tm + 24, spec.tn + 8, 2 * spec.tk + 8
+        lda = _ld8(M) if spec.layout_a == "T" else _ld8(K)
+        ldb = _ld8(K) if spec.layout_b == "T" else _ld8(N)
+        out, ref = _run(spec, M, N, K, _rng(request), batch=2, lda=lda, ldb=ldb, fibers=True)
+    finally:
+        wp.config.enable_cpu_blocks = old
+    _assert_close(out, ref, spec.out_dtype)
+
+
+@pytest.mark.skipif(not _compat.HAS_COMPILE_AOT, reason="wp.compile_aot_module arrived in warp-lang 1.9")
+@pytest.mark.parametrize("layout", ["NN", "TN"])
+def test_staged_store_cuda_build_offline(layout, tmp_path):
+    """The 128x128x64 mma.sync kernel with the staged epilogue compiles for sm_90 offline: accumulator still in
+    registers (no local memory), its outputs written to shared memory and stored with 16-byte global stores (the
+    copy-out; _OWN_STORE stores 4 bytes at a time)."""
+    import re
+
+    spec = _staged_spec("float16", "float16", layout, (128, 128, 64), 3, 4, threads=True)
+    assert P.staged_store(spec)
+    ptx = _offline_ptx(spec, tmp_path)
+    if ptx is None:
+        return
+    assert ".local" not in ptx and not re.search(r"\bcall", ptx)
+    assert re.search(r"st\.global\.v4\.(u32|b32)", ptx), "no 16-byte global store"
+    assert re.search(r"st\.shared\.(u32|b32)", ptx), "the fragments are not written to shared memory"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype,layout,cfg", [
+    ("float16", "NN", "pipe/128x128x64/s3/b128/o1/mma"), ("float16", "TN", "pipe/128x128x32/s4/b128/o2/mma"),
+    ("bfloat16", "NT", "pipe/64x64x64/s3/b128/o4/mma"), ("float16", "TT", "pipe/128x128x64/s2/b128/o2/mma")],
+    ids=lambda v: str(v))
+def test_staged_store_forced_on_cuda(dtype, layout, cfg, planned, request):
+    """The staged epilogue (round 17) on CUDA through the API: 1000x1000 (M and N edges), K 520, two batch entries,
+    alpha, NaN-prefilled, against float64 (_forced_on_cuda); then 64 x 256^3 (issue 18's shape) into a column view of
+    a wider output (rows not 16-byte aligned: element stores) whose other columns stay, and the plans were staged."""
+    from conftest import make, nan_like, to_f64
+
+    import warp_gemm
+
+    if dtype == "bfloat16" and not _compat.HAS_BF16:
+        pytest.skip("bfloat16 needs warp-lang >= 1.13")
+    _forced_on_cuda(dtype, layout, cfg, "scale", request)
+    rng = _rng(request)
+    a, b = random_operands(256, 256, 256, dtype, rng, batch=64)
+    wide = nan_like("warp", (64, 256, 261), dtype, "cuda")
+    out = wide[:, :, :256]
+    with warp_gemm.options(family="pipelined", pipe_config=cfg):
+        warp_gemm.matmul(make(a, dtype, "warp", "cuda"), make(b, dtype, "warp", "cuda"), out=out)
+    _assert_close(to_f64(out), np.matmul(a, b), dtype)
+    assert np.isnan(to_f64(wide)[:, :, 256:]).all(), "a column past the view was written"
+    assert planned and all(P.staged_store(p.family_spec) for p in planned), [p.family_spec for p in planned]
 
 
 # --- the CUDA thread paths on CPU fibers -----------------------------------------------------------------------------

@@ -471,11 +471,21 @@ SET33 = {"default": (G33 + F33T + F33S, {}),
          **{f"g{g}": (G33, {"gemv": {"BANDS_GROUPS": g}}) for g in (2, 4, 8, 16)},
          **{f"g{g}_st1": (G33, {"gemv": {"BANDS_GROUPS": g, "BANDS_SPLIT_TO": 1}}) for g in (4, 8)},
          "rules_tiled": (F33T, {"family": "tiled"}), "rules_splitpipe": (F33S, {"family": "splitpipe"})}
+# Thirty-fourth run (R6_SET=34, round 17): the mma.sync epilogue through shared memory (pipelined.STAGED_STORE).
+# Nsight Compute (results/round17/ncu17.tgz) put 45% of fp16 64 x 256^3's stall samples and 55% of its instructions
+# in the register epilogue's 4-byte stores; the staged one writes the tile to the free A stages and stores 16-byte
+# chunks. Staged (default) against unstaged on the planner's choices, and staged tiles for 64 x 256^3 and 1000^3.
+# Prediction: 64 x 256^3 from ~25 to ~19 us cold; the medium grids 10-25% faster; 4096^3 within noise.
+M34 = ["b64_256", "sq_1000", "m256_2048", "m512_1024", "m2048_1024", "sq_1536", "odd_1023", "sq_4096"]
+SET34 = {"default": (M34, {}), "nostage": (M34, {"pipelined": {"STAGED_STORE": False}}),
+         **pipe_variants(["b64_256", "sq_1000"], "pipe/128x128x64/s2/b128/o2/mma", "pipe/128x128x64/s3/b128/o1/mma",
+                         "pipe/64x64x64/s3/b128/o4/mma", "pipe/128x128x32/s4/b128/o2/mma",
+                         "pipe/64x128x64/s3/b128/o3/mma", "pipe/128x64x64/s3/b128/o3/mma")}
 # R6_SET -> (variants, cold repeats); unset: the first run's VARIANTS, one repeat.
 SETS = {"13": (SET13, 3), "14": (SET14, 3), "15": (SET15, 3), "16": (SET16, 3), "17": (SET17, 3), "18": (SET18, 2),
         "19": (SET19, 2), "20": (SET20, 2), "21": (SET21, 2), "22": (SET22, 3), "23": (SET23, 2), "24": (SET24, 3),
         "25": (SET25, 2), "26": (SET26, 3), "27": (SET27, 3), "28": (SET28, 3), "29": (SET29, 3), "30": (SET30, 3),
-        "31": (SET31, 3), "32": (SET32, 3), "33": (SET33, 3), "2": (SET2, 3), "3": (SET3, 3), "4": (SET4, 2), "5": (SET5, 2),
+        "31": (SET31, 3), "32": (SET32, 3), "33": (SET33, 3), "34": (SET34, 3), "2": (SET2, 3), "3": (SET3, 3), "4": (SET4, 2), "5": (SET5, 2),
         "6": (SET6, 2), "7": (SET7, 2), "8": (SET8, 2), "9": (SET9, 3), "10": (SET10, 3), "11": (SET11, 3),
         "12": (SET12, 3)}
 VARIANTS, REPS = SETS.get(os.environ.get("R6_SET", ""), (VARIANTS, 1))

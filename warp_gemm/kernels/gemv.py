@@ -129,7 +129,7 @@ BANDS_MIN_COLS = 4096
 # (fp16 1x4096x4096: 256 bands of 16 rows at G == 1, 64 of 64 at G == 4). Round 15's profile put the gap to cuBLAS
 # in that finish (3.0 us warm, 5.8 with the partials from DRAM), and round 16's fewer, taller bands lost because
 # they had fewer blocks (probe set 31), which this keeps.
-BANDS_GROUPS = 1
+BANDS_GROUPS = 4
 KINDS = ("rowdot", "colsum", "bands")
 
 

@@ -143,6 +143,7 @@ class PipeSpec:
         act += f"_mma{self.mma}" if self.mma else ""
         act += "_wgmma" if self.wgmma else ""
         act += f"_sk{self.stream_k}" if self.stream_k else ""
+        act += "_ts" if staged_store(self) else ""  # the epilogue through shared memory (_STAGED_STORE)
         return (f"wg_pipe_{self.in_dtype}_{self.out_dtype}_{self.layout_a}{self.layout_b}_"
                 f"{self.tm}x{self.tn}x{self.tk}_s{self.stages}_b{self.block_dim}{occ}_c{self.chunk}_"
                 f"p{self.pad_ab}-{self.pad_c}_{self.epilogue}{tf}{bias}{act}")
@@ -1053,11 +1054,82 @@ _OWN_AXPBY = ("                if (gc + e < nc) x += beta * (float)(*(const {OT}
               "(size_t)(gc + e) * ccs));\n")
 
 
-def _own_store_snippet(spec: PipeSpec) -> str:
-    """:data:`_OWN_STORE` for the kernels whose product is a snippet (SIMT, mma.sync) and whose accumulator is the
-    register tile's storage in that snippet's order."""
-    ot = _C_TYPES[spec.out_dtype]
-    axpby = spec.epilogue == "axpby"
+# The mma.sync and SIMT kernels' epilogue through shared memory (round 17; :func:`staged_store`). Nsight Compute on
+# fp16 64 x 256^3 (128x128x64 s3 mma.sync, benchmarks/results/round17/ncu17.tgz) put 45% of the kernel's stall samples
+# and 55% of its instructions in _OWN_STORE: 64 stores of 4 bytes per thread, each with its own bounds check and
+# 64-bit address, half of every 32-byte sector wasted (38% excess sectors) and the stores' registers reused at once
+# (long-scoreboard stalls). Here each thread writes its outputs, converted, into the stage buffer of A (free once
+# the K loop's last wait has passed its barrier), and the block then stores the tile row by row in 16-byte chunks.
+_STAGED_STORE = r"""
+    // dst[m0 + r, n0 + c] = {OT}(alpha * acc[r, c]) through shared memory: each thread writes its {PER} outputs
+    // ({ORDER}'s order, as in _OWN_STORE: output o at tile row {ROW}, column {COL}), converted, into `stage` (the
+    // free A stage buffer, viewed as {TM} rows of {RS} bytes), {V} columns per write; then the block stores the tile
+    // in {CH}-element (16-byte) chunks, consecutive threads taking consecutive chunks of a row: one 16-byte store
+    // where dst's rows allow it (unit column stride, base and row stride multiples of 16 bytes), else element by
+    // element; rows and columns past dst's extent are dropped. Every thread of the block calls this (two barriers).
+    char* sm = (char*)stage.data.ptr;
+    WP_TILE_SYNC();
+    for (int q = 0; q < {VT} / WP_TILE_BLOCK_DIM; ++q) {{
+{GEOM}        const float* d = acc.data + q * {PER};
+#pragma unroll
+        for (int o = 0; o < {PER}; o += {V}) {{
+            alignas({VB}) {OT} y[{V}];
+#pragma unroll
+            for (int e = 0; e < {V}; ++e) y[e] = {OT}(alpha * d[o + e]);
+            char* p = sm + ({ROW}) * {RS} + ({COL}) * {IT};
+#if defined(__CUDA_ARCH__)
+            *({VTYPE}*)p = *(const {VTYPE}*)y;
+#else
+            for (int b = 0; b < {VB}; ++b) p[b] = ((const char*)y)[b];
+#endif
+        }}
+    }}
+    WP_TILE_SYNC();
+    const int nr = dst.shape[0];
+    const int nc = dst.shape[1];
+    char* base = (char*)dst.data;
+    const size_t ld = (size_t)dst.strides[0];
+    const size_t cs = (size_t)dst.strides[1];
+    const bool vec = cs == {IT} && (size_t)base % 16 == 0 && (nr <= 1 || ld % 16 == 0);
+    for (int x = WP_TILE_THREAD_IDX; x < {TM} * {CPR}; x += WP_TILE_BLOCK_DIM) {{
+        const int r = x / {CPR};
+        const int c = (x % {CPR}) * {CH};
+        const int gr = m0 + r;
+        const int gc = n0 + c;
+        if (gr >= nr || gc >= nc)
+            continue;
+        const char* t = sm + r * {RS} + c * {IT};
+        char* g = base + (size_t)gr * ld + (size_t)gc * cs;
+        if (vec && gc + {CH} <= nc) {{
+#if defined(__CUDA_ARCH__)
+            *(::uint4*)g = *(const ::uint4*)t;
+#else
+            for (int b = 0; b < 16; ++b) g[b] = t[b];
+#endif
+        }} else {{
+            for (int e = 0; e < {CH} && gc + e < nc; ++e) *({OT}*)(g + (size_t)e * cs) = *(const {OT}*)(t + e * {IT});
+        }}
+    }}
+"""
+STAGED_STORE = True  # the switch for staged_store (a probe may turn it off)
+
+
+def staged_store(spec: PipeSpec) -> bool:
+    """Whether the kernel's epilogue is :data:`_STAGED_STORE`: a plain (not persistent, not stream-K) mma.sync or
+    SIMT kernel with the "scale" epilogue, whose A stage buffer holds the output tile as ``tm`` rows of ``tn``
+    elements plus 16 bytes, and ``tn`` whole 16-byte chunks. Else :data:`_OWN_STORE`."""
+    if not STAGED_STORE or not (spec.mma > 0 or spec.simt) or spec.wgmma or spec.persistent or spec.stream_k:
+        return False
+    it = ITEM_BYTES[spec.out_dtype]
+    if spec.epilogue != "scale" or spec.bias or spec.activation or (spec.tn * it) % 16:
+        return False
+    a_bytes = spec.stages * spec.a_tile()[0] * spec.stage_cols()[0] * ITEM_BYTES[spec.in_dtype]
+    return spec.tm * (spec.tn * it + 16) <= a_bytes
+
+
+def _own_order(spec: PipeSpec) -> tuple[dict, dict]:
+    """The product snippet's fields and where its output o of a thread lies (``ROW``, ``COL``, ``V`` consecutive
+    columns, ``PER`` per thread): for :data:`_OWN_STORE` and :data:`_STAGED_STORE`."""
     if spec.simt:
         f = _simt_fields(spec)
         order = dict(ORDER="_SIMT_MMA", PER=SIMT_TILE * SIMT_TILE, V=4, ROW="row0 + (o / 8) % 4 + 16 * (o / 32)",
@@ -1071,6 +1143,24 @@ def _own_store_snippet(spec: PipeSpec) -> str:
         order = dict(ORDER="_MMA_SYNC", PER=f["PER"], V=2,
                      ROW=f"wr + 16 * (o / {4 * f['NJ']}) + l / 4 + 8 * ((o % 4) / 2)",
                      COL=f"wc + 8 * ((o / 4) % {f['NJ']}) + 2 * (l % 4) + o % 2")
+    return f, order
+
+
+def _staged_store_snippet(spec: PipeSpec) -> str:
+    f, order = _own_order(spec)
+    it = ITEM_BYTES[spec.out_dtype]
+    vb = order["V"] * it
+    return _STAGED_STORE.format(OT=_C_TYPES[spec.out_dtype], VT=f["VT"], GEOM=f["GEOM"], TM=spec.tm,
+                                RS=spec.tn * it + 16, IT=it, VB=vb, VTYPE=_VEC_TYPES[vb], CH=16 // it,
+                                CPR=spec.tn * it // 16, **order)
+
+
+def _own_store_snippet(spec: PipeSpec) -> str:
+    """:data:`_OWN_STORE` for the kernels whose product is a snippet (SIMT, mma.sync) and whose accumulator is the
+    register tile's storage in that snippet's order."""
+    ot = _C_TYPES[spec.out_dtype]
+    axpby = spec.epilogue == "axpby"
+    f, order = _own_order(spec)
     vb = order["V"] * ITEM_BYTES[spec.out_dtype]
     return _OWN_STORE.format(OT=ot, AXPBY=_OWN_AXPBY.format(OT=ot) if axpby else "", VT=f["VT"], GEOM=f["GEOM"],
                              AXPBY_DOC=" + beta * src[m0 + r, n0 + c]" if axpby else "", VB=vb,
@@ -1350,6 +1440,10 @@ def _build(spec: PipeSpec, zero_acc_snippet: bool):
         mma = _native(product, key + "_mma", _stub_mma(IN, SAR, ACP, SBR, BCP, ACC, TM, TN))
         own_store = _native(_own_store_snippet(spec), key + "_sstore", _stub_own_store(OUT, ACC, TM, TN))
         wait_prev = _native((_WAIT_PROXY if spec.wgmma else _WAIT).format(N=S - 2), key + "_waitp", _stub_int())
+    STAGED = OWN and staged_store(spec)
+    if STAGED:
+        tstore = _native(_staged_store_snippet(spec), key + "_tstore", _stub_staged_store(IN, SAR, ACP, OUT, ACC, TM,
+                                                                                         TN))
     ZERO_ACC, STORE = zero_acc_snippet, native_store(spec)
     if ZERO_ACC:
         zero_acc = _native(_ZERO_ACC.format(N16=TM * TNC * ITEM_BYTES[spec.acc_dtype] // 16), key + "_zero_acc",
@@ -1445,7 +1539,9 @@ def _build(spec: PipeSpec, zero_acc_snippet: bool):
                 else:
                     wp.tile_matmul(a, b, acc)
         wait0(0)  # no copy outlives the kernel (all groups past k_tiles are empty; cheap)
-        if wp.static(OWN):
+        if wp.static(STAGED):
+            tstore(D[bi], acc, ba, alpha, m0, n0)  # through the A stages (every copy done: wait0's barrier)
+        elif wp.static(OWN):
             own_store(D[bi], C[wp.min(bi, c_nb - 1)], acc, alpha, beta, m0, n0)  # acc: this thread's registers
         elif wp.static(STORE):
             store(D[bi], acc_s, alpha, m0, n0)  # tile_matmul ended with a block sync: acc is complete
@@ -1772,6 +1868,13 @@ def _stub_mma(IN, SAR, ACP, SBR, BCP, ACC, TM, TN):
 def _stub_own_store(OUT, ACC, TM, TN):
     def stub(dst: wp.array2d(dtype=OUT), src: wp.array2d(dtype=OUT), acc: wp.tile(dtype=ACC, shape=(TM, TN)),
              alpha: ACC, beta: ACC, m0: int, n0: int): ...
+
+    return stub
+
+
+def _stub_staged_store(IN, SAR, ACP, OUT, ACC, TM, TN):
+    def stub(dst: wp.array2d(dtype=OUT), acc: wp.tile(dtype=ACC, shape=(TM, TN)),
+             stage: wp.tile(dtype=IN, shape=(SAR, ACP)), alpha: ACC, m0: int, n0: int): ...
 
     return stub
 
