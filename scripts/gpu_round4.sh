@@ -11,6 +11,7 @@
 #   bash scripts/gpu_round4.sh r15a    # round 14's opt-in fused GEMV on the GPU (its tests, probe set 28), then ncu64
 #   bash scripts/gpu_round4.sh r18     # round 17: GEMV row groups (tests, probe 33), float32 family rows
 #   bash scripts/gpu_round4.sh r19     # round 17: the staged mma.sync epilogue (tests, probe 34)
+#   bash scripts/gpu_round4.sh r19b    # round 17: the runner on the staged epilogue, the new bucket and GEMV
 #   bash scripts/gpu_round4.sh ncu17   # round 17: Nsight Compute source counters on fp16 64 x 256^3 (two mma.sync tiles)
 #   bash scripts/gpu_round4.sh r16     # round 15's persistent mma.sync/SIMT blocks (tests, probe 32), then probe 31
 #   bash scripts/gpu_round4.sh families # round 15's family tuner on issue 18's shapes, the runner with and without it
@@ -126,6 +127,18 @@ r18)  # round 17: the GEMV bands with row groups (their GPU tests beside probe s
 r19)  # round 17: the mma.sync epilogue through shared memory (pipelined.STAGED_STORE): its GPU tests and the mma.sync
   # ones beside probe set 34's compiles, then set 34 timed (staged against unstaged, staged tiles for 64 x 256^3)
   tests_then_probe r19_tests 34 15 "${PROBE_S:-330}" 60 tests/test_pipelined.py -k "staged or mma_forced"
+  ;;
+r19b)  # round 17, after r19: the runner on the staged epilogue and the moved 64 x 256^3 bucket (fp16 and bf16), the
+  # GEMV row groups, in one process per dtype, cuBLAS in the same run
+  S19="64x256x256x256,1000x1000x1000,256x2048x2048,512x1024x1024,2048x1024x1024,1536x1536x1536,1023x1025x1027,\
+4096x4096x4096,1x4096x4096,1x8192x8192,4096x32x32x32"
+  python3 benchmarks/warm_cache.py --shapes "$S19" --dtype fp16,bf16 -j 15 > "$out/r19b_warm.txt" 2>&1
+  grep -c ": ok" "$out/r19b_warm.txt"
+  for d in fp16 bf16; do
+    timeout 200 python3 benchmarks/run.py --shapes "$S19" --dtype $d --providers warp_gemm,torch \
+      --json "$out/r19b_$d.json" > "$out/r19b_$d.txt" 2>&1
+    sed -n '/# summary/,$p' "$out/r19b_$d.txt" | grep -v "^$"
+  done
   ;;
 ncu17)  # round 17, after r18 (same device session, kernels cached): Nsight Compute on fp16 64 x 256^3
   M6=$(cat benchmarks/probes/ncu_metrics.txt)

@@ -224,7 +224,7 @@ def test_fused_bands_finishers():
         is_cpu = False
 
     base = gemv.choose_spec(Cuda(), "float16", "N", "N", 1, 4096, 4096, 1, "float16", "scale")
-    spec = dataclasses.replace(base, fused=True, target_warps=gemv.TARGET_WARPS_PER_SM * 132)
+    spec = dataclasses.replace(base, fused=True, band_groups=1, target_warps=gemv.TARGET_WARPS_PER_SM * 132)
     for N, K, batch, want in [(4096, 4096, 1, 64), (4096, 4096, 4, 16), (8192, 1024, 1, 32), (4096, 64, 80, 1)]:
         A = wp.empty((batch, 1, K), dtype=wp.float16, device="cpu")
         B = wp.empty((batch, K, N), dtype=wp.float16, device="cpu")

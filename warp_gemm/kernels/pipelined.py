@@ -1064,9 +1064,11 @@ _STAGED_STORE = r"""
     // dst[m0 + r, n0 + c] = {OT}(alpha * acc[r, c]) through shared memory: each thread writes its {PER} outputs
     // ({ORDER}'s order, as in _OWN_STORE: output o at tile row {ROW}, column {COL}), converted, into `stage` (the
     // free A stage buffer, viewed as {TM} rows of {RS} bytes), {V} columns per write; then the block stores the tile
-    // in {CH}-element (16-byte) chunks, consecutive threads taking consecutive chunks of a row: one 16-byte store
-    // where dst's rows allow it (unit column stride, base and row stride multiples of 16 bytes), else element by
-    // element; rows and columns past dst's extent are dropped. Every thread of the block calls this (two barriers).
+    // in {CH}-element (16-byte) chunks, consecutive threads taking consecutive chunks of a row, where dst's rows allow
+    // 16-byte stores (unit column stride, base and row stride multiples of 16 bytes), else element by element,
+    // consecutive threads taking consecutive elements of a row; rows and columns past dst's extent are dropped and
+    // a chunk that crosses the last column is stored element by element. Every thread of the block calls this (two
+    // barriers).
     char* sm = (char*)stage.data.ptr;
     WP_TILE_SYNC();
     for (int q = 0; q < {VT} / WP_TILE_BLOCK_DIM; ++q) {{
@@ -1091,6 +1093,16 @@ _STAGED_STORE = r"""
     const size_t ld = (size_t)dst.strides[0];
     const size_t cs = (size_t)dst.strides[1];
     const bool vec = cs == {IT} && (size_t)base % 16 == 0 && (nr <= 1 || ld % 16 == 0);
+    if (!vec) {{
+        for (int x = WP_TILE_THREAD_IDX; x < {TM} * {TN}; x += WP_TILE_BLOCK_DIM) {{
+            const int r = x / {TN};
+            const int c = x % {TN};
+            if (m0 + r < nr && n0 + c < nc)
+                *({OT}*)(base + (size_t)(m0 + r) * ld + (size_t)(n0 + c) * cs) =
+                    *(const {OT}*)(sm + r * {RS} + c * {IT});
+        }}
+        return;
+    }}
     for (int x = WP_TILE_THREAD_IDX; x < {TM} * {CPR}; x += WP_TILE_BLOCK_DIM) {{
         const int r = x / {CPR};
         const int c = (x % {CPR}) * {CH};
@@ -1100,7 +1112,7 @@ _STAGED_STORE = r"""
             continue;
         const char* t = sm + r * {RS} + c * {IT};
         char* g = base + (size_t)gr * ld + (size_t)gc * cs;
-        if (vec && gc + {CH} <= nc) {{
+        if (gc + {CH} <= nc) {{
 #if defined(__CUDA_ARCH__)
             *(::uint4*)g = *(const ::uint4*)t;
 #else
@@ -1151,7 +1163,7 @@ def _staged_store_snippet(spec: PipeSpec) -> str:
     it = ITEM_BYTES[spec.out_dtype]
     vb = order["V"] * it
     return _STAGED_STORE.format(OT=_C_TYPES[spec.out_dtype], VT=f["VT"], GEOM=f["GEOM"], TM=spec.tm,
-                                RS=spec.tn * it + 16, IT=it, VB=vb, VTYPE=_VEC_TYPES[vb], CH=16 // it,
+                                TN=spec.tn, RS=spec.tn * it + 16, IT=it, VB=vb, VTYPE=_VEC_TYPES[vb], CH=16 // it,
                                 CPR=spec.tn * it // 16, **order)
 
 
