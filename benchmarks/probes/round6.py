@@ -481,11 +481,18 @@ SET34 = {"default": (M34, {}), "nostage": (M34, {"pipelined": {"STAGED_STORE": F
          **pipe_variants(["b64_256", "sq_1000"], "pipe/128x128x64/s2/b128/o2/mma", "pipe/128x128x64/s3/b128/o1/mma",
                          "pipe/64x64x64/s3/b128/o4/mma", "pipe/128x128x32/s4/b128/o2/mma",
                          "pipe/64x128x64/s3/b128/o3/mma", "pipe/128x64x64/s3/b128/o3/mma")}
+# Thirty-fifth run (R6_SET=35, round 17): around the GEMV's new default (4 row groups: 25.2-25.4 us in the runner, the
+# target 25): the finishing kernel's warps per 32 columns (it now sums 64 partials, not 256), and 512-thread blocks.
+SET35 = {"default": (G33, {}), "fw4": (G33, {"gemv": {"BANDS_FINISH_WARPS": 4}}),
+         "fw2": (G33, {"gemv": {"BANDS_FINISH_WARPS": 2}}), "g8_fw4": (G33, {"gemv": {"BANDS_GROUPS": 8,
+                                                                                      "BANDS_FINISH_WARPS": 4}}),
+         "b512": (G33, {"gemv": {"BANDS_BLOCK": 512}}), "b512_g8": (G33, {"gemv": {"BANDS_BLOCK": 512,
+                                                                                 "BANDS_GROUPS": 8}})}
 # R6_SET -> (variants, cold repeats); unset: the first run's VARIANTS, one repeat.
 SETS = {"13": (SET13, 3), "14": (SET14, 3), "15": (SET15, 3), "16": (SET16, 3), "17": (SET17, 3), "18": (SET18, 2),
         "19": (SET19, 2), "20": (SET20, 2), "21": (SET21, 2), "22": (SET22, 3), "23": (SET23, 2), "24": (SET24, 3),
         "25": (SET25, 2), "26": (SET26, 3), "27": (SET27, 3), "28": (SET28, 3), "29": (SET29, 3), "30": (SET30, 3),
-        "31": (SET31, 3), "32": (SET32, 3), "33": (SET33, 3), "34": (SET34, 3),
+        "31": (SET31, 3), "32": (SET32, 3), "33": (SET33, 3), "34": (SET34, 3), "35": (SET35, 3),
         "2": (SET2, 3), "3": (SET3, 3), "4": (SET4, 2), "5": (SET5, 2),
         "6": (SET6, 2), "7": (SET7, 2), "8": (SET8, 2), "9": (SET9, 3), "10": (SET10, 3), "11": (SET11, 3),
         "12": (SET12, 3)}
