@@ -373,11 +373,13 @@ def test_split_rules():
     assert gemv.splits(nn, 1, 4096, 1023, 1) == (1, 1023) and gemv.workspace_shape(nn, 1, 4096, 1023, 1) is None
     nn4 = gemv.choose_spec(Cuda(), "float16", "N", "N", 1, 4096, 4096, 1, "float16", "scale")
     nn8 = gemv.choose_spec(Cuda(), "float16", "N", "N", 1, 8192, 8192, 1, "float16", "scale")
-    # from 8 MiB, bands: 2048 columns (256 threads x 8) per block, bands toward 32 warps per SM in whole
-    # unrolled steps -- 1x4096x4096: 2 column blocks x 256 bands of 16 rows; 1x8192x8192: 4 x 128 of 64 rows
-    assert (nn4.kind, nn4.cols, nn4.group, nn4.unroll) == ("bands", 2048, 256, 8) and nn8.kind == "bands"
-    assert gemv.splits(nn4, 1, 4096, 4096, 1) == (256, 16) and gemv.splits(nn8, 1, 8192, 8192, 1) == (128, 64)
-    assert gemv.workspace_shape(nn4, 1, 4096, 4096, 1) == ((256, 1, 4096), "float32")
+    # from 8 MiB, bands: 4 row groups of 64 threads (round 17), 512 columns (64 threads x 8) per block, bands toward
+    # 32 warps per SM in whole unrolled steps of each group -- 1x4096x4096: 8 column blocks x 64 bands of 64 rows
+    # (each group 16); 1x8192x8192: 16 x 32 of 256 rows
+    assert (nn4.kind, nn4.cols, nn4.group, nn4.unroll, nn4.band_groups) == ("bands", 512, 256, 8, 4)
+    assert nn8.kind == "bands" and gemv.BANDS_GROUPS == 4
+    assert gemv.splits(nn4, 1, 4096, 4096, 1) == (64, 64) and gemv.splits(nn8, 1, 8192, 8192, 1) == (32, 256)
+    assert gemv.workspace_shape(nn4, 1, 4096, 4096, 1) == ((64, 1, 4096), "float32")
     assert gemv.splits(nn4, 1, 4096, 3, 1) == (1, 3)  # K within one unrolled step: one band
     assert gemv.splits(nn4, 1, 8, 2**20, 1)[0] == gemv.BANDS_MAX_SPLITS
     assert gemv.choose_spec(Cuda(), "float16", "N", "N", 1, 4096, 1024, 1, "float16", "scale").kind == "bands"
@@ -557,7 +559,7 @@ def test_fused_bands_build_offline(dtype, epilogue, arch, tmp_path):
 @pytest.mark.gpu
 @pytest.mark.parametrize("M,N,K,trans_a,trans_b,dtype", [
     (1, 4096, 4096, False, True, "float16"),  # x @ W^T, W (N, K): F.linear's decode case
-    (1, 4096, 4096, False, False, "float16"),  # bands: 256 bands of 16 rows
+    (1, 4096, 4096, False, False, "float16"),  # bands: 64 bands of 64 rows (4 row groups)
     (1, 8191, 4099, False, False, "float16"),  # bands: rows not 16-byte aligned (scalar loads), ragged blocks
     (4097, 1, 3001, True, False, "bfloat16"),  # bands over A^T, a partial last band
     (1, 1000, 999, False, True, "float16"),

@@ -20,10 +20,11 @@ Every case is one of three kernels over 2-D/3-D strided views of the operands (n
   sums meet by warp shuffles and one pass through shared memory, and thread ``j`` writes column ``j``.
   (Round 5's first colsum gave each lane its own row's 32 bytes, a warp's load touching 32 rows: 20.5
   us by graph replay for fp16 1x4096x4096, slower than the skinny family's 15.5.)
-- **bands** the colsum product for wide 16-bit matrices (CUDA): K split into bands of rows, each block
-  reading ``block_dim`` consecutive 16-byte chunks (4 KiB of an fp16 row) of every row of its band and
-  writing its partial sums to the workspace, then a finishing kernel that sums the bands in a fixed order
-  and applies the epilogue. Contiguous 4 KiB pieces of each row read cold from DRAM faster than colsum's
+- **bands** the colsum product for wide 16-bit matrices (CUDA): K split into bands of rows, each block's
+  threads in ``band_groups`` row groups (4 since round 17), each group reading ``block_dim / band_groups``
+  consecutive 16-byte chunks (1 KiB of an fp16 row) of every row of its share of the band, the groups' sums
+  meeting in shared memory and written to the workspace, then a finishing kernel that sums the bands in a
+  fixed order and applies the epilogue. Contiguous 4 KiB pieces of each row read cold from DRAM faster than colsum's
   64-byte strips walking every row (fp16 1x4096x4096 26.3 against 28.1 us with the L2 flushed).
   Opt-in (``BANDS_FUSED``; round 14, built and tested on the CPU and offline, not yet run on a GPU): the same band
   kernel finishing in its own launch -- the last bands of each column block to arrive (arrival counters) sum the
@@ -42,7 +43,7 @@ into a caller-provided workspace ``W[s * batch + b, 0, r]`` / ``W[s * batch + b,
 ``(splits * batch, M, N)`` exactly like the skinny family's, and skinny's finishing pass
 (``skinny.finish_launch``: ordered, deterministic) applies alpha, beta*C and the output cast. Without
 a split the kernel applies the epilogue itself (in Warp code). fp16 1x4096x4096 takes one launch in
-either layout (rowdot: 4096 warps; bands: two launches, 256 bands of 16 rows and the finishing kernel).
+either layout (rowdot: 4096 warps; bands: two launches, 64 bands of 64 rows and the finishing kernel).
 The constants below were measured on the H100 (benchmarks/results/round5/, round6/, round9/).
 
 The CPU twin runs the same kernels with ``lanes == 1`` (one thread per output element / per column,
@@ -128,7 +129,10 @@ BANDS_MIN_COLS = 4096
 # 4 KiB / G, and the bands are G times taller, so the finishing kernel sums G times fewer partials per column
 # (fp16 1x4096x4096: 256 bands of 16 rows at G == 1, 64 of 64 at G == 4). Round 15's profile put the gap to cuBLAS
 # in that finish (3.0 us warm, 5.8 with the partials from DRAM), and round 16's fewer, taller bands lost because
-# they had fewer blocks (probe set 31), which this keeps.
+# they had fewer blocks (probe set 31), which this keeps. H100, cold L2, cuBLAS in the same run (round 17,
+# results/round17/r33p.txt): fp16 1x4096x4096 G 1/2/4/8/16: 26.4/26.0/25.3/25.5/25.3 us (graph replay 13.8 -> 10.9
+# at 4), 1x8192x8192 and batch 4 within 1% of G 1; twice the bands (1024 blocks) 26.1-26.4. The runner: 25.2 and
+# 25.4 us in two runs (cuBLAS 21.5). Finishing warps 2-8 and 512-thread blocks around G 4 (r35p.txt): 25.2-25.9.
 BANDS_GROUPS = 4
 KINDS = ("rowdot", "colsum", "bands")
 

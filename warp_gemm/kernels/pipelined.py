@@ -49,7 +49,9 @@ reads its stages directly (no ``tile_transpose``); the epilogue is :data:`_OWN_S
 float16, bfloat16 and tf32 on tensor cores without tile_matmul (``spec.mma`` warps; the default for large problems
 on CUDA since round 12): the same stages, each K step's product the :data:`_MMA_SYNC` snippet (ldmatrix fragments,
 mma.sync.m16n8k16 -- tf32: m16n8k8, with 32-bit shared loads for the operands stored with k across rows --, float32
-sums in the register tile's storage, one barrier per K step); the epilogue is :data:`_OWN_STORE`.
+sums in the register tile's storage, one barrier per K step); the epilogue is :data:`_OWN_STORE`, or (round 17,
+:func:`staged_store`: the "scale" epilogue where the A stages hold the output tile) :data:`_STAGED_STORE`, which
+writes the outputs into the free A stages and stores the tile in 16-byte chunks.
 
 float16 and bfloat16 with A stored (M, K) and B stored (N, K) on Hopper's warpgroup MMAs (``spec.wgmma``; sm_90
 only, compiled for sm_90a; not a default: correct on an H100, ~200 TFLOP/s, round 12): unpadded
@@ -1060,6 +1062,10 @@ _OWN_AXPBY = ("                if (gc + e < nc) x += beta * (float)(*(const {OT}
 # 64-bit address, half of every 32-byte sector wasted (38% excess sectors) and the stores' registers reused at once
 # (long-scoreboard stalls). Here each thread writes its outputs, converted, into the stage buffer of A (free once
 # the K loop's last wait has passed its barrier), and the block then stores the tile row by row in 16-byte chunks.
+# H100, cold L2, staged against not (round 17, results/round17/r34p.txt): 64 x 256^3 with 128x128x32 s4 o2 18.8 us
+# (the same tile unstaged 26.3 in round 16; graph replay 12.9 against 19.9), 4096^3 443.7 against 457.7, 1536^3 40.2
+# against 42.4, 512x1024x1024 14.5 against 15.4, 1000^3 and 256x2048x2048 within noise; 1023x1025x1027 (rows not
+# 16-byte aligned, element stores) 35.6 against 34.0 in that run, before the element path's consecutive threads.
 _STAGED_STORE = r"""
     // dst[m0 + r, n0 + c] = {OT}(alpha * acc[r, c]) through shared memory: each thread writes its {PER} outputs
     // ({ORDER}'s order, as in _OWN_STORE: output o at tile row {ROW}, column {COL}), converted, into `stage` (the
