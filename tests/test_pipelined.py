@@ -1202,18 +1202,23 @@ def test_stream_k_forced_on_cuda(dtype, layout, cfg, epilogue, planned, request)
 
 
 # --- the epilogue through shared memory (round 17; pipelined.staged_store) ----------------------------------------
-# (dtype, out dtype, layout, tile, stages, mma warps): 16-bit outputs of a 64x64 and a 128x128 tile, float32 outputs
-# of a 64x64x64 tile (its A stages hold 64 rows of 272 bytes), layout T of A (its stage is K x M).
+# (dtype, out dtype, layout, tile, stages, mma warps; 0: the SIMT kernel): 16-bit outputs of a 64x64 and a 128x128
+# tile, float32 outputs of a 64x64x64 tile (its A stages hold 64 rows of 272 bytes), layout T of A (its stage is K x
+# M), and exact float32 on the SIMT kernel (4 stages of its K-major 16 x 68 A stage hold 64 rows of 272 bytes).
 STAGED = [("float16", "float16", "NN", (64, 64, 32), 3, 4), ("float16", "float32", "TN", (64, 64, 64), 3, 4),
+          ("float32", "float32", "NT", (64, 64, 16), 4, 0),
           ("float16", "float16", "NT", (128, 128, 64), 2, 4), ("float16", "float16", "TT", (128, 128, 32), 4, 8)] + (
     [("bfloat16", "bfloat16", "NN", (64, 128, 32), 4, 4)] if _compat.HAS_BF16 else [])
 
 
 def _staged_spec(dtype, out_dtype, layout, tile, stages, mma, threads=False):
-    """``threads``: the CUDA block size (for CPU fibers); else the CPU twin's block of one thread."""
+    """``threads``: the CUDA block size (for CPU fibers); else the CPU twin's block of one thread. ``mma`` 0: the SIMT
+    kernel (exact float32)."""
     tm, tn, tk = tile
+    kind = dict(mma=mma, pad_ab=8) if mma else dict(simt=True, pad_ab=4)
+    block = (32 * mma if mma else tm * tn // 64) if threads else None
     return P.default_spec(dtype, out_dtype, layout=layout, epilogue="scale", device_is_cpu=True, tm=tm, tn=tn, tk=tk,
-                          stages=stages, pad_ab=8, pad_c=0, mma=mma, **({"block_dim": 32 * mma} if threads else {}))
+                          stages=stages, pad_c=0, **kind, **({"block_dim": block} if threads else {}))
 
 
 def test_staged_store_rule(monkeypatch):
@@ -1249,7 +1254,7 @@ def test_staged_store_on_cpu(case, ldd, request):
 
 
 @pytest.mark.skipif(not _compat.HAS_CPU_BLOCKS, reason="CPU blocks of several threads need warp-lang >= 1.18")
-@pytest.mark.parametrize("case", STAGED[:3], ids=lambda c: f"{c[0]}-{c[1]}-{c[2]}-{'x'.join(map(str, c[3]))}")
+@pytest.mark.parametrize("case", STAGED[:4], ids=lambda c: f"{c[0]}-{c[1]}-{c[2]}-{'x'.join(map(str, c[3]))}")
 def test_staged_store_on_cpu_fibers(case, request):
     """The staged epilogue with each block's CUDA block size of fibers: every thread writes its own fragments, the
     barrier, then each thread its own chunks of the copy-out (as on CUDA), against float64."""
