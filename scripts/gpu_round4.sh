@@ -12,6 +12,7 @@
 #   bash scripts/gpu_round4.sh r18     # round 17: GEMV row groups (tests, probe 33), float32 family rows
 #   bash scripts/gpu_round4.sh r19     # round 17: the staged mma.sync epilogue (tests, probe 34)
 #   bash scripts/gpu_round4.sh r19b    # round 17: the runner on the staged epilogue, the new bucket and GEMV
+#   bash scripts/gpu_round4.sh r20     # prepared in round 17: the fused GEMV finish with row groups (tests, probe 36)
 #   bash scripts/gpu_round4.sh ncu17   # round 17: Nsight Compute source counters on fp16 64 x 256^3 (two mma.sync tiles)
 #   bash scripts/gpu_round4.sh r16     # round 15's persistent mma.sync/SIMT blocks (tests, probe 32), then probe 31
 #   bash scripts/gpu_round4.sh families # round 15's family tuner on issue 18's shapes, the runner with and without it
@@ -139,6 +140,10 @@ r19b)  # round 17, after r19: the runner on the staged epilogue and the moved 64
       --json "$out/r19b_$d.json" > "$out/r19b_$d.txt" 2>&1
     sed -n '/# summary/,$p' "$out/r19b_$d.txt" | grep -v "^$"
   done
+  ;;
+r20)  # prepared in round 17, not yet run: the fused GEMV finish with row groups (its GPU tests beside probe set 36's
+  # compiles, then set 36 timed)
+  tests_then_probe r20_tests 36 15 "${PROBE_S:-300}" 30 tests/test_gemv.py -k "fused_bands_gpu or band_groups"
   ;;
 ncu17)  # round 17, after r18 (same device session, kernels cached): Nsight Compute on fp16 64 x 256^3
   M6=$(cat benchmarks/probes/ncu_metrics.txt)

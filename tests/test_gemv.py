@@ -197,23 +197,26 @@ def test_bands_cuda_spec_on_cpu(shape, dtype, bands, groups):
     assert [ln[3] for ln in launches] == [64, fb]
 
 
+@pytest.mark.parametrize("groups", [1, 4], ids=lambda g: f"g{g}")
 @pytest.mark.parametrize("bands", ["one", "some", "many"])
 @pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
 @pytest.mark.parametrize("shape", [(1, 129, 1027, 2, 1, 2, 2), (77, 1, 300, 1, 1, 1, 0), (1, 3001, 77, 3, 3, 1, 1)],
                          ids=lambda s: "M{}-N{}-K{}-b{}-a{}b{}c{}".format(*s))
-def test_fused_bands_cuda_spec_on_cpu(shape, dtype, bands):
+def test_fused_bands_cuda_spec_on_cpu(shape, dtype, bands, groups):
     """The fused bands (not a default; round 14) on the CPU: a CUDA-shaped spec whose snippet takes its plain C++
     branch -- every thread counts its own bands' arrivals and the last sums them in band order, then the epilogue.
-    One launch; against float64 with NaN-prefilled outputs and workspace; run_gemv checks the counters end zero."""
+    One launch; against float64 with NaN-prefilled outputs and workspace; run_gemv checks the counters end zero. With
+    4 row groups (round 17): group 0 stores, groups 1-3 add, and only the last group counts and finishes."""
     M, N, K, batch = shape[:4]
     chunk = 16 // np.dtype(dtype).itemsize
-    warps = batch * -(-max(M, N) // (64 * chunk)) * 2
+    cols = 64 // groups * chunk
+    warps = batch * -(-max(M, N) // cols) * 2
     target = {"one": 0, "some": 3 * warps * gemv.BANDS_SPLIT_TO, "many": 10**6}[bands]
     res, spec, launches = _run_cuda_like(shape, dtype, kind="bands", lanes=32, block_dim=64, unroll=8,
-                                         target_warps=target, fused=True)
+                                         target_warps=target, fused=True, band_groups=groups)
     assert res.ok, f"{spec.key}: {res}"
     s, _ = gemv.splits(spec, M, N, K, batch)
-    assert len(launches) == 1 and launches[0][1] == (batch, s, -(-max(M, N) // (64 * spec.chunk)) * 64)
+    assert len(launches) == 1 and launches[0][1] == (batch, s, -(-max(M, N) // cols) * 64)
 
 
 def test_fused_bands_finishers():
@@ -505,8 +508,8 @@ def test_cuda_build_offline(kind, dtype, arch, partial, tmp_path):
 @pytest.mark.parametrize("dtype,groups,arch", [("float16", 4, 90), ("bfloat16", 8, 90), ("float64", 2, 80)])
 def test_band_groups_build_offline(dtype, groups, arch, tmp_path):
     """The bands kernel with row groups (``band_groups``) compiles for CUDA without a GPU: the groups' shared
-    exchange and barrier are in the source and PTX, the sums stay in registers, the 16-byte loads stay; a fused
-    spec or a block the groups do not divide is refused."""
+    exchange and barrier are in the source and PTX, the sums stay in registers, the 16-byte loads stay; a block the
+    groups do not divide is refused."""
     import inspect
 
     if dtype == "bfloat16" and not compat.HAS_BF16:
@@ -525,14 +528,14 @@ def test_band_groups_build_offline(dtype, groups, arch, tmp_path):
             wp.compile_aot_module(k.module, arch=[arch], module_dir=str(tmp_path / "ptx"), use_ptx=True)
         ptx = "".join(p.read_text(errors="replace") for p in (tmp_path / "ptx").rglob("*.ptx"))
         assert "ld.global.nc.v4.u32" in ptx and "bar.sync" in ptx and "ld.local" not in ptx
-    for bad in (dataclasses.replace(spec, fused=True), dataclasses.replace(spec, block_dim=99)):
-        with pytest.raises(ValueError, match="row groups"):
-            gemv._snippet(bad)
+    with pytest.raises(ValueError, match="row groups"):
+        gemv._snippet(dataclasses.replace(spec, block_dim=99))
 
 
 @pytest.mark.skipif(not compat.HAS_COMPILE_AOT, reason="wp.compile_aot_module arrived in warp-lang 1.9")
-@pytest.mark.parametrize("dtype,epilogue,arch", [("float16", "axpby", 90), ("float64", "scale", 80)])
-def test_fused_bands_build_offline(dtype, epilogue, arch, tmp_path):
+@pytest.mark.parametrize("dtype,epilogue,arch,groups", [("float16", "axpby", 90, 1), ("float64", "scale", 80, 1),
+                                                        ("float16", "scale", 90, 4)])
+def test_fused_bands_build_offline(dtype, epilogue, arch, groups, tmp_path):
     """The fused bands kernel (partial sums, then the finish in the same launch; not a default) compiles for CUDA
     without a GPU, one kernel, and its PTX holds the arrival (a global atomic add after a device-wide fence and a
     block barrier), the wait (a volatile load, nanosleep on sm_70+), the partial sums read past L1 (ld.global.cg) and
@@ -540,9 +543,9 @@ def test_fused_bands_build_offline(dtype, epilogue, arch, tmp_path):
     import inspect
 
     spec = gemv.GemvSpec(dtype, dtype, "bands", epilogue, block_dim=gemv.BANDS_BLOCK, unroll=gemv.BANDS_UNROLL,
-                         fused=True)
+                         fused=True, band_groups=groups)
     ks = gemv.kernels(spec, True)
-    assert len(ks) == 1 and "_fused" in spec.kernel_key
+    assert len(ks) == 1 and "_fused" in spec.kernel_key and ("_g4_" in spec.kernel_key) == (groups == 4)
     wp.compile_aot_module(ks[0].module, arch=[arch], module_dir=str(tmp_path / "cubin"))
     src = "".join(p.read_text() for p in (tmp_path / "cubin").rglob("*.cu"))
     assert "atomicAdd(ctr, 1)" in src and "__threadfence()" in src and "__ldcg(" in src
@@ -589,20 +592,23 @@ def test_gemv_gpu(M, N, K, trans_a, trans_b, dtype, rng, planned):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("groups", [1, 4, 16], ids=lambda g: f"g{g}")
 @pytest.mark.parametrize("M,N,K,batch,dtype", [
-    (1, 4096, 4096, 1, "float16"),  # 2 column blocks x 256 bands, 64 finishers each
+    (1, 4096, 4096, 1, "float16"),  # one group: 2 column blocks x 256 bands, 64 finishers each
     (1, 8191, 4099, 1, "float16"),  # rows not 16-byte aligned, a ragged last column block
-    (1, 4096, 4096, 4, "bfloat16"),  # 8 column blocks: 16 finishers each
+    (1, 4096, 4096, 4, "bfloat16"),  # one group: 8 column blocks, 16 finishers each
     (4097, 1, 3001, 1, "float16"),  # bands over A^T (layout T), a partial last band
-    (1, 4096, 64, 32, "float16"),  # 64 column blocks of 8 bands: 2 finishers each
+    (1, 4096, 64, 32, "float16"),  # one group: 64 column blocks of 8 bands, 2 finishers each
 ], ids=lambda v: str(v))
-def test_fused_bands_gpu(M, N, K, batch, dtype, rng, monkeypatch, planned):
-    """The fused bands (the finish in the band launch: arrival counters, waiting finishers; not a default, round 14)
-    through the planner on CUDA: correct against float64 with NaN-prefilled outputs, three calls in a row on the
-    same counters (each launch must leave them zero), with and without C."""
+def test_fused_bands_gpu(M, N, K, batch, dtype, groups, rng, monkeypatch, planned):
+    """The fused bands (the finish in the band launch: arrival counters, waiting finishers; not a default, round 14;
+    with 1, 4 or 16 row groups since round 17) through the planner on CUDA: correct against float64 with
+    NaN-prefilled outputs, three calls in a row on the same counters (each launch must leave them zero), with and
+    without C."""
     if dtype == "bfloat16" and not compat.HAS_BF16:
         pytest.skip("bfloat16 needs warp-lang >= 1.13")
     monkeypatch.setattr(gemv, "BANDS_FUSED", True)
+    monkeypatch.setattr(gemv, "BANDS_GROUPS", groups)
     ta = N == 1  # N == 1: the matrix is A, stored transposed (colsum's orientation)
     for call in range(3):
         a, b = random_operands(M, N, K, dtype, rng, batch=batch)
@@ -617,8 +623,8 @@ def test_fused_bands_gpu(M, N, K, batch, dtype, rng, monkeypatch, planned):
         ref = 0.5 * np.matmul(a, b) + (2.0 * c if use_c else 0.0)
         cmp = compare(to_f64(out), ref, dtype)
         assert cmp.ok, f"call {call}: {batch}x{M}x{N}x{K} {dtype} c={use_c}: {cmp}"
-    assert planned and all(p.family == "gemv" and p.family_spec.kind == "bands" and p.family_spec.fused
-                           for p in planned), [p.family_spec for p in planned]
+    assert planned and all(p.family == "gemv" and p.family_spec.kind == "bands" and p.family_spec.fused and
+                           p.family_spec.band_groups == groups for p in planned), [p.family_spec for p in planned]
 
 
 @pytest.mark.gpu

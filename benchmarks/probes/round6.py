@@ -488,11 +488,21 @@ SET35 = {"default": (G33, {}), "fw4": (G33, {"gemv": {"BANDS_FINISH_WARPS": 4}})
                                                                                       "BANDS_FINISH_WARPS": 4}}),
          "b512": (G33, {"gemv": {"BANDS_BLOCK": 512}}), "b512_g8": (G33, {"gemv": {"BANDS_BLOCK": 512,
                                                                                  "BANDS_GROUPS": 8}})}
+# Thirty-sixth run (R6_SET=36, prepared in round 17, not yet run): the fused finish with row groups. Sets 33 and 35
+# left fp16 1x4096x4096 at 25.2-25.9 us (target 25): with 16 groups the finish sums only 16 partials per column and
+# the time did not move, so what remains is the kernel boundary (the band kernel's tail, the second launch and its
+# ramp), which the fused finish removes. Round 15's fused run (26.8 against 26.5) had 256 bands per column block to
+# sum; here 64 (4 groups), 32 (8) or 16 (16), by 1 finisher per column block (the last arrival, no waiting) or the
+# default rule (up to 64, under the SM count). Prediction: 23.5-24.5 us cold at 8-16 groups with one finisher.
+SET36 = {"default": (G33, {}),
+         **{f"fused_g{g}": (G33, {"gemv": {"BANDS_FUSED": True, "BANDS_GROUPS": g}}) for g in (4, 8, 16)},
+         **{f"fused_g{g}_f1": (G33, {"gemv": {"BANDS_FUSED": True, "BANDS_GROUPS": g, "BANDS_FINISHERS": 1}})
+            for g in (4, 8, 16)}}
 # R6_SET -> (variants, cold repeats); unset: the first run's VARIANTS, one repeat.
 SETS = {"13": (SET13, 3), "14": (SET14, 3), "15": (SET15, 3), "16": (SET16, 3), "17": (SET17, 3), "18": (SET18, 2),
         "19": (SET19, 2), "20": (SET20, 2), "21": (SET21, 2), "22": (SET22, 3), "23": (SET23, 2), "24": (SET24, 3),
         "25": (SET25, 2), "26": (SET26, 3), "27": (SET27, 3), "28": (SET28, 3), "29": (SET29, 3), "30": (SET30, 3),
-        "31": (SET31, 3), "32": (SET32, 3), "33": (SET33, 3), "34": (SET34, 3), "35": (SET35, 3),
+        "31": (SET31, 3), "32": (SET32, 3), "33": (SET33, 3), "34": (SET34, 3), "35": (SET35, 3), "36": (SET36, 3),
         "2": (SET2, 3), "3": (SET3, 3), "4": (SET4, 2), "5": (SET5, 2),
         "6": (SET6, 2), "7": (SET7, 2), "8": (SET8, 2), "9": (SET9, 3), "10": (SET10, 3), "11": (SET11, 3),
         "12": (SET12, 3)}

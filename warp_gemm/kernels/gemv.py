@@ -26,7 +26,8 @@ Every case is one of three kernels over 2-D/3-D strided views of the operands (n
   meeting in shared memory and written to the workspace, then a finishing kernel that sums the bands in a
   fixed order and applies the epilogue. Contiguous 4 KiB pieces of each row read cold from DRAM faster than colsum's
   64-byte strips walking every row (fp16 1x4096x4096 26.3 against 28.1 us with the L2 flushed).
-  Opt-in (``BANDS_FUSED``; round 14, built and tested on the CPU and offline, not yet run on a GPU): the same band
+  Opt-in (``BANDS_FUSED``; round 14; correct on an H100 but not faster in round 15, with row groups since round 17
+  and not yet run on a GPU with them): the same band
   kernel finishing in its own launch -- the last bands of each column block to arrive (arrival counters) sum the
   bands in band order and apply the epilogue, so there is no finishing kernel (see ``BANDS_FUSED`` below).
 
@@ -111,8 +112,11 @@ BANDS_MAX_SPLITS = 512
 BANDS_FINISH_WARPS = 8
 BANDS_FINISH_UNROLL = 8  # band sums in flight per finishing thread (#pragma unroll)
 BANDS_MIN_BYTES = 8 << 20
-# bands with the finish in the same launch (``GemvSpec.fused``; opt-in, built in round 14, NOT YET TIMED OR RUN ON A
-# GPU): each band block writes its partial sums, then takes a rank from its column block's arrival counter; the
+# bands with the finish in the same launch (``GemvSpec.fused``; opt-in, built in round 14; on an H100 in round 15 its
+# GPU tests passed and fp16 1x4096x4096 took 26.8 us cold against 26.5 for the two launches, with 256 bands of 16
+# rows; with row groups (round 17, built and tested on the CPU and offline, NOT YET RUN ON A GPU) each column block
+# has 4-16x fewer bands to sum, probe set 36): each band block writes its partial sums, then takes a rank from its
+# column block's arrival counter; the
 # last ``F`` arrivals wait until every band has arrived and each sums its slice of the column block's columns over
 # the bands in band order (deterministic), applies the epilogue, and the last to leave resets the counters. F is at
 # most BANDS_FINISHERS and small enough that the waiting blocks of every column block stay under the SM count (a
@@ -288,7 +292,7 @@ def choose_spec(device, dtype: str, layout_a: str, layout_b: str, M: int, N: int
     if (kind == "colsum" and ITEM_BYTES[dtype] == 2 and R >= BANDS_MIN_COLS
             and batch * K * R * ITEM_BYTES[dtype] >= BANDS_MIN_BYTES):
         return dataclasses.replace(spec, kind="bands", block_dim=BANDS_BLOCK, unroll=BANDS_UNROLL, fused=BANDS_FUSED,
-                                   band_groups=1 if BANDS_FUSED else BANDS_GROUPS)
+                                   band_groups=BANDS_GROUPS)
     if kind == "colsum":
         strips = batch * _ceil(N if M == 1 else M, dataclasses.replace(spec, block_dim=COLSUM_BLOCK).cols)
         spec = dataclasses.replace(spec, block_dim=COLSUM_BLOCK_ONE_WAVE if sms // 2 <= strips <= sms else COLSUM_BLOCK)
@@ -450,14 +454,14 @@ _BANDS = r"""
         const char* p = base + (size_t)k * rs;
         for (int e = 0; e < {E} && c + e < R; ++e) acc[e] += x * {ACC}(*(const {T}*)(p + (size_t)e * cs));
     }}
-{GROUPS}    char* w = (char*)W.data + (size_t)wrow * W.strides[0] + (size_t)c * W.strides[1];
+{GROUPS}{STORE_OPEN}    char* w = (char*)W.data + (size_t)wrow * W.strides[0] + (size_t)c * W.strides[1];
 #if defined(__CUDA_ARCH__)
     if (c + {E} <= R && W.strides[1] == sizeof({ACC}) && (size_t)w % 16 == 0) {{  // 16-byte stores: coalesced
 #pragma unroll
         for (int q = 0; q < {E} * (int)sizeof({ACC}) / 16; ++q) ((uint4*)w)[q] = ((const uint4*)acc)[q];
 {VEC_DONE}#endif
     for (int e = 0; e < {E} && c + e < R; ++e) *({ACC}*)(w + (size_t)e * W.strides[1]) = acc[e];
-"""
+{STORE_CLOSE}"""
 # bands with row groups (GemvSpec.band_groups > 1), between _BANDS' sums and its stores: the groups' partial sums of
 # one band meet. grp: this thread's row group; the thread's column c = (block column) + j * {E}.
 _BANDS_GROUPS = r"""
@@ -482,6 +486,41 @@ _BANDS_GROUPS = r"""
         for (int e = 0; e < {E} && c + e < R; ++e) *({ACC}*)(wg + (size_t)e * W.strides[1]) += acc[e];
         return;
     }}
+#endif
+"""
+# The same meeting before the fused finish (GemvSpec.fused with band_groups > 1), where every thread of the block goes
+# on to the finish: CUDA: no early return, only group 0 stores the band's sums (_BANDS_GROUP0_OPEN / _CLOSE). CPU
+# (threads in index order): group 0 stores, the later groups add; only the last group (the band's last writer) goes
+# on to count the band's arrival.
+_BANDS_GROUPS_FUSED = r"""
+    // The block's {RG} row groups meet (then the fused finish). CUDA: groups 1.. leave their sums in shared memory,
+    // group 0 adds them in group order and alone stores them below; every thread goes on. CPU (threads one at a time,
+    // in index order): group 0 stores below, each later group adds its sums to what is there; only the last group
+    // goes on to the finish (each band's columns are whole once it has added).
+#if defined(__CUDA_ARCH__)
+    {{
+        __shared__ {ACC} red[{RG} - 1][{E}][{GT}];
+        const int j = (c / {E}) % {GT};
+        if (grp > 0)
+            for (int e = 0; e < {E}; ++e) red[grp - 1][e][j] = acc[e];
+        __syncthreads();
+        if (grp == 0)
+            for (int h = 0; h < {RG} - 1; ++h)
+#pragma unroll
+                for (int e = 0; e < {E}; ++e) acc[e] += red[h][e][j];
+    }}
+#else
+    if (grp > 0) {{
+        char* wg = (char*)W.data + (size_t)wrow * W.strides[0] + (size_t)c * W.strides[1];
+        for (int e = 0; e < {E} && c + e < R; ++e) *({ACC}*)(wg + (size_t)e * W.strides[1]) += acc[e];
+    }}
+#endif
+"""
+_BANDS_GROUP0_OPEN = "    if (grp == 0) {\n"
+_BANDS_GROUP0_CLOSE = """    }}
+#if !defined(__CUDA_ARCH__)
+    if (grp < {RG} - 1)
+        return;  // CPU: the band's last group counts its arrival
 #endif
 """
 # After _BANDS' vector stores: return (the partial sums are all), or fall through to the fused finish (the scalar
@@ -606,14 +645,17 @@ def _snippet(spec: GemvSpec) -> str:
     it = ITEM_BYTES[spec.in_dtype]
     if spec.kind == "bands":
         rg = spec.band_groups
-        if rg > 1 and (spec.fused or spec.block_dim % rg or spec.block_dim // rg < 1):
-            raise ValueError(f"gemv bands: {rg} row groups need an unfused spec whose block_dim ({spec.block_dim}) "
-                             f"they divide")
-        groups = _BANDS_GROUPS.format(ACC=_CTYPES[spec.acc_dtype], E=spec.chunk, RG=rg,
-                                      GT=spec.block_dim // rg) if rg > 1 else ""
+        if rg > 1 and (spec.block_dim % rg or spec.block_dim // rg < 1):
+            raise ValueError(f"gemv bands: {rg} row groups need a block_dim ({spec.block_dim}) they divide")
+        fields = dict(ACC=_CTYPES[spec.acc_dtype], E=spec.chunk, RG=rg, GT=spec.block_dim // max(rg, 1))
+        groups = opened = closed = ""
+        if rg > 1:
+            groups = (_BANDS_GROUPS_FUSED if spec.fused else _BANDS_GROUPS).format(**fields)
+            if spec.fused:
+                opened, closed = _BANDS_GROUP0_OPEN, _BANDS_GROUP0_CLOSE.format(RG=rg)
         band = _BANDS.format(T=_CTYPES[spec.in_dtype], ACC=_CTYPES[spec.acc_dtype], ITEM=it, E=spec.chunk,
                              U=spec.unroll, VEC_DONE=_BANDS_VEC_ELSE if spec.fused else _BANDS_VEC_RETURN,
-                             GROUPS=groups)
+                             GROUPS=groups, STORE_OPEN=opened, STORE_CLOSE=closed)
         return band + _fused_tail(spec) if spec.fused else band
     if spec.kind == "rowdot":
         return _ROWDOT.format(T=_CTYPES[spec.in_dtype], ACC=_CTYPES[spec.acc_dtype], ITEM=it, E=spec.chunk,
@@ -668,7 +710,7 @@ def _native_func(spec: GemvSpec):
     """The kernel's snippet as a Warp function: rowdot ``dot(Mat, vec, bm, bv, r, k0, k1, lane)``,
     colsum ``csum(Mat, vec, bm, bv, c0, k0, k1, lane)``, returning the accumulator dtype; bands
     ``band(Mat, vec, W, bm, bv, c, k0, k1, wrow, grp)`` (writes W, returns nothing); bands fused ``fused(Mat, vec, W,
-    cnt, D, C, alpha, beta, bm, bv, c, k0, k1, wrow, b, t, S, batch, c_nb, nthr, nfin)`` (writes W, then D)."""
+    cnt, D, C, alpha, beta, bm, bv, c, k0, k1, wrow, b, t, S, batch, c_nb, nthr, nfin, grp)`` (writes W, then D)."""
     IN = WP_DTYPES[spec.in_dtype]
     snip = _snippet(spec)
     name = re.sub(r"[^0-9A-Za-z_]", "_", spec.kernel_key + "_native")
@@ -678,7 +720,7 @@ def _native_func(spec: GemvSpec):
         def fused(Mat: wp.array3d(dtype=IN), vec: wp.array2d(dtype=IN), W: wp.array2d(dtype=ACC),
                   cnt: wp.array(dtype=wp.int32), D: wp.array2d(dtype=OUT), C: wp.array2d(dtype=OUT), alpha: ACC,
                   beta: ACC, bm: int, bv: int, c: int, k0: int, k1: int, wrow: int, b: int, t: int, S: int,
-                  batch: int, c_nb: int, nthr: int, nfin: int): ...
+                  batch: int, c_nb: int, nthr: int, nfin: int, grp: int): ...
 
         fused.__name__ = fused.__qualname__ = name
         return wp.func_native(snip)(fused)
@@ -790,16 +832,24 @@ def _build(spec: GemvSpec, partial: bool):
     native = _native_cached(spec)
     name = spec.kernel_key + ("_part" if partial else "")
     if spec.kind == "bands" and spec.fused:
-        E = spec.chunk
+        E, RG = spec.chunk, spec.band_groups
+        BD = max(spec.block_dim, 1)
+        GT = BD // RG
 
         def bands_fused(Mat: wp.array3d(dtype=IN), vec: wp.array2d(dtype=IN), W: wp.array2d(dtype=ACC),
                         cnt: wp.array(dtype=wp.int32), C: wp.array2d(dtype=OUT), D: wp.array2d(dtype=OUT), alpha: ACC,
                         beta: ACC, per: int, batch: int, m_nb: int, v_nb: int, c_nb: int, nfin: int):
             b, s, t = wp.tid()
-            k0 = s * per
-            native(Mat, vec, W, cnt, D, C, alpha, beta, wp.min(b, m_nb - 1), wp.min(b, v_nb - 1), t * E, k0,
-                   wp.min(Mat.shape[1], k0 + per), s * batch + b, b, t, W.shape[0] // batch, batch, c_nb,
-                   cnt.shape[0] // (2 * batch), nfin)
+            # as in bands below: block column blk, row group grp, the group's thread; one group: c = t * E
+            blk = t // BD
+            tl = t - blk * BD
+            grp = tl // GT
+            sub = (per + RG - 1) // RG
+            k0 = s * per + grp * sub
+            k1 = wp.min(Mat.shape[1], wp.min(s * per + per, k0 + sub))
+            native(Mat, vec, W, cnt, D, C, alpha, beta, wp.min(b, m_nb - 1), wp.min(b, v_nb - 1),
+                   blk * COLS + (tl - grp * GT) * E, k0, k1, s * batch + b, b, t, W.shape[0] // batch, batch, c_nb,
+                   cnt.shape[0] // (2 * batch), nfin, grp)
 
         return _compat.make_kernel(bands_fused, name)
     if spec.kind == "bands":

@@ -117,7 +117,7 @@ def gemv_jobs(dtypes: list[str], epilogues: tuple[str, ...] = ("scale",)) -> lis
                 if kind == "bands":  # always through its workspace: the bands kernel and its finishing kernel
                     jobs.append(("gemv", gemv.GemvSpec(base, base, kind, epi, block_dim=gemv.BANDS_BLOCK,
                                                        unroll=gemv.BANDS_UNROLL, fused=gemv.BANDS_FUSED,
-                                                       band_groups=1 if gemv.BANDS_FUSED else gemv.BANDS_GROUPS), True))
+                                                       band_groups=gemv.BANDS_GROUPS), True))
                     continue
                 for partial in (False, True):
                     # the block sizes choose_spec takes (colsum: two, the split kernel only at the smaller)
