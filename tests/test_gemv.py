@@ -591,6 +591,25 @@ def test_gemv_gpu(M, N, K, trans_a, trans_b, dtype, rng, planned):
     assert {p.family for p in planned} == {"gemv"}
 
 
+def _bands_on_cuda(M, N, K, batch, dtype, rng, with_c):
+    """One call through the planner on CUDA per entry of ``with_c`` (whether it passes C, beta 2), fresh operands
+    each, alpha 0.5, NaN-prefilled output, against float64; N == 1 takes A stored transposed (colsum's orientation).
+    The bands' GPU tests (fused or not) share it; a repeated call reuses the planner's workspace and counters."""
+    ta = N == 1
+    for call, use_c in enumerate(with_c):
+        a, b = random_operands(M, N, K, dtype, rng, batch=batch)
+        c = round_to(rng.standard_normal((batch, M, N)), dtype)
+        A = make(np.ascontiguousarray(np.swapaxes(a, 1, 2)) if ta else a, dtype, "warp", "cuda")
+        B = make(b, dtype, "warp", "cuda")
+        out = nan_like("warp", (batch, M, N), dtype, "cuda")
+        C = make(c, dtype, "warp", "cuda") if use_c else None
+        warp_gemm.gemm(A, B, C, alpha=0.5, beta=2.0 if use_c else 0.0, trans_a=ta, out=out)
+        wp.synchronize()
+        ref = 0.5 * np.matmul(a, b) + (2.0 * c if use_c else 0.0)
+        cmp = compare(to_f64(out), ref, dtype)
+        assert cmp.ok, f"call {call}: {batch}x{M}x{N}x{K} {dtype} groups={gemv.BANDS_GROUPS} c={use_c}: {cmp}"
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("groups", [1, 4, 16], ids=lambda g: f"g{g}")
 @pytest.mark.parametrize("M,N,K,batch,dtype", [
@@ -609,20 +628,7 @@ def test_fused_bands_gpu(M, N, K, batch, dtype, groups, rng, monkeypatch, planne
         pytest.skip("bfloat16 needs warp-lang >= 1.13")
     monkeypatch.setattr(gemv, "BANDS_FUSED", True)
     monkeypatch.setattr(gemv, "BANDS_GROUPS", groups)
-    ta = N == 1  # N == 1: the matrix is A, stored transposed (colsum's orientation)
-    for call in range(3):
-        a, b = random_operands(M, N, K, dtype, rng, batch=batch)
-        c = round_to(rng.standard_normal((batch, M, N)), dtype)
-        A = make(np.ascontiguousarray(np.swapaxes(a, 1, 2)) if ta else a, dtype, "warp", "cuda")
-        B = make(b, dtype, "warp", "cuda")
-        use_c = call == 1
-        out = nan_like("warp", (batch, M, N), dtype, "cuda")
-        C = make(c, dtype, "warp", "cuda") if use_c else None
-        warp_gemm.gemm(A, B, C, alpha=0.5, beta=2.0 if use_c else 0.0, trans_a=ta, out=out)
-        wp.synchronize()
-        ref = 0.5 * np.matmul(a, b) + (2.0 * c if use_c else 0.0)
-        cmp = compare(to_f64(out), ref, dtype)
-        assert cmp.ok, f"call {call}: {batch}x{M}x{N}x{K} {dtype} c={use_c}: {cmp}"
+    _bands_on_cuda(M, N, K, batch, dtype, rng, (False, True, False))
     assert planned and all(p.family == "gemv" and p.family_spec.kind == "bands" and p.family_spec.fused and
                            p.family_spec.band_groups == groups for p in planned), [p.family_spec for p in planned]
 
@@ -641,19 +647,7 @@ def test_band_groups_gpu(M, N, K, batch, dtype, groups, rng, monkeypatch, planne
     if dtype == "bfloat16" and not compat.HAS_BF16:
         pytest.skip("bfloat16 needs warp-lang >= 1.13")
     monkeypatch.setattr(gemv, "BANDS_GROUPS", groups)
-    ta = N == 1  # N == 1: the matrix is A, stored transposed (colsum's orientation)
-    for use_c in (False, True):
-        a, b = random_operands(M, N, K, dtype, rng, batch=batch)
-        c = round_to(rng.standard_normal((batch, M, N)), dtype)
-        A = make(np.ascontiguousarray(np.swapaxes(a, 1, 2)) if ta else a, dtype, "warp", "cuda")
-        B = make(b, dtype, "warp", "cuda")
-        out = nan_like("warp", (batch, M, N), dtype, "cuda")
-        C = make(c, dtype, "warp", "cuda") if use_c else None
-        warp_gemm.gemm(A, B, C, alpha=0.5, beta=2.0 if use_c else 0.0, trans_a=ta, out=out)
-        wp.synchronize()
-        ref = 0.5 * np.matmul(a, b) + (2.0 * c if use_c else 0.0)
-        cmp = compare(to_f64(out), ref, dtype)
-        assert cmp.ok, f"{batch}x{M}x{N}x{K} {dtype} groups={groups} c={use_c}: {cmp}"
+    _bands_on_cuda(M, N, K, batch, dtype, rng, (False, True))
     assert planned and all(p.family == "gemv" and p.family_spec.kind == "bands" and p.family_spec.band_groups == groups
                            for p in planned), [p.family_spec for p in planned]
 

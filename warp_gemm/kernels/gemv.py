@@ -823,6 +823,28 @@ def _store_func(spec: GemvSpec, name: str, partial: bool):
     return wp.func(store, name=store_name)
 
 
+def _band_rows_func(spec: GemvSpec, name: str):
+    """bands with row groups: ``rows(t, s, per, K) -> vec4i(c, k0, k1, grp)`` for launch thread ``t`` of band ``s``:
+    its block column ``blk`` and row group ``grp`` (``block_dim / band_groups`` threads each), its first column ``c =
+    blk * cols + j * chunk`` (j: its place in the group) and its rows ``[k0, k1)``, the grp-th of the band's
+    ``band_groups`` contiguous pieces (empty past K). With one group: ``c = t * chunk``, the band's rows."""
+    E, RG, COLS = spec.chunk, spec.band_groups, spec.cols
+    BD = max(spec.block_dim, 1)
+    GT = BD // RG
+
+    def rows(t: int, s: int, per: int, K: int):
+        blk = t // BD
+        tl = t - blk * BD
+        grp = tl // GT
+        sub = (per + RG - 1) // RG
+        k0 = s * per + grp * sub
+        return wp.vec4i(blk * COLS + (tl - grp * GT) * E, k0, wp.min(K, wp.min(s * per + per, k0 + sub)), grp)
+
+    rows_name = func_name(name, "rows")
+    rows.__name__ = rows.__qualname__ = rows_name
+    return wp.func(rows, name=rows_name)
+
+
 @functools.cache
 def _build(spec: GemvSpec, partial: bool):
     if spec.kind not in KINDS or spec.epilogue not in ("scale", "axpby"):
@@ -832,50 +854,32 @@ def _build(spec: GemvSpec, partial: bool):
     native = _native_cached(spec)
     name = spec.kernel_key + ("_part" if partial else "")
     if spec.kind == "bands" and spec.fused:
-        E, RG = spec.chunk, spec.band_groups
-        BD = max(spec.block_dim, 1)
-        GT = BD // RG
+        rows = _band_rows_func(spec, name)
 
         def bands_fused(Mat: wp.array3d(dtype=IN), vec: wp.array2d(dtype=IN), W: wp.array2d(dtype=ACC),
                         cnt: wp.array(dtype=wp.int32), C: wp.array2d(dtype=OUT), D: wp.array2d(dtype=OUT), alpha: ACC,
                         beta: ACC, per: int, batch: int, m_nb: int, v_nb: int, c_nb: int, nfin: int):
             b, s, t = wp.tid()
-            # as in bands below: block column blk, row group grp, the group's thread; one group: c = t * E
-            blk = t // BD
-            tl = t - blk * BD
-            grp = tl // GT
-            sub = (per + RG - 1) // RG
-            k0 = s * per + grp * sub
-            k1 = wp.min(Mat.shape[1], wp.min(s * per + per, k0 + sub))
-            native(Mat, vec, W, cnt, D, C, alpha, beta, wp.min(b, m_nb - 1), wp.min(b, v_nb - 1),
-                   blk * COLS + (tl - grp * GT) * E, k0, k1, s * batch + b, b, t, W.shape[0] // batch, batch, c_nb,
-                   cnt.shape[0] // (2 * batch), nfin, grp)
+            r = rows(t, s, per, Mat.shape[1])  # (c, k0, k1, grp)
+            native(Mat, vec, W, cnt, D, C, alpha, beta, wp.min(b, m_nb - 1), wp.min(b, v_nb - 1), r[0], r[1], r[2],
+                   s * batch + b, b, t, W.shape[0] // batch, batch, c_nb, cnt.shape[0] // (2 * batch), nfin, r[3])
 
         return _compat.make_kernel(bands_fused, name)
     if spec.kind == "bands":
         E, RG = spec.chunk, spec.band_groups
-        BD = max(spec.block_dim, 1)
-        GT = BD // RG
+        rows = _band_rows_func(spec, name)
 
         def bands(Mat: wp.array3d(dtype=IN), vec: wp.array2d(dtype=IN), W: wp.array2d(dtype=ACC), per: int,
                   batch: int, m_nb: int, v_nb: int):
             # t last: consecutive threads take consecutive 16-byte chunks of a row
             b, s, t = wp.tid()
-            if wp.static(RG == 1):
+            if wp.static(RG == 1):  # (built without its block size: c = t * E, the whole band)
                 k0 = s * per
                 native(Mat, vec, W, wp.min(b, m_nb - 1), wp.min(b, v_nb - 1), t * E, k0,
                        wp.min(Mat.shape[1], k0 + per), s * batch + b, 0)
             else:
-                # block column blk, row group grp of the block, its thread j: columns blk * COLS + j * E, rows
-                # [k0, k1), the grp-th of the band's RG contiguous pieces
-                blk = t // BD
-                tl = t - blk * BD
-                grp = tl // GT
-                sub = (per + RG - 1) // RG
-                k0 = s * per + grp * sub
-                k1 = wp.min(Mat.shape[1], wp.min(s * per + per, k0 + sub))
-                native(Mat, vec, W, wp.min(b, m_nb - 1), wp.min(b, v_nb - 1), blk * COLS + (tl - grp * GT) * E, k0,
-                       k1, s * batch + b, grp)
+                r = rows(t, s, per, Mat.shape[1])  # (c, k0, k1, grp)
+                native(Mat, vec, W, wp.min(b, m_nb - 1), wp.min(b, v_nb - 1), r[0], r[1], r[2], s * batch + b, r[3])
 
         return _compat.make_kernel(bands, name)
 
