@@ -12,6 +12,7 @@
 #   bash scripts/gpu_round4.sh r18     # round 17: GEMV row groups (tests, probe 33), float32 family rows
 #   bash scripts/gpu_round4.sh r19     # round 17: the staged mma.sync epilogue (tests, probe 34)
 #   bash scripts/gpu_round4.sh r19b    # round 17: the runner on the staged epilogue, the new bucket and GEMV
+#   bash scripts/gpu_round4.sh r21     # round 18: the runner on the fused GEMV finish against the default (after r20)
 #   bash scripts/gpu_round4.sh r20     # prepared in round 17: the fused GEMV finish with row groups (tests, probe 36)
 #   bash scripts/gpu_round4.sh ncu17   # round 17: Nsight Compute source counters on fp16 64 x 256^3 (two mma.sync tiles)
 #   bash scripts/gpu_round4.sh r16     # round 15's persistent mma.sync/SIMT blocks (tests, probe 32), then probe 31
@@ -144,6 +145,18 @@ r19b)  # round 17, after r19: the runner on the staged epilogue and the moved 64
 r20)  # prepared in round 17, not yet run: the fused GEMV finish with row groups (its GPU tests beside probe set 36's
   # compiles, then set 36 timed)
   tests_then_probe r20_tests 36 15 "${PROBE_S:-300}" 30 tests/test_gemv.py -k "fused_bands_gpu or band_groups"
+  ;;
+r21)  # round 18, after r20 (same device session: set 36 compiled the fused kernels): the runner itself on the fused
+  # GEMV finish against the default, fp16 1x4096^2 and 1x8192^2, cuBLAS in the same process each time
+  for v in default "gemv.BANDS_FUSED=True gemv.BANDS_GROUPS=4 \
+gemv.BANDS_FINISHERS=1" "gemv.BANDS_FUSED=True gemv.BANDS_GROUPS=8 gemv.BANDS_FINISHERS=1" "gemv.BANDS_FUSED=True \
+gemv.BANDS_GROUPS=16 gemv.BANDS_FINISHERS=1" "gemv.BANDS_FUSED=True gemv.BANDS_GROUPS=8"; do
+    [ "$v" = default ] && set -- || set -- $v
+    echo "## $v"
+    timeout 120 python3 benchmarks/probes/runner_with.py "$@" -- --shapes 1x4096x4096,1x8192x8192 --dtype fp16 \
+      --providers warp_gemm,torch >> "$out/r21_runner.txt" 2>&1
+    sed -n '/# summary/,$p' "$out/r21_runner.txt" | tail -n 5 | grep -v "^$"
+  done
   ;;
 ncu17)  # round 17, after r18 (same device session, kernels cached): Nsight Compute on fp16 64 x 256^3
   M6=$(cat benchmarks/probes/ncu_metrics.txt)
