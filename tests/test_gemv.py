@@ -203,10 +203,11 @@ def test_bands_cuda_spec_on_cpu(shape, dtype, bands, groups):
 @pytest.mark.parametrize("shape", [(1, 129, 1027, 2, 1, 2, 2), (77, 1, 300, 1, 1, 1, 0), (1, 3001, 77, 3, 3, 1, 1)],
                          ids=lambda s: "M{}-N{}-K{}-b{}-a{}b{}c{}".format(*s))
 def test_fused_bands_cuda_spec_on_cpu(shape, dtype, bands, groups):
-    """The fused bands (not a default; round 14) on the CPU: a CUDA-shaped spec whose snippet takes its plain C++
-    branch -- every thread counts its own bands' arrivals and the last sums them in band order, then the epilogue.
-    One launch; against float64 with NaN-prefilled outputs and workspace; run_gemv checks the counters end zero. With
-    4 row groups (round 17): group 0 stores, groups 1-3 add, and only the last group counts and finishes."""
+    """The fused bands (round 14; the default for one matrix since round 18) on the CPU: a CUDA-shaped spec whose
+    snippet takes its plain C++ branch -- every thread counts its own bands' arrivals and the last sums them in band
+    order, then the epilogue. One launch; against float64 with NaN-prefilled outputs and workspace; run_gemv checks the
+    counters end zero. With 4 row groups (round 17): group 0 stores, groups 1-3 add, and only the last group counts and
+    finishes."""
     M, N, K, batch = shape[:4]
     chunk = 16 // np.dtype(dtype).itemsize
     cols = 64 // groups * chunk
@@ -374,15 +375,25 @@ def test_split_rules():
     # no workspace
     assert (nn.block_dim, nn.cols, nn.group, nn.row_groups) == (1024, 32, 1024, 256)
     assert gemv.splits(nn, 1, 4096, 1023, 1) == (1, 1023) and gemv.workspace_shape(nn, 1, 4096, 1023, 1) is None
-    nn4 = gemv.choose_spec(Cuda(), "float16", "N", "N", 1, 4096, 4096, 1, "float16", "scale")
-    nn8 = gemv.choose_spec(Cuda(), "float16", "N", "N", 1, 8192, 8192, 1, "float16", "scale")
-    # from 8 MiB, bands: 4 row groups of 64 threads (round 17), 512 columns (64 threads x 8) per block, bands toward
-    # 32 warps per SM in whole unrolled steps of each group -- 1x4096x4096: 8 column blocks x 64 bands of 64 rows
-    # (each group 16); 1x8192x8192: 16 x 32 of 256 rows
-    assert (nn4.kind, nn4.cols, nn4.group, nn4.unroll, nn4.band_groups) == ("bands", 512, 256, 8, 4)
-    assert nn8.kind == "bands" and gemv.BANDS_GROUPS == 4
-    assert gemv.splits(nn4, 1, 4096, 4096, 1) == (64, 64) and gemv.splits(nn8, 1, 8192, 8192, 1) == (32, 256)
-    assert gemv.workspace_shape(nn4, 1, 4096, 4096, 1) == ((64, 1, 4096), "float32")
+    nn4 = gemv.choose_spec(Cuda(), "float16", "N", "N", 1, 4096, 4096, 2, "float16", "scale")
+    nn8 = gemv.choose_spec(Cuda(), "float16", "N", "N", 1, 8192, 8192, 2, "float16", "scale")
+    # from 8 MiB, bands; for a batch, 4 row groups of 64 threads (round 17), 512 columns (64 threads x 8) per block,
+    # bands toward 32 warps per SM in whole unrolled steps of each group, and a finishing kernel -- 2 x 1x4096x4096:
+    # 8 column blocks x 32 bands of 128 rows (each group 32); 2 x 1x8192x8192: 16 x 16 of 512 rows
+    assert (nn4.kind, nn4.cols, nn4.group, nn4.unroll, nn4.band_groups, nn4.fused) == ("bands", 512, 256, 8, 4, False)
+    assert nn8.kind == "bands" and not nn8.fused and gemv.BANDS_GROUPS == 4
+    assert gemv.splits(nn4, 1, 4096, 4096, 2) == (32, 128) and gemv.splits(nn8, 1, 8192, 8192, 2) == (16, 512)
+    assert gemv.workspace_shape(nn4, 1, 4096, 4096, 2) == ((64, 1, 4096), "float32")
+    # one matrix (round 18): the fused finish with 16 row groups of 16 threads, 128 columns per block -- 1x4096x4096:
+    # 32 column blocks x 16 bands of 256 rows; 1x8192x8192: 64 x 8 of 1024 rows; the workspace one plane per band
+    one4 = gemv.choose_spec(Cuda(), "float16", "N", "N", 1, 4096, 4096, 1, "float16", "scale")
+    one8 = gemv.choose_spec(Cuda(), "bfloat16", "N", "N", 1, 8192, 8192, 1, "bfloat16", "scale")
+    assert (one4.kind, one4.cols, one4.band_groups, one4.fused) == ("bands", 128, 16, True)
+    assert (one8.kind, one8.band_groups, one8.fused) == ("bands", 16, True)
+    assert gemv.splits(one4, 1, 4096, 4096, 1) == (16, 256) and gemv.splits(one8, 1, 8192, 8192, 1) == (8, 1024)
+    assert gemv.workspace_shape(one4, 1, 4096, 4096, 1) == ((16, 1, 4096), "float32")
+    nn4 = dataclasses.replace(one4, fused=False, band_groups=4)  # what follows: the two-launch bands, one matrix
+    assert gemv.splits(nn4, 1, 4096, 4096, 1) == (64, 64)
     assert gemv.splits(nn4, 1, 4096, 3, 1) == (1, 3)  # K within one unrolled step: one band
     assert gemv.splits(nn4, 1, 8, 2**20, 1)[0] == gemv.BANDS_MAX_SPLITS
     assert gemv.choose_spec(Cuda(), "float16", "N", "N", 1, 4096, 1024, 1, "float16", "scale").kind == "bands"
@@ -536,9 +547,9 @@ def test_band_groups_build_offline(dtype, groups, arch, tmp_path):
 @pytest.mark.parametrize("dtype,epilogue,arch,groups", [("float16", "axpby", 90, 1), ("float64", "scale", 80, 1),
                                                         ("float16", "scale", 90, 4)])
 def test_fused_bands_build_offline(dtype, epilogue, arch, groups, tmp_path):
-    """The fused bands kernel (partial sums, then the finish in the same launch; not a default) compiles for CUDA
-    without a GPU, one kernel, and its PTX holds the arrival (a global atomic add after a device-wide fence and a
-    block barrier), the wait (a volatile load, nanosleep on sm_70+), the partial sums read past L1 (ld.global.cg) and
+    """The fused bands kernel (partial sums, then the finish in the same launch; the default for one matrix) compiles
+    for CUDA without a GPU, one kernel, and its PTX holds the arrival (a global atomic add after a device-wide fence and
+    a block barrier), the wait (a volatile load, nanosleep on sm_70+), the partial sums read past L1 (ld.global.cg) and
     the 16-byte matrix loads; nothing spills to local memory."""
     import inspect
 
@@ -607,7 +618,7 @@ def _bands_on_cuda(M, N, K, batch, dtype, rng, with_c):
         wp.synchronize()
         ref = 0.5 * np.matmul(a, b) + (2.0 * c if use_c else 0.0)
         cmp = compare(to_f64(out), ref, dtype)
-        assert cmp.ok, f"call {call}: {batch}x{M}x{N}x{K} {dtype} groups={gemv.BANDS_GROUPS} c={use_c}: {cmp}"
+        assert cmp.ok, f"call {call}: {batch}x{M}x{N}x{K} {dtype} c={use_c}: {cmp}"
 
 
 @pytest.mark.gpu
@@ -620,10 +631,10 @@ def _bands_on_cuda(M, N, K, batch, dtype, rng, with_c):
     (1, 4096, 64, 32, "float16"),  # one group: 64 column blocks of 8 bands, 2 finishers each
 ], ids=lambda v: str(v))
 def test_fused_bands_gpu(M, N, K, batch, dtype, groups, rng, monkeypatch, planned):
-    """The fused bands (the finish in the band launch: arrival counters, waiting finishers; not a default, round 14;
-    with 1, 4 or 16 row groups since round 17) through the planner on CUDA: correct against float64 with
-    NaN-prefilled outputs, three calls in a row on the same counters (each launch must leave them zero), with and
-    without C."""
+    """The fused bands (the finish in the band launch: arrival counters, waiting finishers; round 14; with 1, 4 or 16
+    row groups since round 17; the default for one matrix with 16 since round 18) through the planner on CUDA: correct
+    against float64 with NaN-prefilled outputs, three calls in a row on the same counters (each launch must leave them
+    zero), with and without C."""
     if dtype == "bfloat16" and not compat.HAS_BF16:
         pytest.skip("bfloat16 needs warp-lang >= 1.13")
     monkeypatch.setattr(gemv, "BANDS_FUSED", True)
@@ -647,9 +658,29 @@ def test_band_groups_gpu(M, N, K, batch, dtype, groups, rng, monkeypatch, planne
     if dtype == "bfloat16" and not compat.HAS_BF16:
         pytest.skip("bfloat16 needs warp-lang >= 1.13")
     monkeypatch.setattr(gemv, "BANDS_GROUPS", groups)
+    monkeypatch.setattr(gemv, "BANDS_FUSED_ONE", False)  # one matrix too: the two launches
     _bands_on_cuda(M, N, K, batch, dtype, rng, (False, True))
     assert planned and all(p.family == "gemv" and p.family_spec.kind == "bands" and p.family_spec.band_groups == groups
-                           for p in planned), [p.family_spec for p in planned]
+                           and not p.family_spec.fused for p in planned), [p.family_spec for p in planned]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("M,N,K,batch,dtype", [
+    (1, 4096, 4096, 1, "float16"),  # one matrix: fused, 16 groups (32 column blocks x 16 bands, 4 finishers each)
+    (1, 8191, 4099, 1, "bfloat16"),  # rows not 16-byte aligned, a ragged last column block and band
+    (4097, 1, 3001, 1, "float16"),  # bands over A^T (layout T)
+    (1, 4096, 4096, 2, "float16"),  # a batch: the two launches, 4 groups
+], ids=lambda v: str(v))
+def test_bands_defaults_gpu(M, N, K, batch, dtype, rng, planned):
+    """The planner's own bands choice (round 18: ``gemv.bands_choice``) on CUDA, nothing patched: fused with 16 row
+    groups for one matrix, the two launches with 4 for a batch; correct against float64, NaN-prefilled, three calls
+    in a row (the fused kernel must leave its counters zero), with and without C."""
+    if dtype == "bfloat16" and not compat.HAS_BF16:
+        pytest.skip("bfloat16 needs warp-lang >= 1.13")
+    _bands_on_cuda(M, N, K, batch, dtype, rng, (False, True, False))
+    want = (True, gemv.BANDS_FUSED_GROUPS) if batch == 1 else (False, gemv.BANDS_GROUPS)
+    assert planned and all(p.family == "gemv" and p.family_spec.kind == "bands" and
+                           (p.family_spec.fused, p.family_spec.band_groups) == want for p in planned), planned
 
 
 def test_precompile_lists_the_gemv_family():
@@ -659,13 +690,14 @@ def test_precompile_lists_the_gemv_family():
 
     jobs = gemv_jobs(["float16", "tf32"], ("scale", "axpby"))
     # per dtype and epilogue: rowdot whole-K and split; colsum whole-K at 512 and 1024 threads, split at 512;
-    # bands (always split: its two kernels)
-    assert len(jobs) == 2 * 2 * 6
+    # bands (always split), fused and not
+    assert len(jobs) == 2 * 2 * 7
     assert {(j[1].in_dtype, j[1].kind, j[1].epilogue, j[2]) for j in jobs} == {
         (dt, kind, epi, part) for dt in ("float16", "float32") for kind in gemv.KINDS
         for epi in ("scale", "axpby") for part in (False, True) if kind != "bands" or part}
     assert {(j[1].block_dim, j[1].unroll) for j in jobs if j[1].kind == "bands"} == {(256, 8)}
-    assert all(j[1].fused == gemv.BANDS_FUSED for j in jobs if j[1].kind == "bands")  # what choose_spec plans
+    # what choose_spec plans: fused with 16 row groups for one matrix, the two kernels with 4 for batches
+    assert {(j[1].fused, j[1].band_groups) for j in jobs if j[1].kind == "bands"} == {(True, 16), (False, 4)}
     assert {(j[1].block_dim, j[2]) for j in jobs if j[1].kind == "colsum"} == {(512, False), (1024, False), (512, True)}
     assert all(job_label(j).startswith("wg_gemv_") for j in jobs)
 

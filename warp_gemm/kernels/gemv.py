@@ -26,10 +26,10 @@ Every case is one of three kernels over 2-D/3-D strided views of the operands (n
   meeting in shared memory and written to the workspace, then a finishing kernel that sums the bands in a
   fixed order and applies the epilogue. Contiguous 4 KiB pieces of each row read cold from DRAM faster than colsum's
   64-byte strips walking every row (fp16 1x4096x4096 26.3 against 28.1 us with the L2 flushed).
-  Opt-in (``BANDS_FUSED``; round 14; correct on an H100 but not faster in round 15, with row groups since round 17
-  and not yet run on a GPU with them): the same band
-  kernel finishing in its own launch -- the last bands of each column block to arrive (arrival counters) sum the
-  bands in band order and apply the epilogue, so there is no finishing kernel (see ``BANDS_FUSED`` below).
+  For one matrix (batch 1) since round 18 (``bands_choice``; built in round 14, not faster in round 15 with 256 bands
+  per column block, faster with 16 row groups and 16 bands in round 18): the same band kernel finishing in its own
+  launch -- the last bands of each column block to arrive (arrival counters) sum the bands in band order and apply
+  the epilogue, so there is no finishing kernel (see ``BANDS_FUSED`` and ``BANDS_FUSED_ONE`` below).
 
 The vector operand may have any stride (A of layout T gives x with the row stride); it is read with
 16-byte loads only where it is contiguous and aligned (rowdot), else with scalar loads (it is small
@@ -112,11 +112,11 @@ BANDS_MAX_SPLITS = 512
 BANDS_FINISH_WARPS = 8
 BANDS_FINISH_UNROLL = 8  # band sums in flight per finishing thread (#pragma unroll)
 BANDS_MIN_BYTES = 8 << 20
-# bands with the finish in the same launch (``GemvSpec.fused``; opt-in, built in round 14; on an H100 in round 15 its
-# GPU tests passed and fp16 1x4096x4096 took 26.8 us cold against 26.5 for the two launches, with 256 bands of 16
-# rows; with row groups (round 17, built and tested on the CPU and offline, NOT YET RUN ON A GPU) each column block
-# has 4-16x fewer bands to sum, probe set 36): each band block writes its partial sums, then takes a rank from its
-# column block's arrival counter; the
+# bands with the finish in the same launch (``GemvSpec.fused``; built in round 14; on an H100 in round 15 its GPU tests
+# passed and fp16 1x4096x4096 took 26.8 us cold against 26.5 for the two launches, with 256 bands of 16 rows; with row
+# groups (round 17) each column block has 4-16x fewer bands to sum: the default for one matrix since round 18, see
+# BANDS_FUSED_ONE; BANDS_FUSED takes it for every product): each band block writes its partial sums, then takes a
+# rank from its column block's arrival counter; the
 # last ``F`` arrivals wait until every band has arrived and each sums its slice of the column block's columns over
 # the bands in band order (deterministic), applies the epilogue, and the last to leave resets the counters. F is at
 # most BANDS_FINISHERS and small enough that the waiting blocks of every column block stay under the SM count (a
@@ -138,7 +138,28 @@ BANDS_MIN_COLS = 4096
 # at 4), 1x8192x8192 and batch 4 within 1% of G 1; twice the bands (1024 blocks) 26.1-26.4. The runner: 25.2 and
 # 25.4 us in two runs (cuBLAS 21.5). Finishing warps 2-8 and 512-thread blocks around G 4 (r35p.txt): 25.2-25.9.
 BANDS_GROUPS = 4
+# bands (CUDA), one matrix (batch 1): the fused finish with 16 row groups (round 18), so each column block's finishers
+# sum 16 bands, not 64, and there is no finishing kernel. H100, cuBLAS in the same run (results/round18/): the runner
+# on fp16 1x4096x4096 23.3 and 23.9 us against 25.0 and 25.0 for the two launches with 4 groups (cuBLAS 20.9-21.3),
+# 1x8192x8192 62.2 against 64.1-64.4; probe set 36 (cold L2): 24.2 against 25.5 and 62.6 against 64.8. Not taken
+# (a) for batches: 4 x 1x4096x4096 took 70.1 us fused against 64.2 (the finishers of 4 matrices' column blocks
+# must all wait under the SM count, so each column block gets one), (b) with one finisher per column block (30.8 us)
+# or 4 or 8 groups (26.9, 31.3). With the matrix already in L2 (graph replay) the fused kernel is the slower one at
+# 1x4096x4096 (13.5 against 11.1 us): its waiting finishers cost more than the second launch when reads are cheap.
+BANDS_FUSED_ONE = True
+BANDS_FUSED_GROUPS = 16
 KINDS = ("rowdot", "colsum", "bands")
+
+
+def bands_choice(batch: int) -> tuple[bool, int]:
+    """``(fused, band_groups)`` of the bands kernels for a product of ``batch`` matrices: everywhere fused with
+    BANDS_GROUPS where BANDS_FUSED (the probes' switch), else fused with BANDS_FUSED_GROUPS for one matrix where
+    BANDS_FUSED_ONE, else the bands kernel and its finishing kernel with BANDS_GROUPS."""
+    if BANDS_FUSED:
+        return True, BANDS_GROUPS
+    if BANDS_FUSED_ONE and batch == 1:
+        return True, BANDS_FUSED_GROUPS
+    return False, BANDS_GROUPS
 
 
 @dataclass(frozen=True)
@@ -291,8 +312,9 @@ def choose_spec(device, dtype: str, layout_a: str, layout_b: str, M: int, N: int
     R = N if M == 1 else M
     if (kind == "colsum" and ITEM_BYTES[dtype] == 2 and R >= BANDS_MIN_COLS
             and batch * K * R * ITEM_BYTES[dtype] >= BANDS_MIN_BYTES):
-        return dataclasses.replace(spec, kind="bands", block_dim=BANDS_BLOCK, unroll=BANDS_UNROLL, fused=BANDS_FUSED,
-                                   band_groups=BANDS_GROUPS)
+        fused, groups = bands_choice(batch)
+        return dataclasses.replace(spec, kind="bands", block_dim=BANDS_BLOCK, unroll=BANDS_UNROLL, fused=fused,
+                                   band_groups=groups)
     if kind == "colsum":
         strips = batch * _ceil(N if M == 1 else M, dataclasses.replace(spec, block_dim=COLSUM_BLOCK).cols)
         spec = dataclasses.replace(spec, block_dim=COLSUM_BLOCK_ONE_WAVE if sms // 2 <= strips <= sms else COLSUM_BLOCK)

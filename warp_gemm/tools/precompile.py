@@ -103,7 +103,7 @@ def gemv_jobs(dtypes: list[str], epilogues: tuple[str, ...] = ("scale",)) -> lis
     """``("gemv", GemvSpec, partial)`` for the GEMV family's CUDA kernels (M == 1 or N == 1): each
     dtype (tf32: the exact float32 kernels, which the planner takes for tf32 calls too), both kinds
     (rowdot and colsum cover every layout; bands is colsum for large matrices), each epilogue, whole-K and
-    K-split (the split one with skinny's finishing pass; bands with its own, or none where ``gemv.BANDS_FUSED``),
+    K-split (the split one with skinny's finishing pass; bands with its own, none where fused: ``gemv.bands_choice``),
     output in the input dtype; none where this Warp cannot build the family."""
     from warp_gemm.kernels import gemv
 
@@ -114,10 +114,11 @@ def gemv_jobs(dtypes: list[str], epilogues: tuple[str, ...] = ("scale",)) -> lis
         base = "float32" if dt == "tf32" else dt
         for kind in gemv.KINDS:
             for epi in epilogues:
-                if kind == "bands":  # always through its workspace: the bands kernel and its finishing kernel
-                    jobs.append(("gemv", gemv.GemvSpec(base, base, kind, epi, block_dim=gemv.BANDS_BLOCK,
-                                                       unroll=gemv.BANDS_UNROLL, fused=gemv.BANDS_FUSED,
-                                                       band_groups=gemv.BANDS_GROUPS), True))
+                if kind == "bands":  # always through its workspace; fused for one matrix, two kernels for batches
+                    for fused, groups in dict.fromkeys(gemv.bands_choice(b) for b in (1, 2)):
+                        jobs.append(("gemv", gemv.GemvSpec(base, base, kind, epi, block_dim=gemv.BANDS_BLOCK,
+                                                           unroll=gemv.BANDS_UNROLL, fused=fused, band_groups=groups),
+                                     True))
                     continue
                 for partial in (False, True):
                     # the block sizes choose_spec takes (colsum: two, the split kernel only at the smaller)
