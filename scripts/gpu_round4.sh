@@ -12,6 +12,7 @@
 #   bash scripts/gpu_round4.sh r18     # round 17: GEMV row groups (tests, probe 33), float32 family rows
 #   bash scripts/gpu_round4.sh r19     # round 17: the staged mma.sync epilogue (tests, probe 34)
 #   bash scripts/gpu_round4.sh r19b    # round 17: the runner on the staged epilogue, the new bucket and GEMV
+#   bash scripts/gpu_round4.sh r22     # round 18: the fused GEMV default for one matrix (tests, runner fp16/bf16)
 #   bash scripts/gpu_round4.sh r21     # round 18: the runner on the fused GEMV finish against the default (after r20)
 #   bash scripts/gpu_round4.sh r20     # prepared in round 17: the fused GEMV finish with row groups (tests, probe 36)
 #   bash scripts/gpu_round4.sh ncu17   # round 17: Nsight Compute source counters on fp16 64 x 256^3 (two mma.sync tiles)
@@ -156,6 +157,18 @@ gemv.BANDS_GROUPS=16 gemv.BANDS_FINISHERS=1" "gemv.BANDS_FUSED=True gemv.BANDS_G
     timeout 120 python3 benchmarks/probes/runner_with.py "$@" -- --shapes 1x4096x4096,1x8192x8192 --dtype fp16 \
       --providers warp_gemm,torch >> "$out/r21_runner.txt" 2>&1
     sed -n '/# summary/,$p' "$out/r21_runner.txt" | tail -n 5 | grep -v "^$"
+  done
+  ;;
+r22)  # round 18: the fused GEMV default for one matrix (gemv.bands_choice) -- its GPU tests beside the compiles, then
+  # the runner, fp16 and bf16, one matrix and a batch of 4, cuBLAS in the same run
+  S22="1x4096x4096,1x8192x8192,4x1x4096x4096"
+  python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_gemv.py -k "bands" > "$out/r22_tests.txt" 2>&1 &
+  python3 benchmarks/warm_cache.py --shapes "$S22" --dtype fp16,bf16 -j 8 > "$out/r22_warm.txt" 2>&1
+  wait; tail -n 3 "$out/r22_tests.txt"; grep -E "FAILED|Error" "$out/r22_tests.txt" | head -5
+  for d in fp16 bf16; do
+    timeout 100 python3 benchmarks/run.py --shapes "$S22" --dtype $d --providers warp_gemm,torch \
+      --json "$out/r22_$d.json" > "$out/r22_$d.txt" 2>&1
+    sed -n '/# summary/,$p' "$out/r22_$d.txt" | grep -v "^$"
   done
   ;;
 ncu17)  # round 17, after r18 (same device session, kernels cached): Nsight Compute on fp16 64 x 256^3
