@@ -58,6 +58,40 @@ def _run_triton(fn, dtype: str, device: str):
         raise
 
 
+# --- the tolerance model's comparison --------------------------------------------------------------
+
+
+def test_compare_frobenius_floor_for_one_cancelling_element():
+    """A 1x1 float64 product that cancels (K 53: -2.98e-4 against sum |a_i b_i| 4.6, from a CI failure on Warp
+    1.7.2) with the kernel's error of that run (2.79e-13 relative, 8.3e-17 absolute) is judged against a quarter of
+    the model's unit RMS (FRO_FLOOR_RMS), not against the element itself; an error 10x the floor's bound still
+    fails, and so does one element off by more than its elementwise bound."""
+    from warp_gemm.tools.tolerance import FRO_FLOOR_RMS, compare, tolerance
+
+    ref = np.array([[-2.9842296773588883e-4]])
+    cmp = compare(ref * (1 + 2.79e-13), ref, "float64")
+    assert cmp.ok and cmp.rel_fro == pytest.approx(2.79e-13 * abs(ref[0, 0]) / FRO_FLOOR_RMS, rel=1e-3), cmp
+    fro = tolerance("float64").fro
+    assert not compare(ref + 10 * fro * FRO_FLOOR_RMS, ref, "float64").ok
+    assert not compare(ref + 2e-12, ref, "float64").ok  # elementwise: atol 1e-12 + rtol * 3e-4
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_compare_frobenius_unchanged_at_realistic_sizes(dtype, rng):
+    """Outputs of the model's scale (unit variance, 64 elements): the Frobenius bound is relative to the output's
+    own norm, as before the floor -- an error of 0.9x the bound passes, 1.1x fails (spread over every element, so the
+    elementwise bound is not what decides)."""
+    from warp_gemm.tools.tolerance import compare, tolerance
+
+    ref = rng.standard_normal((8, 8))
+    assert np.sqrt(np.mean(ref**2)) > 0.25  # the floor does not bind (a chi-square with 64 dof under 4: ~1e-24)
+    fro = tolerance(dtype).fro
+    unit = rng.choice([-1.0, 1.0], size=ref.shape) * np.linalg.norm(ref) / np.sqrt(ref.size)
+    good, bad = compare(ref + 0.9 * fro * unit, ref, dtype), compare(ref + 1.1 * fro * unit, ref, dtype)
+    assert good.rel_fro == pytest.approx(0.9 * fro) and bad.rel_fro == pytest.approx(1.1 * fro)
+    assert good.ok and not bad.ok and bad.worst_excess < 1.0, (good, bad)
+
+
 # --- float64_gemm -------------------------------------------------------------------------------------
 
 

@@ -12,6 +12,15 @@ The bounds (unit roundoff u of the output type):
 - float32 exact: accumulation error ~u*sqrt(K) = 6e-8*105 = 6e-6 at K=11008.
 - tf32: inputs rounded to 10 mantissa bits (u = 4.9e-4) before the product.
 - float64: u = 1.1e-16.
+
+The Frobenius bound is relative to the reference's norm, floored at FRO_FLOOR_RMS (a quarter of the model's unit RMS)
+per element: ``||out - ref||_F <= fro * max(||ref||_F, FRO_FLOOR_RMS * sqrt(size))``. An element's rounding error
+scales with ``sum |a_i b_i|`` (about ``0.64 sqrt(K)`` here), not with the element itself, so an output of one or a
+few elements that happens to cancel (a 1x1 product of K 53 came out at -3.0e-4 against ``sum |a_i b_i|`` = 4.6, and
+numpy's own float64 reference was 4.5e-14 off in relative terms) can fail a bound relative to its own norm with a
+kernel that rounds as well as the reference does. The floor binds only where the output's RMS is under a quarter of
+the model's: for one element 20% of draws, for 8 elements 1.3e-4 (a chi-square with 8 degrees of freedom under
+0.5), for 16 6e-8, so the bound is unchanged for outputs of any realistic size. The elementwise bound is untouched.
 """
 
 from __future__ import annotations
@@ -21,13 +30,14 @@ from dataclasses import dataclass
 import numpy as np
 
 DTYPES = ("float16", "bfloat16", "float32", "float64")
+FRO_FLOOR_RMS = 0.25  # the Frobenius bound's floor on the reference's RMS (see the module's docstring)
 
 
 @dataclass(frozen=True)
 class Tol:
     rtol: float  # elementwise: |out - ref| <= atol + rtol * |ref|
     atol: float
-    fro: float  # ||out - ref||_F / ||ref||_F <= fro
+    fro: float  # ||out - ref||_F / max(||ref||_F, FRO_FLOOR_RMS * sqrt(size)) <= fro
 
 
 TOLERANCES: dict[str, Tol] = {
@@ -119,7 +129,8 @@ def compare(out, ref, dtype: str, tf32: bool = False) -> Comparison:
         diff = np.where(np.isfinite(diff), diff, np.inf)
     max_abs = float(diff.max()) if diff.size else 0.0
     norm_ref = float(np.linalg.norm(r))
-    rel_fro = float(np.linalg.norm(diff) / norm_ref) if norm_ref > 0 else max_abs
+    denom = max(norm_ref, FRO_FLOOR_RMS * float(np.sqrt(r.size)))
+    rel_fro = float(np.linalg.norm(diff) / denom) if norm_ref > 0 else max_abs
     excess = float((diff / (tol.atol + tol.rtol * np.abs(r))).max()) if diff.size else 0.0
     ok = special_ok and nonfinite == 0 and excess <= 1.0 and (rel_fro <= tol.fro or norm_ref == 0)
     return Comparison(ok, max_abs, rel_fro, tol.fro, nonfinite, excess)
