@@ -12,6 +12,7 @@
 #   bash scripts/gpu_round4.sh r18     # round 17: GEMV row groups (tests, probe 33), float32 family rows
 #   bash scripts/gpu_round4.sh r19     # round 17: the staged mma.sync epilogue (tests, probe 34)
 #   bash scripts/gpu_round4.sh r19b    # round 17: the runner on the staged epilogue, the new bucket and GEMV
+#   bash scripts/gpu_round4.sh r28     # round 18: fused GEMV default against the two launches on other one-matrix shapes
 #   bash scripts/gpu_round4.sh r22     # round 18: the fused GEMV default for one matrix (tests, runner fp16/bf16)
 #   bash scripts/gpu_round4.sh r21     # round 18: the runner on the fused GEMV finish against the default (after r20)
 #   bash scripts/gpu_round4.sh r20     # prepared in round 17: the fused GEMV finish with row groups (tests, probe 36)
@@ -170,6 +171,19 @@ r22)  # round 18: the fused GEMV default for one matrix (gemv.bands_choice) -- i
       --json "$out/r22_$d.json" > "$out/r22_$d.txt" 2>&1
     sed -n '/# summary/,$p' "$out/r22_$d.txt" | grep -v "^$"
   done
+  ;;
+r28)  # round 18: the fused GEMV default against the two launches on one-matrix shapes the probe did not time (narrow K,
+  # long K, wide matrices whose column blocks outnumber the SMs, so one finisher each), the runner, cuBLAS in each run
+  S28="1x4096x1024,1x16384x1024,1x4096x16384,1x32768x4096,1x65536x512,1x24576x2048,1x4096x4096"
+  for v in "" "gemv.BANDS_FUSED_ONE=False" ""; do
+    echo "## ${v:-default}"
+    timeout 200 python3 benchmarks/probes/runner_with.py $v -- --shapes "$S28" --dtype fp16 --providers warp_gemm,torch \
+      > "$out/r28.txt" 2>&1
+    cat "$out/r28.txt" >> "$out/r28_runner.txt"
+    sed -n '/# summary/,$p' "$out/r28.txt" | grep warp_gemm
+    sed -n '/# summary/,$p' "$out/r28.txt" | grep torch
+  done
+  rm -f "$out/r28.txt"
   ;;
 ncu17)  # round 17, after r18 (same device session, kernels cached): Nsight Compute on fp16 64 x 256^3
   M6=$(cat benchmarks/probes/ncu_metrics.txt)
