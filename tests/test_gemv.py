@@ -392,6 +392,10 @@ def test_split_rules():
     assert (one8.kind, one8.band_groups, one8.fused) == ("bands", 16, True)
     assert gemv.splits(one4, 1, 4096, 4096, 1) == (16, 256) and gemv.splits(one8, 1, 8192, 8192, 1) == (8, 1024)
     assert gemv.workspace_shape(one4, 1, 4096, 4096, 1) == ((16, 1, 4096), "float32")
+    # ... while its column blocks of 128 stay under the SM count: 128 for 16384 columns, 192 for 24576
+    assert gemv.choose_spec(Cuda(), "float16", "N", "N", 1, 16384, 1024, 1, "float16", "scale").fused
+    wide = gemv.choose_spec(Cuda(), "float16", "N", "N", 1, 24576, 2048, 1, "float16", "scale")
+    assert (wide.kind, wide.fused, wide.band_groups) == ("bands", False, 4)
     nn4 = dataclasses.replace(one4, fused=False, band_groups=4)  # what follows: the two-launch bands, one matrix
     assert gemv.splits(nn4, 1, 4096, 4096, 1) == (64, 64)
     assert gemv.splits(nn4, 1, 4096, 3, 1) == (1, 3)  # K within one unrolled step: one band
@@ -665,20 +669,24 @@ def test_band_groups_gpu(M, N, K, batch, dtype, groups, rng, monkeypatch, planne
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("M,N,K,batch,dtype", [
-    (1, 4096, 4096, 1, "float16"),  # one matrix: fused, 16 groups (32 column blocks x 16 bands, 4 finishers each)
-    (1, 8191, 4099, 1, "bfloat16"),  # rows not 16-byte aligned, a ragged last column block and band
-    (4097, 1, 3001, 1, "float16"),  # bands over A^T (layout T)
-    (1, 4096, 4096, 2, "float16"),  # a batch: the two launches, 4 groups
+@pytest.mark.parametrize("M,N,K,batch,dtype,fused", [
+    (1, 4096, 4096, 1, "float16", True),  # one matrix: fused, 16 groups (32 column blocks x 16 bands, 4 finishers)
+    (1, 8191, 4099, 1, "bfloat16", True),  # rows not 16-byte aligned, a ragged last column block and band
+    (4097, 1, 3001, 1, "float16", True),  # bands over A^T (layout T)
+    (1, 4096, 4096, 2, "float16", False),  # a batch: the two launches, 4 groups
+    (1, 24576, 1024, 1, "float16", False),  # one matrix of 192 column blocks at 16 groups (H100): the two launches
 ], ids=lambda v: str(v))
-def test_bands_defaults_gpu(M, N, K, batch, dtype, rng, planned):
+def test_bands_defaults_gpu(M, N, K, batch, dtype, fused, rng, planned):
     """The planner's own bands choice (round 18: ``gemv.bands_choice``) on CUDA, nothing patched: fused with 16 row
-    groups for one matrix, the two launches with 4 for a batch; correct against float64, NaN-prefilled, three calls
-    in a row (the fused kernel must leave its counters zero), with and without C."""
+    groups for one matrix of fewer column blocks than SMs, else the two launches with 4; correct against float64,
+    NaN-prefilled, three calls in a row (the fused kernel must leave its counters zero), with and without C."""
     if dtype == "bfloat16" and not compat.HAS_BF16:
         pytest.skip("bfloat16 needs warp-lang >= 1.13")
+    wide = -(-max(M, N) // 128) >= compat.sm_count(wp.get_device("cuda"))  # column blocks of 128 at 16 groups
+    if batch == 1 and wide == fused:
+        pytest.skip("this GPU's SM count puts the shape on the other side of the rule")
     _bands_on_cuda(M, N, K, batch, dtype, rng, (False, True, False))
-    want = (True, gemv.BANDS_FUSED_GROUPS) if batch == 1 else (False, gemv.BANDS_GROUPS)
+    want = (True, gemv.BANDS_FUSED_GROUPS) if fused else (False, gemv.BANDS_GROUPS)
     assert planned and all(p.family == "gemv" and p.family_spec.kind == "bands" and
                            (p.family_spec.fused, p.family_spec.band_groups) == want for p in planned), planned
 

@@ -138,28 +138,36 @@ BANDS_MIN_COLS = 4096
 # at 4), 1x8192x8192 and batch 4 within 1% of G 1; twice the bands (1024 blocks) 26.1-26.4. The runner: 25.2 and
 # 25.4 us in two runs (cuBLAS 21.5). Finishing warps 2-8 and 512-thread blocks around G 4 (r35p.txt): 25.2-25.9.
 BANDS_GROUPS = 4
-# bands (CUDA), one matrix (batch 1): the fused finish with 16 row groups (round 18), so each column block's finishers
-# sum 16 bands, not 64, and there is no finishing kernel. H100, cuBLAS in the same run (results/round18/): the runner
-# on fp16 1x4096x4096 23.3 and 23.9 us against 25.0 and 25.0 for the two launches with 4 groups (cuBLAS 20.9-21.3),
-# 1x8192x8192 62.2 against 64.1-64.4; probe set 36 (cold L2): 24.2 against 25.5 and 62.6 against 64.8. Not taken
+# bands (CUDA), one matrix (batch 1) of fewer column blocks than SMs: the fused finish with 16 row groups (round 18),
+# so each column block's finishers sum 16 bands, not 64, and there is no finishing kernel. H100, cuBLAS in the same
+# run (results/round18/): the runner on fp16 1x4096x4096 23.3-24.3 us against 25.0-25.3 for the two launches with 4
+# groups (cuBLAS 20.7-21.6), 1x8192x8192 61.7-62.3 against 64.0-64.1, 1x4096x1024 12.4-12.7 against 14.5,
+# 1x4096x16384 61.3-61.9 against 63.7; probe set 36 (cold L2): 24.2 against 25.5, 62.6 against 64.8. Not taken
 # (a) for batches: 4 x 1x4096x4096 took 70.1 us fused against 64.2 (the finishers of 4 matrices' column blocks
-# must all wait under the SM count, so each column block gets one), (b) with one finisher per column block (30.8 us)
-# or 4 or 8 groups (26.9, 31.3). With the matrix already in L2 (graph replay) the fused kernel is the slower one at
-# 1x4096x4096 (13.5 against 11.1 us): its waiting finishers cost more than the second launch when reads are cheap.
+# must all wait under the SM count, so each column block gets one); (b) where the column blocks (128 columns each at
+# 16 groups) reach the SM count, which leaves one finisher per column block: 1x24576x2048 (192 blocks) 58.8-59.6
+# against 53.4, 1x16384x1024, 1x32768x4096 and 1x65536x512 even or within 2%; (c) with one finisher per column block
+# on 1x4096x4096 (30.8 us) or with 4 or 8 groups (26.9, 31.3). With the matrix already in L2 (graph replay) the
+# fused kernel is the slower one at 1x4096x4096 (13.5 against 11.1 us): its waiting finishers cost more than the
+# second launch when reads are cheap.
 BANDS_FUSED_ONE = True
 BANDS_FUSED_GROUPS = 16
-KINDS = ("rowdot", "colsum", "bands")
 
 
-def bands_choice(batch: int) -> tuple[bool, int]:
-    """``(fused, band_groups)`` of the bands kernels for a product of ``batch`` matrices: everywhere fused with
-    BANDS_GROUPS where BANDS_FUSED (the probes' switch), else fused with BANDS_FUSED_GROUPS for one matrix where
-    BANDS_FUSED_ONE, else the bands kernel and its finishing kernel with BANDS_GROUPS."""
+def bands_choice(batch: int, cols: int, sms: int) -> tuple[bool, int]:
+    """``(fused, band_groups)`` of the bands kernels for ``batch`` matrices of ``cols`` output columns on a GPU of
+    ``sms`` SMs: fused with BANDS_GROUPS everywhere where BANDS_FUSED (the probes' switch); else fused with
+    BANDS_FUSED_GROUPS for one matrix whose column blocks at that grouping stay under the SM count where
+    BANDS_FUSED_ONE; else the bands kernel and its finishing kernel with BANDS_GROUPS."""
     if BANDS_FUSED:
         return True, BANDS_GROUPS
-    if BANDS_FUSED_ONE and batch == 1:
+    fused_cols = BANDS_BLOCK // BANDS_FUSED_GROUPS * 8  # 16-byte chunks of a 16-bit type (bands: 16-bit only)
+    if BANDS_FUSED_ONE and batch == 1 and _ceil(cols, fused_cols) < sms:
         return True, BANDS_FUSED_GROUPS
     return False, BANDS_GROUPS
+
+
+KINDS = ("rowdot", "colsum", "bands")
 
 
 @dataclass(frozen=True)
@@ -312,7 +320,7 @@ def choose_spec(device, dtype: str, layout_a: str, layout_b: str, M: int, N: int
     R = N if M == 1 else M
     if (kind == "colsum" and ITEM_BYTES[dtype] == 2 and R >= BANDS_MIN_COLS
             and batch * K * R * ITEM_BYTES[dtype] >= BANDS_MIN_BYTES):
-        fused, groups = bands_choice(batch)
+        fused, groups = bands_choice(batch, R, sms)
         return dataclasses.replace(spec, kind="bands", block_dim=BANDS_BLOCK, unroll=BANDS_UNROLL, fused=fused,
                                    band_groups=groups)
     if kind == "colsum":

@@ -115,7 +115,7 @@ def gemv_jobs(dtypes: list[str], epilogues: tuple[str, ...] = ("scale",)) -> lis
         for kind in gemv.KINDS:
             for epi in epilogues:
                 if kind == "bands":  # always through its workspace; fused for one matrix, two kernels for batches
-                    for fused, groups in dict.fromkeys(gemv.bands_choice(b) for b in (1, 2)):
+                    for fused, groups in dict.fromkeys(gemv.bands_choice(b, 4096, 132) for b in (1, 2)):
                         jobs.append(("gemv", gemv.GemvSpec(base, base, kind, epi, block_dim=gemv.BANDS_BLOCK,
                                                            unroll=gemv.BANDS_UNROLL, fused=fused, band_groups=groups),
                                      True))
