@@ -26,10 +26,10 @@ Every case is one of three kernels over 2-D/3-D strided views of the operands (n
   meeting in shared memory and written to the workspace, then a finishing kernel that sums the bands in a
   fixed order and applies the epilogue. Contiguous 4 KiB pieces of each row read cold from DRAM faster than colsum's
   64-byte strips walking every row (fp16 1x4096x4096 26.3 against 28.1 us with the L2 flushed).
-  For one matrix (batch 1) since round 18 (``bands_choice``; built in round 14, not faster in round 15 with 256 bands
-  per column block, faster with 16 row groups and 16 bands in round 18): the same band kernel finishing in its own
-  launch -- the last bands of each column block to arrive (arrival counters) sum the bands in band order and apply
-  the epilogue, so there is no finishing kernel (see ``BANDS_FUSED`` and ``BANDS_FUSED_ONE`` below).
+  For one matrix (batch 1) of fewer column blocks than SMs since round 18 (``bands_choice``; built in round 14, not
+  faster in round 15 with 256 bands per column block, faster with 16 row groups in round 18): the band kernel
+  finishing in its own launch -- the last bands of each column block to arrive (arrival counters) sum the bands in
+  band order and apply the epilogue, so there is no finishing kernel (see ``BANDS_FUSED`` and ``BANDS_FUSED_ONE``).
 
 The vector operand may have any stride (A of layout T gives x with the row stride); it is read with
 16-byte loads only where it is contiguous and aligned (rowdot), else with scalar loads (it is small
