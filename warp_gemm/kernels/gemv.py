@@ -493,40 +493,15 @@ _BANDS = r"""
     for (int e = 0; e < {E} && c + e < R; ++e) *({ACC}*)(w + (size_t)e * W.strides[1]) = acc[e];
 {STORE_CLOSE}"""
 # bands with row groups (GemvSpec.band_groups > 1), between _BANDS' sums and its stores: the groups' partial sums of
-# one band meet. grp: this thread's row group; the thread's column c = (block column) + j * {E}.
+# one band meet. grp: this thread's row group; the thread's column c = (block column) + j * {E}. Two variants, by
+# {CUDA_LEAVE} and {CPU_LEAVE}: the two-launch kernel's later groups return once their sums are handed on (group 0
+# alone stores); before the fused finish (GemvSpec.fused) every thread goes on -- on CUDA the finish needs the whole
+# block, and group 0 alone stores (_BANDS_GROUP0_OPEN / _CLOSE); on the CPU (threads in index order) only the last
+# group, the band's last writer, goes on to count the band's arrival (_BANDS_GROUP0_CLOSE).
 _BANDS_GROUPS = r"""
-    // The block's {RG} row groups meet. CUDA: groups 1.. leave their sums in shared memory and return, group 0 adds
-    // them in group order, then stores (every thread of the block gets here: the launch is whole blocks). CPU
-    // (threads one at a time, in index order): group 0 stores, each later group adds its sums to what is there.
-#if defined(__CUDA_ARCH__)
-    {{
-        __shared__ {ACC} red[{RG} - 1][{E}][{GT}];
-        const int j = (c / {E}) % {GT};
-        if (grp > 0)
-            for (int e = 0; e < {E}; ++e) red[grp - 1][e][j] = acc[e];
-        __syncthreads();
-        if (grp > 0) return;
-        for (int h = 0; h < {RG} - 1; ++h)
-#pragma unroll
-            for (int e = 0; e < {E}; ++e) acc[e] += red[h][e][j];
-    }}
-#else
-    if (grp > 0) {{
-        char* wg = (char*)W.data + (size_t)wrow * W.strides[0] + (size_t)c * W.strides[1];
-        for (int e = 0; e < {E} && c + e < R; ++e) *({ACC}*)(wg + (size_t)e * W.strides[1]) += acc[e];
-        return;
-    }}
-#endif
-"""
-# The same meeting before the fused finish (GemvSpec.fused with band_groups > 1), where every thread of the block goes
-# on to the finish: CUDA: no early return, only group 0 stores the band's sums (_BANDS_GROUP0_OPEN / _CLOSE). CPU
-# (threads in index order): group 0 stores, the later groups add; only the last group (the band's last writer) goes
-# on to count the band's arrival.
-_BANDS_GROUPS_FUSED = r"""
-    // The block's {RG} row groups meet (then the fused finish). CUDA: groups 1.. leave their sums in shared memory,
-    // group 0 adds them in group order and alone stores them below; every thread goes on. CPU (threads one at a time,
-    // in index order): group 0 stores below, each later group adds its sums to what is there; only the last group
-    // goes on to the finish (each band's columns are whole once it has added).
+    // The block's {RG} row groups meet. CUDA: groups 1.. leave their sums in shared memory, group 0 adds them in
+    // group order and stores them below. CPU (threads one at a time, in index order): group 0 stores below, each
+    // later group adds its sums to what is there.{THEN}
 #if defined(__CUDA_ARCH__)
     {{
         __shared__ {ACC} red[{RG} - 1][{E}][{GT}];
@@ -539,13 +514,16 @@ _BANDS_GROUPS_FUSED = r"""
 #pragma unroll
                 for (int e = 0; e < {E}; ++e) acc[e] += red[h][e][j];
     }}
-#else
+{CUDA_LEAVE}#else
     if (grp > 0) {{
         char* wg = (char*)W.data + (size_t)wrow * W.strides[0] + (size_t)c * W.strides[1];
         for (int e = 0; e < {E} && c + e < R; ++e) *({ACC}*)(wg + (size_t)e * W.strides[1]) += acc[e];
-    }}
+{CPU_LEAVE}    }}
 #endif
 """
+_BANDS_GROUPS_LEAVE = {False: dict(THEN="", CUDA_LEAVE="    if (grp > 0) return;\n", CPU_LEAVE="        return;\n"),
+                       True: dict(THEN=" Then the fused finish: every thread goes on.", CUDA_LEAVE="",
+                                  CPU_LEAVE="")}
 _BANDS_GROUP0_OPEN = "    if (grp == 0) {\n"
 _BANDS_GROUP0_CLOSE = """    }}
 #if !defined(__CUDA_ARCH__)
@@ -680,7 +658,7 @@ def _snippet(spec: GemvSpec) -> str:
         fields = dict(ACC=_CTYPES[spec.acc_dtype], E=spec.chunk, RG=rg, GT=spec.block_dim // max(rg, 1))
         groups = opened = closed = ""
         if rg > 1:
-            groups = (_BANDS_GROUPS_FUSED if spec.fused else _BANDS_GROUPS).format(**fields)
+            groups = _BANDS_GROUPS.format(**fields, **_BANDS_GROUPS_LEAVE[spec.fused])
             if spec.fused:
                 opened, closed = _BANDS_GROUP0_OPEN, _BANDS_GROUP0_CLOSE.format(RG=rg)
         band = _BANDS.format(T=_CTYPES[spec.in_dtype], ACC=_CTYPES[spec.acc_dtype], ITEM=it, E=spec.chunk,
