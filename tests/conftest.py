@@ -236,3 +236,15 @@ def cuda_like_problem(monkeypatch, a: np.ndarray, b: np.ndarray, trans_b: bool =
     fake = CudaLike()
     return dataclasses.replace(p, A=dataclasses.replace(p.A, device=fake), B=dataclasses.replace(p.B, device=fake),
                                D=dataclasses.replace(p.D, device=fake))
+
+
+def set_options(monkeypatch, **changes):
+    """Set ``warp_gemm.options`` fields for the rest of a test (monkeypatch restores them): how tests switch the
+    families' variants (``pipe_snippets``, ``staged_store``, ``zero_acc_snippet``, ``gemv_fused``, ...)."""
+    import contextvars
+    from dataclasses import replace
+
+    from warp_gemm.core import options as _opts
+
+    monkeypatch.setattr(_opts, "_current", contextvars.ContextVar("warp_gemm_options",
+                                                                  default=replace(_opts._current.get(), **changes)))

@@ -1,6 +1,8 @@
 """The package's layering (docs/design.md): imports go one way, and there are no cycles.
 
-    __init__ / __main__ / tools  ->  api, tile  ->  torch (custom ops)  ->  autograd  ->  core  ->  kernels  ->  config  ->  _compat
+    __init__ / __main__ / tools  ->  api, tile  ->  torch (custom ops)  ->  autograd  ->  planner (core.plan,
+    core.execute)  ->  families  ->  core (problem, operands, options, launches, ...)  ->  families.common  ->  config
+    ->  _compat
 
 Every import is read from the source (module level and inside functions), so a lazy import that runs
 back up a layer is caught too.
@@ -13,8 +15,10 @@ import pathlib
 
 PKG = pathlib.Path(__file__).resolve().parent.parent / "warp_gemm"
 
-RANK = {"_compat": 0, "config": 1, "kernels": 2, "core": 3, "autograd": 4, "torch": 4.5, "api": 5, "tile": 5,
-        "tools": 6, "__init__": 7, "__main__": 7}
+RANK = {"_compat": 0, "config": 1, "families.common": 1.5, "core": 2, "families": 2.5, "planner": 3, "autograd": 4,
+        "torch": 4.5, "api": 5, "tile": 5, "tools": 6, "__init__": 7, "__main__": 7}
+#: The planner and executor sit above the families they loop over; the rest of core below them.
+PLANNER = ("warp_gemm.core.plan", "warp_gemm.core.execute")
 
 
 def _modules() -> dict[str, pathlib.Path]:
@@ -51,6 +55,10 @@ def _imports(name: str, path: pathlib.Path, known: set[str]) -> set[str]:
 
 
 def _layer(mod: str) -> str:
+    if mod in PLANNER:
+        return "planner"
+    if mod.startswith("warp_gemm.families.common"):
+        return "families.common"
     return mod.split(".")[1] if "." in mod else "__init__"
 
 

@@ -18,7 +18,7 @@ from conftest import make, nan_like, to_f64
 
 import warp_gemm
 from warp_gemm import _compat
-from warp_gemm.kernels import tiled as _kernels
+from warp_gemm.families import tiled as _kernels
 from warp_gemm.tools.tolerance import compare, random_operands
 
 PKG = pathlib.Path(warp_gemm.__file__).parent

@@ -9,7 +9,7 @@ import pytest
 import warp as wp
 
 import warp_gemm._compat as compat
-from warp_gemm.kernels import epilogue as E
+from warp_gemm.families.common import epilogue as E
 
 pytestmark = pytest.mark.skipif(not compat.HAS_CPU_TILES, reason="CPU tile kernels need warp-lang >= 1.7")
 

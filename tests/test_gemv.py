@@ -14,11 +14,11 @@ import dataclasses
 import numpy as np
 import pytest
 import warp as wp
-from conftest import cuda_like_problem, make, nan_like, to_f64
+from conftest import cuda_like_problem, make, nan_like, to_f64, set_options
 
 import warp_gemm
 import warp_gemm._compat as compat
-from warp_gemm.kernels import gemv
+from warp_gemm.families import gemv
 from warp_gemm.tools.tolerance import compare, random_operands, round_to
 
 compat.init()
@@ -641,8 +641,8 @@ def test_fused_bands_gpu(M, N, K, batch, dtype, groups, rng, monkeypatch, planne
     zero), with and without C."""
     if dtype == "bfloat16" and not compat.HAS_BF16:
         pytest.skip("bfloat16 needs warp-lang >= 1.13")
-    monkeypatch.setattr(gemv, "BANDS_FUSED", True)
-    monkeypatch.setattr(gemv, "BANDS_GROUPS", groups)
+    set_options(monkeypatch, gemv_fused=True)
+    set_options(monkeypatch, gemv_band_groups=groups)
     _bands_on_cuda(M, N, K, batch, dtype, rng, (False, True, False))
     assert planned and all(p.family == "gemv" and p.family_spec.kind == "bands" and p.family_spec.fused and
                            p.family_spec.band_groups == groups for p in planned), [p.family_spec for p in planned]
@@ -661,8 +661,8 @@ def test_band_groups_gpu(M, N, K, batch, dtype, groups, rng, monkeypatch, planne
     NaN-prefilled outputs, with and without C, the groups' shared exchange on the device."""
     if dtype == "bfloat16" and not compat.HAS_BF16:
         pytest.skip("bfloat16 needs warp-lang >= 1.13")
-    monkeypatch.setattr(gemv, "BANDS_GROUPS", groups)
-    monkeypatch.setattr(gemv, "BANDS_FUSED_ONE", False)  # one matrix too: the two launches
+    set_options(monkeypatch, gemv_band_groups=groups)
+    set_options(monkeypatch, gemv_fused=False)  # one matrix too: the two launches
     _bands_on_cuda(M, N, K, batch, dtype, rng, (False, True))
     assert planned and all(p.family == "gemv" and p.family_spec.kind == "bands" and p.family_spec.band_groups == groups
                            and not p.family_spec.fused for p in planned), [p.family_spec for p in planned]

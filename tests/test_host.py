@@ -12,7 +12,7 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from warp_gemm.kernels import host
+from warp_gemm.families import host
 
 try:
     from warp_gemm.tools.tolerance import compare, f64_to_bf16_bits, random_operands, round_to

@@ -11,7 +11,7 @@ from conftest import DTYPES, KINDS, kind_ok, make, nan_like, to_f64
 import warp as wp
 
 import warp_gemm
-from warp_gemm.kernels import host
+from warp_gemm.families import host
 from warp_gemm.tools.tolerance import compare, random_operands, round_to
 
 pytestmark = pytest.mark.cpu_host

@@ -11,7 +11,7 @@ import pytest
 import warp as wp
 
 import warp_gemm
-from warp_gemm.kernels.epilogue import ACTIVATIONS, reference, reference_grad
+from warp_gemm.families.common.epilogue import ACTIVATIONS, reference, reference_grad
 from warp_gemm.tools.tolerance import compare, round_to
 
 ACTS = [None, *ACTIVATIONS]

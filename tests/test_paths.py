@@ -15,8 +15,8 @@ from conftest import DTYPES, make, nan_like, to_f64
 import warp_gemm
 from warp_gemm import Config
 from warp_gemm import _compat
-from warp_gemm.kernels import tiled
-from warp_gemm.core import plan
+from warp_gemm.families import tiled
+from warp_gemm.families.tiled import rules as plan
 from warp_gemm.core.options import Options
 from warp_gemm.tools.tolerance import compare, random_operands, round_to
 
@@ -102,7 +102,7 @@ def test_padded_shared_tiles(dtype, layout, split, MNK, clamp, rng, monkeypatch,
     cfg = Config(64, 32, 16, 1, 8, split)  # 64 rows: the epilogue runs in two 32-row chunks
     built = []
     get = tiled.get_kernel
-    monkeypatch.setattr(tiled, "get_kernel", lambda spec: built.append(spec) or get(spec))
+    monkeypatch.setattr(tiled.launch, "get_kernel", lambda spec: built.append(spec) or get(spec))
     warp_gemm.gemm(A, B, make(c, dtype, "warp", "cpu"), alpha=0.5, beta=2.0, trans_a=ta, trans_b=tb, out=out,
                    config=cfg)
     pads = tiled.smem_pads(dtype, False, tf32=True)

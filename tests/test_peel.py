@@ -12,8 +12,8 @@ from conftest import make, nan_like, to_f64
 
 import warp_gemm
 from warp_gemm import _compat
-from warp_gemm.core import plan as plan_mod
-from warp_gemm.kernels import pipelined
+from warp_gemm.families.composite import peel as plan_mod
+from warp_gemm.families import pipelined
 from warp_gemm.tools.tolerance import compare, random_operands, round_to
 
 pytestmark = pytest.mark.skipif(not pipelined.has_native_tile_args(),

@@ -15,10 +15,11 @@ import zlib
 
 import numpy as np
 import pytest
+from conftest import set_options
 import warp as wp
 
 from warp_gemm import _compat
-from warp_gemm.kernels import pipelined as P
+from warp_gemm.families import pipelined as P
 
 try:
     from warp_gemm.tools.tolerance import bf16_bits_to_f64, compare, f64_to_bf16_bits, random_operands, round_to
@@ -291,7 +292,7 @@ def test_native_accumulator_and_store(dtype, out_dtype, tf32, N, ldd, zero, requ
     spec = P.PipeSpec(**{**spec.__dict__, "out_dtype": out_dtype})
     if zero and not _compat.HAS_TILE_EMPTY:
         pytest.skip("the zero-fill snippet needs tile_empty (1.19)")
-    monkeypatch.setattr(P, "ZERO_ACC_SNIPPET", zero)
+    set_options(monkeypatch, zero_acc_snippet=zero)
     assert P.native_acc(spec) == zero and P.native_store(spec) and spec.key.endswith("_za") == zero
     out, ref = _run(spec, 45, N, 75, _rng(request), alpha=-1.5, ldd=ldd, batch=2, a_nb=2, b_nb=1)
     _assert_close(out, ref, out_dtype if out_dtype != "float32" or dtype != "float16" else "float16", tf32)
@@ -301,7 +302,7 @@ def test_native_paths_are_chosen_where_they_apply(monkeypatch):
     """Shared accumulators of 32+ rows are zero-filled by the snippet (tile_empty); the epilogue snippet
     only for "scale" without bias or activation (the others keep Warp's tile epilogue); register
     accumulators (pad_c 0) and 16-row tiles (the split-K plan: slower with them) neither."""
-    monkeypatch.setattr(P, "MMA_DEFAULT", False)  # tile_matmul's kernels (the snippet defaults: own tests)
+    set_options(monkeypatch, pipe_snippets=False)  # tile_matmul's kernels (the snippet defaults: own tests)
     s = P.default_spec("float16", epilogue="scale")
     assert P.native_store(s) and P.native_acc(s) == _compat.HAS_TILE_EMPTY
     assert s.key.endswith("_za") == _compat.HAS_TILE_EMPTY
@@ -323,7 +324,7 @@ ACTS = [None, "relu", "gelu", "gelu_tanh", "silu", "tanh"]
 def test_bias_activation_epilogue(act, request):
     """D = act(alpha * A @ B + beta * C + bias) with a broadcast bias row (1-D, of the output dtype), in
     the 32-row epilogue chunks (64-row tiles) and at the N edge; float32 (the accumulator's dtype)."""
-    from warp_gemm.kernels.epilogue import reference
+    from warp_gemm.families.common.epilogue import reference
 
     rng = _rng(request)
     M, N, K = 70, 45, 37
@@ -360,7 +361,7 @@ def test_bias_fp16_output(request):
 
 
 def test_spec_key_and_checks(monkeypatch):
-    monkeypatch.setattr(P, "MMA_DEFAULT", False)  # tile_matmul's kernels (the snippet defaults: own tests)
+    set_options(monkeypatch, pipe_snippets=False)  # tile_matmul's kernels (the snippet defaults: own tests)
     s = P.default_spec("float16", layout="NT", epilogue="axpby")
     assert s.key.startswith("wg_pipe_float16_float16_NT_128x128x128_s2_b128")  # 128 threads: round 9
     assert hash(s) == hash(P.default_spec("float16", layout="NT", epilogue="axpby"))
@@ -416,7 +417,7 @@ AOT_CASES = [("float16", False), ("float32", False), ("float64", False)] + \
 def test_cuda_build_offline(dtype, tf32, tmp_path, monkeypatch):
     """The recommended CUDA kernel of each dtype (cp.async PTX, padded views, launch bounds) compiles
     without a GPU (~25 s each on 2 cores): sm_90, fp16 for sm_80 with transposed layouts."""
-    monkeypatch.setattr(P, "MMA_DEFAULT", False)  # tile_matmul's kernels (the snippet defaults: own tests)
+    set_options(monkeypatch, pipe_snippets=False)  # tile_matmul's kernels (the snippet defaults: own tests)
     spec = P.default_spec(dtype, tf32=tf32, epilogue="axpby", layout="TT" if dtype == "float16" else "NN")
     src = _build_offline(spec, tmp_path, 80 if dtype == "float16" else 90)
     assert "cp.async.cg.shared.global" in src and f"cp.async.wait_group {spec.stages - 1}" in src
@@ -428,8 +429,8 @@ def test_cuda_build_offline(dtype, tf32, tmp_path, monkeypatch):
 def test_cuda_build_offline_native_store(dtype, tmp_path, monkeypatch):
     """The "scale" kernels' store snippet (vector stores: 8 bytes of fp16, 16 of fp64) compiles for sm_90
     without a GPU; the accumulator's zero-fill snippet too (fp64, ZERO_ACC_SNIPPET)."""
-    monkeypatch.setattr(P, "MMA_DEFAULT", False)  # tile_matmul's kernels (the snippet defaults: own tests)
-    monkeypatch.setattr(P, "ZERO_ACC_SNIPPET", dtype == "float64")
+    set_options(monkeypatch, pipe_snippets=False)  # tile_matmul's kernels (the snippet defaults: own tests)
+    set_options(monkeypatch, zero_acc_snippet=dtype == "float64")
     spec = P.default_spec(dtype, epilogue="scale")
     assert P.native_store(spec) and P.native_acc(spec) == (dtype == "float64")
     src = _build_offline(spec, tmp_path)
@@ -443,7 +444,7 @@ def test_cuda_build_offline_native_store(dtype, tmp_path, monkeypatch):
 def test_cuda_build_offline_persistent(epilogue, tmp_path, monkeypatch):
     """The persistent kernel (blocks looping over output tiles; the store snippet or Warp's tile epilogue
     inside the K loop's branch, the accumulator's zero fill between tiles) compiles for sm_90 offline."""
-    monkeypatch.setattr(P, "MMA_DEFAULT", False)  # tile_matmul's kernels (the snippet defaults: own tests)
+    set_options(monkeypatch, pipe_snippets=False)  # tile_matmul's kernels (the snippet defaults: own tests)
     spec = P.default_spec("float16", epilogue=epilogue, layout="NT" if epilogue == "axpby" else "NN",
                           persistent=1)
     assert P.native_acc(spec) and P.native_store(spec) == (epilogue == "scale")
@@ -473,7 +474,7 @@ def test_precompile_lists_the_pipelined_family():
     f32 = {j[1].key for j in jobs if j[1].in_dtype == "float32"}
     assert f32 == {P.default_spec("float32", "float32", layout=lay, epilogue=epi, M=8192, N=8192).key
                    for lay in ("NN", "TT") for epi in ("scale", "axpby")}
-    assert all(j[1].simt for j in jobs if j[1].in_dtype == "float32") == P.MMA_DEFAULT
+    assert all(j[1].simt for j in jobs if j[1].in_dtype == "float32") == warp_gemm.options().pipe_snippets
     assert any(j[1].in_dtype == "float64" for j in jobs)
     assert all(job_label(j).startswith("wg_pipe_") for j in jobs)
 
@@ -530,7 +531,7 @@ def test_staging_kernel_pads_rows(dtype, request):
 @pytest.mark.skipif(not _compat.HAS_COMPILE_AOT, reason="wp.compile_aot_module arrived in warp-lang 1.9")
 def test_staging_kernel_builds_offline(tmp_path):
     """The staging snippet's CUDA branch (aligned local array, one 16-byte store) compiles for sm_90."""
-    from warp_gemm.kernels import elementwise
+    from warp_gemm.families.common import elementwise
 
     k = elementwise.stage_kernel("float16")
     wp.compile_aot_module(k.module, arch=[90], module_dir=str(tmp_path))
@@ -796,7 +797,7 @@ def test_snippet_defaults_for_large_problems_on_cuda(monkeypatch):
     kernel (128x128x64, 3 stages, 4 warps), tf32 the tf32 one (128x128x32, two blocks per SM), exact fp32 the SIMT
     kernel (64x128x16, 128 threads; round 13) from SIMT_MIN_TILES 128x128 tiles; small, narrow and short-K grids, fused
     activations and the CPU keep tile_matmul's kernels; and the planner follows (a CUDA-like device)."""
-    from warp_gemm.core import plan as _plan
+    from warp_gemm.families.pipelined import rules as _plan
     from warp_gemm.core.options import Options
     from warp_gemm.core.plan import make_plan
 
@@ -825,7 +826,7 @@ def test_snippet_defaults_for_large_problems_on_cuda(monkeypatch):
         == "tiled"
     assert make_plan(_cuda_like_problem(monkeypatch, 4096, np.float16), 1.0, 0.0, False, None,
                      Options()).family_spec.mma == 4
-    monkeypatch.setattr(P, "MMA_DEFAULT", False)
+    set_options(monkeypatch, pipe_snippets=False)
     assert make_plan(_cuda_like_problem(monkeypatch, 4096, np.float32), 1.0, 0.0, False, None, Options()).family \
         == "tiled"
 
@@ -1232,7 +1233,7 @@ def test_staged_store_rule(monkeypatch):
         assert not P.staged_store(dataclasses.replace(base, **over)), over
     tile = dataclasses.replace(base, mma=0)  # tile_matmul kernels store through their own paths
     assert not P.staged_store(tile)
-    monkeypatch.setattr(P, "STAGED_STORE", False)
+    set_options(monkeypatch, staged_store=False)
     assert not P.staged_store(base) and not base.key.endswith("_ts")
 
 

@@ -16,7 +16,7 @@ import pytest
 import warp as wp
 
 import warp_gemm._compat as compat
-from warp_gemm.kernels import skinny, small
+from warp_gemm.families import skinny, small
 
 try:
     from warp_gemm.tools.tolerance import bf16_bits_to_f64, compare, f64_to_bf16_bits, random_operands
@@ -259,7 +259,7 @@ def test_padded(device, fam, layout, shape):
 @pytest.mark.parametrize("layout", ["NN", "NT", "TN", "TT"])
 @pytest.mark.parametrize("dtype", ["float16", "float32"])
 def test_split_pipe_composition(device, layout, dtype, request):
-    from warp_gemm.kernels import pipelined
+    from warp_gemm.families import pipelined
 
     if device == "cuda" and layout[0] == "T":
         # Seen on the H100 (warp-lang 1.19.0, 2026-11-22): TN rel. error 0.3 for float16 and float32, TT

@@ -10,7 +10,7 @@ import pytest
 import warp as wp
 
 import warp_gemm._compat as compat
-from warp_gemm.kernels import pipelined
+from warp_gemm.families import pipelined
 from warp_gemm.tile import tile_gemm_func
 
 try:

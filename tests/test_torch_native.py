@@ -19,7 +19,7 @@ torch = pytest.importorskip("torch")
 
 import warp_gemm._compat as compat  # noqa: E402
 import warp_gemm.torch as wgt  # noqa: E402
-from warp_gemm.kernels import epilogue  # noqa: E402
+from warp_gemm.families.common import epilogue  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not compat.HAS_CPU_TILES, reason="CPU tile kernels need warp-lang >= 1.7")
 

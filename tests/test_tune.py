@@ -11,7 +11,7 @@ import pytest
 
 import warp_gemm
 from warp_gemm import Config
-from warp_gemm.kernels import tiled as _kernels
+from warp_gemm.families import tiled as _kernels
 from warp_gemm.config import tables as tune
 from warp_gemm.tools.tune import FAMILY_MIN_SCORE, _winners
 
@@ -103,8 +103,8 @@ def test_config_text_round_trip():
 
 # --- the pipelined family's configurations -------------------------------------------------------------------
 from warp_gemm.config.configs import PipeConfig  # noqa: E402
-from warp_gemm.core import plan as _plan  # noqa: E402
-from warp_gemm.kernels import pipelined as _pipe  # noqa: E402
+from warp_gemm.families.pipelined import rules as _plan  # noqa: E402
+from warp_gemm.families import pipelined as _pipe  # noqa: E402
 
 PIPE_OK = _pipe.applies(__import__("warp").get_device("cpu"), "float64")
 needs_pipe = pytest.mark.skipif(not PIPE_OK, reason="pipelined family needs Warp 1.19-class tiles")
@@ -443,9 +443,9 @@ def test_shipped_pipe_winners_do_not_override_snippet_defaults():
     4096^3 ran 96.6 TFLOP/s on the table's 128x128x64 tile_matmul kernel against 125.7 for the mma.sync default, H100,
     round 13). Each bucket is checked at its largest shape (the bucket of 4096 is 2049..4096); the table's
     "pipe_over_snippet" lists the winners that were timed against the snippet default, with the numbers."""
-    from warp_gemm.kernels import pipelined
+    from warp_gemm.families import pipelined
 
-    if not pipelined.MMA_DEFAULT:
+    if not warp_gemm.options().pipe_snippets:
         pytest.skip("snippet defaults switched off")
     checked = 0
     for path in tune._shipped_files():

@@ -14,7 +14,7 @@ from warp_gemm._compat import WARP_VERSION, UnsupportedWarpError
 from warp_gemm.config.configs import Config, PipeConfig, candidate_configs
 from warp_gemm.api import gemm, linear, matmul
 from warp_gemm.core.options import override as options
-from warp_gemm.core.plan import candidate_pipe_configs
+from warp_gemm.families.pipelined.rules import candidate_pipe_configs
 from warp_gemm.tools.precompile import precompile_config
 from warp_gemm.tile import tile_gemm_func
 from warp_gemm.tools.tune import tune

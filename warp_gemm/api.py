@@ -74,7 +74,7 @@ def linear(x, weight, bias=None, *, activation: str | None = None):
     through the ``warp_gemm::linear`` custom op (any leading dimensions, torch.compile, autograd);
     ``wp.array``/NumPy ``x`` may be 2-D or 3-D, with gradients through ``wp.Tape``.
     """
-    from warp_gemm.kernels.epilogue import check_activation
+    from warp_gemm.families.common.epilogue import check_activation
 
     activation = check_activation(activation)
     if _torch_pair(x, weight):

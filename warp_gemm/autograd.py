@@ -46,7 +46,7 @@ from warp_gemm.core import execute as _core
 from warp_gemm.core import launches as _launch
 from warp_gemm.core.launches import convert
 from warp_gemm.core.operands import describe, wp_view
-from warp_gemm.kernels.common import WP_DTYPES, acc_dtype_name
+from warp_gemm.families.common.kernels import WP_DTYPES, acc_dtype_name
 
 
 # --- Warp's active tape ------------------------------------------------------------------------------
@@ -412,7 +412,7 @@ def linear_with_grad(x, weight, bias, activation):
     if activation is None:
         return z
     tape = active_tape()
-    from warp_gemm.kernels import epilogue
+    from warp_gemm.families.common import epilogue
 
     if tape is None or not isinstance(z, wp.array) or not z.requires_grad:
         with _tape_paused():

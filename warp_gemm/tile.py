@@ -24,8 +24,8 @@ import threading
 import warp as wp
 
 from . import _compat
-from .kernels import pipelined
-from .kernels.common import ITEM_BYTES
+from .families import pipelined
+from .families.common.kernels import ITEM_BYTES
 
 _NAMES = {"float16": "float16", "half": "float16", "fp16": "float16", "f16": "float16",
           "bfloat16": "bfloat16", "bf16": "bfloat16",

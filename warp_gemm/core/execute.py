@@ -24,8 +24,10 @@ from warp_gemm.core.operands import ITEMSIZE, Operand, _torch, layout_view, raw_
 from warp_gemm.core.options import options
 from warp_gemm.core.plan import Plan, make_plan
 from warp_gemm.core.problem import Problem, validate
-from warp_gemm.kernels import epilogue, tiled
-from warp_gemm.kernels.common import WP_DTYPES, acc_dtype_name
+from warp_gemm.families import registry as families
+from warp_gemm.families.base import Env
+from warp_gemm.families.common import epilogue
+from warp_gemm.families.common.kernels import WP_DTYPES
 
 
 def run(a, b, c, alpha, beta, trans_a, trans_b, out, allow_tf32, config, fname, activation=None):
@@ -361,10 +363,8 @@ def execute(plan: Plan, p: Problem, alpha: float, beta: float) -> bool:
             convert(Dk, _c_view(plan.C), plan.out_k, plan.C.dtype, beta)
         else:
             fill(Dk, plan.out_k, 0.0)
-    elif plan.family == "tiled":
-        _tiled(plan, p, Dk, alpha, beta, allocate)
     else:
-        _family(plan, p, Dk, alpha, beta, allocate)
+        _launch_all(families.get(plan.family).launches(plan, p, Dk, alpha, beta, _env(allocate)), p.A.device)
     if plan.activation is not None and not plan.fused_activation:  # one elementwise pass, in place
         launches.launch(epilogue.forward_kernel(plan.activation, plan.out_k, plan.out_k), Dk.shape, [Dk, Dk],
                         p.A.device)
@@ -393,48 +393,6 @@ def _as3d(op: Operand):
     return as3d(op)
 
 
-def _tiled(plan: Plan, p: Problem, Dk, alpha: float, beta: float, allocate) -> None:
-    dev = p.A.device
-    cfg, spec = plan.cfg, plan.spec
-    Av = _kernel_operand(plan.A, plan.widen, allocate)
-    Bv = _kernel_operand(plan.B, plan.widen, allocate)
-    if plan.padded:
-        # pad_ab more columns: the kernel's widened tile loads then stay inside the copy, so every one
-        # of them takes Warp's vectorized path.
-        Av = _tile_padded_copy(Av, (cfg.tm, cfg.tk) if spec.layout_a == "N" else (cfg.tk, cfg.tm), spec.in_dtype,
-                               allocate, spec.pad_ab)
-        Bv = _tile_padded_copy(Bv, (cfg.tk, cfg.tn) if spec.layout_b == "N" else (cfg.tn, cfg.tk), spec.in_dtype,
-                               allocate, spec.pad_ab)
-    acc = acc_dtype_name(p.in_dtype)
-    c_nb, Cv, alpha_k, Dlaunch = 1, Dk, alpha, Dk
-    if plan.workspace is not None:
-        # the cached workspace (no allocation: the call can be kept as a plan); zeroed by a recorded
-        # launch where the split-K partial sums are added into it
-        wshape, zero = plan.workspace
-        W = workspace(dev, tuple(wshape), acc, "splitk")
-        if zero:
-            fill(W, acc, 0.0)
-        Cv, alpha_k, Dlaunch = W, 1.0, W
-    elif plan.use_c:
-        if plan.c_into_d:
-            convert(Dk, _c_view(plan.C), plan.out_k, plan.C.dtype)
-            c_nb = Dk.shape[0]
-        else:
-            Cv, c_nb = _c_in_place_view(plan.C, plan.M, plan.N)
-    m_clamp, n_clamp, k_clamp = plan.clamps
-    launches.launch(tiled.get_kernel(spec), (p.batch, plan.tiles_m * plan.tiles_n, plan.splits),
-                    [Av, Bv, Cv, Dlaunch, alpha_k, beta, plan.k_tiles, plan.k_per_split, plan.tiles_m, plan.tiles_n,
-                     max(1, cfg.group_m), Av.shape[0], Bv.shape[0], c_nb, m_clamp, n_clamp, k_clamp],
-                    dev, 1 if dev.is_cpu else cfg.block_dim)
-    if plan.workspace is not None:
-        cfin = None
-        if plan.use_c:
-            cfin = _c_view(plan.C)
-            if plan.C.dtype != plan.out_k:  # Warp 1.7's float32 temporary: bring C to its dtype first
-                convert(Dk, cfin, plan.out_k, plan.C.dtype)
-                cfin = Dk
-        Wv = raw_view(W.ptr, W.dtype, Dk.shape, W.strides, dev) if plan.padded else W
-        launches.finish_splitk(Dk, Wv, cfin, plan.out_k, acc, alpha, beta)
 
 
 def _c_kernel_view(plan: Plan, Dk):
@@ -455,34 +413,22 @@ def _c_in_place_view(C: Operand, M: int, N: int):
     return wp_view(C, (shape[0], M, N), (strides[0] if shape[0] > 1 else M * N, row_stride, 1)), shape[0]
 
 
-def _family(plan: Plan, p: Problem, Dk, alpha: float, beta: float, allocate) -> None:
-    """The pipelined, small, skinny and GEMV families: their launch_args, launched in order."""
-    from warp_gemm.kernels import gemv, pipelined, skinny, small
+def _env(allocate) -> Env:
+    """What a family's ``launches`` may use: kernel views, cached buffers, this call's temporaries."""
+    return Env(views=lambda plan, p, Dk: _views(plan, p, Dk, allocate), kernel_operand=_kernel_operand, staged=_staged, c_kernel_view=_c_kernel_view,
+               c_view=_c_view, c_in_place_view=_c_in_place_view, workspace=workspace, zeroed_ints=_zeroed_ints,
+               allocate=allocate)
 
-    dev = p.A.device
+
+def _views(plan: Plan, p: Problem, Dk, allocate=None):
+    """(A, B, C, c_nb): the kernel views of a plan's operands (A and B staged into 16-byte aligned rows where the
+    plan says), C read in place or first written into ``Dk``."""
     Av = _kernel_operand(plan.A, False, allocate)
     Bv = _kernel_operand(plan.B, False, allocate)
     if any(plan.stage):
-        Av, Bv = _staged((Av, Bv), plan.stage, p.in_dtype, dev)
+        Av, Bv = _staged((Av, Bv), plan.stage, p.in_dtype, p.A.device)
     Cv, c_nb = _c_kernel_view(plan, Dk)
-    args = (plan.family_spec, Av, Bv, Cv, Dk, alpha, beta, plan.M, plan.N, p.K, p.batch, Av.shape[0], Bv.shape[0], c_nb)
-    if plan.family == "pipelined" and any(plan.peel):
-        _launch_all(_peeled(plan, p, Av, Bv, Cv, c_nb, Dk, alpha, beta), dev)
-        return
-    if plan.family == "pipelined":
-        todo = [pipelined.launch_args(*args, **_stream_k_buffers(dev, plan.family_spec, plan.M, plan.N, p.K, p.batch))]
-    elif plan.family == "splitpipe":  # K slices as a batch into the workspace, then the finishing pass
-        spec, s = plan.family_spec
-        W = workspace(dev, *plan.workspace)
-        A3, B3 = skinny.split_k_views(Av, Bv, spec.layout_a, spec.layout_b, p.K, s)
-        todo = [pipelined.launch_args(spec, A3, B3, None, W, 1.0, 0.0, plan.M, plan.N, p.K // s, s, s, s, 1),
-                skinny.finish_launch(Dk, W, Cv, alpha, beta, s, 1, c_nb, spec.out_dtype, p.out_dtype)]
-    else:
-        ws = workspace(dev, *plan.workspace) if plan.workspace else None
-        fam = {"small": small, "skinny": skinny, "gemv": gemv}[plan.family]
-        extra = _gemv_counters(dev, plan.family_spec, plan.M, plan.N, p.batch) if fam is gemv else {}
-        todo = fam.launch_args(*args, workspace=ws, **extra)
-    _launch_all([(*args, plan.family != "gemv") for args in todo], dev)
+    return Av, Bv, Cv, c_nb
 
 
 def _launch_all(todo, dev) -> None:
@@ -495,49 +441,8 @@ def _launch_all(todo, dev) -> None:
         launches.launch(kernel, dim, inputs, dev, block_dim, tiled=tiled)
 
 
-def _slice(v, dim: int, start: int, stop: int):
-    """A view of Warp array ``v`` restricted to ``[start, stop)`` along ``dim`` (same strides)."""
-    if v is None:
-        return None
-    shape = list(v.shape)
-    shape[dim] = stop - start
-    return raw_view(v.ptr + start * v.strides[dim], v.dtype, tuple(shape), tuple(v.strides), v.device)
 
 
-def _peeled(plan: Plan, p: Problem, Av, Bv, Cv, c_nb: int, Dk, alpha: float, beta: float) -> list:
-    """The pipelined kernel over the core ``(M - rows) x (N - cols)`` of the output, then the peeled last
-    ``rows`` rows (``rows x N``: all of B) and ``cols`` columns (``(M - rows) x cols``: A's core rows) by the
-    GEMV family (one wide) or the skinny family: views of the same (possibly staged) operands, C and D; no
-    copies (core/plan.py ``_peel``). Returns the launches, for :func:`_launch_all`."""
-    from warp_gemm.core.plan import _edge_family
-    from warp_gemm.kernels import gemv, pipelined
-
-    dev = p.A.device
-    (pr, pc), M, N, K = plan.peel, plan.M, plan.N, p.K
-    la, lb = plan.family_spec.layout_a, plan.family_spec.layout_b
-    a_row, b_col = (1 if la == "N" else 2), (2 if lb == "N" else 1)  # A's M dimension, B's N dimension
-    Mc, Nc = M - pr, N - pc
-    a_nb, b_nb = Av.shape[0], Bv.shape[0]
-    Ac, Bc = _slice(Av, a_row, 0, Mc), _slice(Bv, b_col, 0, Nc)
-
-    def out_part(X, r0, r1, c0, c1):
-        return None if X is None else _slice(_slice(X, 1, r0, r1), 2, c0, c1)
-
-    todo = [(*pipelined.launch_args(plan.family_spec, Ac, Bc, out_part(Cv, 0, Mc, 0, Nc), out_part(Dk, 0, Mc, 0, Nc),
-                                    alpha, beta, Mc, Nc, K, p.batch, a_nb, b_nb, c_nb,
-                                    **_stream_k_buffers(dev, plan.family_spec, Mc, Nc, K, p.batch)), True)]
-    edges = (("row", pr, _slice(Av, a_row, Mc, M), Bv, (Mc, M, 0, N), pr, N),  # A's last rows times all of B
-             ("col", pc, Ac, _slice(Bv, b_col, Nc, N), (0, Mc, Nc, N), Mc, pc))  # A's core rows times B's last cols
-    for (name, width, Ae, Be, box, m, n), spec, ws_shape in zip(edges, plan.edge_specs, plan.edge_ws):
-        if not width:
-            continue
-        fam = _edge_family(width)
-        ws = workspace(dev, *ws_shape, f"ws_edge_{name}") if ws_shape else None
-        extra = _gemv_counters(dev, spec, m, n, p.batch, f"cnt_edge_{name}") if fam is gemv else {}
-        todo += [(*args, fam is not gemv) for args in fam.launch_args(
-            spec, Ae, Be, out_part(Cv, *box), out_part(Dk, *box), alpha, beta, m, n, K, p.batch, a_nb, b_nb, c_nb,
-            workspace=ws, **extra)]
-    return todo
 
 
 # --- cached workspaces -------------------------------------------------------------------------------------
@@ -606,26 +511,6 @@ def _zeroed_ints(dev, n: int, slot: str):
     return raw_view(buf.ptr, wp.int32, (n,), (4,), dev)
 
 
-def _stream_k_buffers(dev, spec, M: int, N: int, K: int, batch: int) -> dict:
-    """``{"workspace": ..., "flags": ...}`` for a stream-K pipelined launch (``spec.stream_k``), else ``{}``."""
-    from warp_gemm.kernels import pipelined
-
-    grid, n_ws, n_flags = pipelined.stream_k_sizes(spec, M, N, K, batch, dev)
-    if not grid:
-        return {}
-    return {"workspace": workspace(dev, (n_ws,), "float32", "stream_k"), "flags": _zeroed_ints(dev, n_flags, "sk")}
-
-
-def _gemv_counters(dev, spec, M: int, N: int, batch: int, slot: str = "cnt") -> dict:
-    """``{"counters": ...}`` for a GEMV launch whose spec needs them (the fused bands), else ``{}``: int32 zeros of
-    this device, stream, slot and thread, kept like the workspaces (grown, never freed), allocated zeroed once;
-    every launch of the kernel leaves them zero."""
-    from warp_gemm.kernels import gemv
-
-    n = gemv.counters_len(spec, M, N, batch)
-    return {"counters": _zeroed_ints(dev, n, slot)} if n else {}
-
-
 class _HostCall:
     """One product on the CPU's BLAS (kernels/host.py) on zero-copy views of the operands' memory: torch's
     for all-torch calls, NumPy's otherwise (bfloat16 as its raw bits); the problem's own orientation (no
@@ -647,7 +532,7 @@ class _HostCall:
     def run(self, a, b, c, out) -> None:
         """The product of this call's operand objects into ``out`` (their memory is what the views
         describe: the fast path's key guarantees it)."""
-        from warp_gemm.kernels import host
+        from warp_gemm.families import host
 
         if self.torch:
             A, B, C, D = (None if x is None else x.as_strided(*v) for x, v in ((a, self.A), (b, self.B), (c, self.C),
@@ -678,7 +563,7 @@ def _np_out(obj, d, dtype: str):
 
 def _host_activation(D, activation, out_dtype: str) -> None:
     """The activation over the NumPy result ``D``: float64 formulas on the CPU, rounded once."""
-    from warp_gemm.kernels import host
+    from warp_gemm.families import host
 
     if activation is None:
         return
@@ -700,14 +585,6 @@ def _np_raw(op: Operand):
     return np.ndarray(op.shape, dt, buffer=buf, strides=tuple(s * ITEMSIZE[op.dtype] for s in op.strides))
 
 
-def _tile_padded_copy(view, tiles: tuple[int, int], dtype: str, allocate, extra_cols: int = 0):
-    """A zero-filled (nb, rows, cols) copy of ``view`` with rows and cols rounded up to ``tiles``
-    (and ``extra_cols`` more zero columns)."""
-    nb, r, c = view.shape
-    rp, cp = -(-r // tiles[0]) * tiles[0], -(-c // tiles[1]) * tiles[1] + extra_cols
-    buf = allocate((nb, rp, cp), dtype, zero=True)
-    convert(raw_view(buf.ptr, buf.dtype, (nb, r, c), buf.strides, buf.device), view, dtype, dtype)
-    return buf
 
 
 def _padded(allocate, shape, dtype):

@@ -27,7 +27,7 @@ from warp_gemm import _compat
 from warp_gemm.core.lru import LRU
 from warp_gemm.core.operands import raw_view
 from warp_gemm.core.options import options
-from warp_gemm.kernels import elementwise
+from warp_gemm.families.common import elementwise
 
 # Up to four launches per call (fill, GEMM, finishing pass, conversion) for a few hundred operand sets in
 # rotation: with 512 entries 200 rotating split-K calls evicted each other and every call re-recorded

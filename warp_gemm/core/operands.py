@@ -18,7 +18,7 @@ import warp as wp
 
 from warp_gemm import _compat
 from warp_gemm.core.lru import LRU
-from warp_gemm.kernels.common import WP_DTYPES
+from warp_gemm.families.common.kernels import ITEM_BYTES, WP_DTYPES
 
 SUPPORTED = ("float16", "bfloat16", "float32", "float64")
 ITEMSIZE = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}
@@ -248,3 +248,41 @@ def empty_like_caller(kind: str, ref: Operand, shape: tuple[int, ...], dtype: st
 
 def _torch_device(op: Operand):
     return "cpu" if op.device.is_cpu else f"cuda:{op.device.ordinal}"
+
+
+def _needs_copy(op: Operand) -> bool:
+    from warp_gemm.core.operands import layout_view
+
+    return layout_view(op)[0] is None
+
+
+def _max_chunk(op: Operand) -> int:
+    """The widest copy chunk (bytes) every row of the kernel's view of ``op`` allows."""
+    from warp_gemm.core.operands import layout_view
+
+    view, _ = layout_view(op)
+    it = ITEM_BYTES[op.dtype]
+    vals = [view.ptr] + [st for st, n in zip(view.strides[:-1], view.shape[:-1]) if n > 1]
+    for c in (16, 8, 4, 2):
+        if c >= it and all(v % c == 0 for v in vals):
+            return c
+    return it
+
+
+def _layout(op: Operand, widen: bool) -> tuple[str, bool]:
+    """(layout the kernel reads, whether the array it reads has 16-byte aligned rows). A strided operand
+    is read from a contiguous copy ("N"); a widened one (Warp 1.7) from a contiguous float32 copy."""
+    from warp_gemm.core.operands import layout_view
+
+    view, lay = layout_view(op)
+    if view is None:
+        (nb, r, c), _ = as3d(op)
+        lay, ptr, shape, item = "N", 0, (nb, r, c), ITEM_BYTES[op.dtype]
+        strides = (r * c * item, c * item, item)
+    else:
+        ptr, shape, strides = view.ptr, view.shape, view.strides
+    if widen:
+        ptr, strides = 0, (shape[1] * shape[2] * 4, shape[2] * 4, 4)
+    return lay, not (ptr % 16 or strides[1] % 16 or (shape[0] > 1 and strides[0] % 16))
+
+

@@ -45,6 +45,20 @@ class Options:
     #: fit (shared memory, the family's checks) raises ValueError instead of falling back. On the CPU
     #: backend the block stays one thread and the launch bound is dropped.
     pipe_config: PipeConfig | None = None
+    #: The pipelined family's own products (mma.sync for 16-bit and tf32, SIMT for exact float32) in its default
+    #: configurations on CUDA; False: ``tile_matmul``'s kernels (how the benchmarks time the MathDx path).
+    pipe_snippets: bool = True
+    #: The mma.sync / SIMT kernels' "scale" epilogue through the free A stages in 16-byte stores
+    #: (``pipelined.staged_store``); False: each thread stores its own outputs.
+    staged_store: bool = True
+    #: Zero-fill shared accumulators with the 16-byte-store snippet after ``tile_empty`` (``pipelined.native_acc``);
+    #: False: ``tile_zeros``.
+    zero_acc_snippet: bool = True
+    #: The GEMV bands kernels' finish: None: the planner's rule (``gemv.bands_choice``); True: always in the same
+    #: launch; False: always a second launch.
+    gemv_fused: bool | None = None
+    #: Row groups per GEMV bands block; None: the rule's (4 for two launches, 16 fused).
+    gemv_band_groups: int | None = None
 
     def __hash__(self) -> int:
         # Part of every call plan's key: hashed once per object, not per call (frozen, so it cannot change).

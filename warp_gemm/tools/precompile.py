@@ -19,7 +19,7 @@ import warp as wp
 from warp_gemm import _compat
 from warp_gemm.config.configs import Config
 from warp_gemm.core import launches
-from warp_gemm.kernels import tiled
+from warp_gemm.families import tiled
 from warp_gemm.config import choice
 from warp_gemm.config import configs as _config
 
@@ -57,12 +57,12 @@ def pipelined_jobs(dtypes: list[str], layouts: tuple[str, ...] = ("NN",),
     """``("pipelined", PipeSpec)`` for the pipelined family's kernels the planner picks on CUDA: each
     dtype's large- and small-problem configuration (``kernels.pipelined.default_spec``, the H100 table)
     and every configuration of the shipped tuning table's ``|pipe`` groups (applied over the default as
-    the planner does: ``core.plan.pipe_spec``; other layouts borrow NN's, bfloat16 float16's), per layout
+    the planner does: ``families.pipelined.rules.pipe_spec``; other layouts borrow NN's, bfloat16 float16's), per layout
     and epilogue, output in the input dtype. Exact float32: only its large-problem kernel (the SIMT kernel on CUDA
     since round 12; smaller problems stay on the tiled family). Nothing where this Warp cannot run the family."""
     from warp_gemm.config import tables
-    from warp_gemm.core.plan import pipe_spec
-    from warp_gemm.kernels import pipelined
+    from warp_gemm.families.pipelined.rules import pipe_spec
+    from warp_gemm.families import pipelined
 
     if not pipelined.has_native_tile_args():
         return []
@@ -105,7 +105,7 @@ def gemv_jobs(dtypes: list[str], epilogues: tuple[str, ...] = ("scale",)) -> lis
     (rowdot and colsum cover every layout; bands is colsum for large matrices), each epilogue, whole-K and
     K-split (the split one with skinny's finishing pass; bands with its own, none where fused: ``gemv.bands_choice``),
     output in the input dtype; none where this Warp cannot build the family."""
-    from warp_gemm.kernels import gemv
+    from warp_gemm.families import gemv
 
     if not gemv.has_native_returns():
         return []
@@ -139,8 +139,8 @@ def skinny_jobs(dtypes: list[str], layouts: tuple[str, ...] = ("NN",),
     input dtype; tf32 takes the exact float32 kernels (the family has no tf32 ones)."""
     import types
 
-    from warp_gemm.kernels import pipelined, skinny
-    from warp_gemm.kernels.common import acc_dtype_name
+    from warp_gemm.families import pipelined, skinny
+    from warp_gemm.families.common.kernels import acc_dtype_name
 
     cuda = types.SimpleNamespace(is_cpu=False, sm_count=132)
     jobs = []
@@ -176,7 +176,7 @@ def job_label(job: tuple) -> str:
 
 
 def _build_pipelined(spec, archs, module_dir) -> None:
-    from warp_gemm.kernels import pipelined
+    from warp_gemm.families import pipelined
 
     if spec.in_dtype == "bfloat16":
         _compat.bf16_dtype()
@@ -189,7 +189,7 @@ def _build_pipelined(spec, archs, module_dir) -> None:
 
 
 def _build_gemv(spec, partial: bool, archs, module_dir) -> None:
-    from warp_gemm.kernels import gemv
+    from warp_gemm.families import gemv
 
     if spec.in_dtype == "bfloat16":
         _compat.bf16_dtype()
@@ -207,7 +207,7 @@ def _build_gemv(spec, partial: bool, archs, module_dir) -> None:
 
 
 def _build_skinny(spec, partial: bool, archs, module_dir) -> None:
-    from warp_gemm.kernels import skinny
+    from warp_gemm.families import skinny
 
     if spec.in_dtype == "bfloat16":
         _compat.bf16_dtype()
@@ -224,7 +224,7 @@ def _build_skinny(spec, partial: bool, archs, module_dir) -> None:
 
 def build_one(job: tuple, archs: list[int] | None, module_dir: str | None = None) -> tuple[tuple, float, str]:
     """Compile one kernel (in this process). Returns (job, seconds, error or "")."""
-    from warp_gemm.kernels.tiled import get_kernel, spec_for
+    from warp_gemm.families.tiled import get_kernel, spec_for
 
     if job[0] in ("pipelined", "gemv", "skinny"):
         _compat.init()

@@ -91,7 +91,7 @@ def tune(dtypes: list[str], shapes=None, device: str = "cuda", workers: int | No
 
     ``family="tiled"``: the tiled family's :class:`Config` candidates (``candidate_configs``), winners in
     the groups ``"sm90|float16|NN"``. ``family="pipelined"``: the pipelined family's :class:`PipeConfig`
-    candidates (``core.plan.candidate_pipe_configs``; exact fp32: the SIMT kernel's), each timed through the same
+    candidates (``families.pipelined.rules.candidate_pipe_configs``; exact fp32: the SIMT kernel's), each timed through the same
     call path with the family and the configuration forced (``options(family="pipelined",
     pipe_config=...)``), winners in the groups ``"sm90|float16|NN|pipe"`` of the same file.
     ``family="families"``: the kernel families of ``tables.FAMILY_NAMES`` as candidates, each forced on each
@@ -177,7 +177,7 @@ def _candidates(family: str, dt: str, configs) -> list:
     if family == "tiled":
         return [Config.parse(c) if isinstance(c, str) else c for c in configs] if configs else \
             candidate_configs("cuda", base)
-    from warp_gemm.core.plan import candidate_pipe_configs
+    from warp_gemm.families.pipelined.rules import candidate_pipe_configs
 
     if configs:
         return [PipeConfig.parse(c) if isinstance(c, str) else c for c in configs]
@@ -187,8 +187,8 @@ def _candidates(family: str, dt: str, configs) -> list:
 def _pipe_job_spec(dt: str, cfg):
     """The kernel the tuner's calls plan for ``cfg`` (NN, "scale", output in the input dtype), or None
     where it does not fit."""
-    from warp_gemm.core.plan import pipe_spec
-    from warp_gemm.kernels import pipelined
+    from warp_gemm.families.pipelined.rules import pipe_spec
+    from warp_gemm.families import pipelined
 
     base = "float32" if dt == "tf32" else dt
     return pipe_spec(pipelined.default_spec(base, base, tf32=dt == "tf32", layout="NN", epilogue="scale"), cfg)
@@ -374,7 +374,7 @@ def _device_operand(rng, shape, dtype, dev, head):
     import numpy as np
     import warp as wp
 
-    from warp_gemm.kernels.common import WP_DTYPES
+    from warp_gemm.families.common.kernels import WP_DTYPES
 
     # float64 draws for float64 operands, so the checked rows are exactly the reference's.
     x = rng.standard_normal(shape, dtype=np.float64 if dtype == "float64" else np.float32)

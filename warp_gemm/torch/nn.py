@@ -8,7 +8,7 @@ from typing import Optional
 import torch
 from torch import nn
 
-from ..kernels.epilogue import check_activation
+from ..families.common.epilogue import check_activation
 from .ops import linear
 
 

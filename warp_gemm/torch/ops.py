@@ -29,7 +29,7 @@ from typing import Optional
 
 import torch
 
-from ..kernels import epilogue as _epi
+from ..families.common import epilogue as _epi
 
 _NS = "warp_gemm"
 

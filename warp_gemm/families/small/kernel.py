@@ -29,8 +29,8 @@ from dataclasses import dataclass
 
 import warp as wp
 
-from .. import _compat
-from .common import WP_DTYPES, acc_dtype_name, check_pads, epilogue_store, gemm_tag, spec_types
+from ... import _compat
+from ..common.kernels import WP_DTYPES, acc_dtype_name, check_pads, epilogue_store, gemm_tag, spec_types
 
 # Tile side choices; K larger than the tile loops.
 _SIDES = (16, 32)

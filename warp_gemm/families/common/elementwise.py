@@ -9,7 +9,7 @@ import threading
 import warp as wp
 
 from warp_gemm import _compat
-from warp_gemm.kernels.common import WP_DTYPES
+from warp_gemm.families.common.kernels import WP_DTYPES
 
 lock = threading.Lock()  # held while a factory builds (Warp's codegen is not thread-safe)
 

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 
 import warp as wp
 
-from .. import _compat
-from .common import WP_DTYPES, acc_dtype_name, check_pads, epilogue_store, gemm_tag, spec_types
+from ... import _compat
+from ..common.kernels import WP_DTYPES, acc_dtype_name, check_pads, epilogue_store, gemm_tag, spec_types
 
 # The smaller output side this kernel handles (any side up to 16 works; choose_spec picks it for <= 4).
 MAX_SMALL = 16

@@ -37,7 +37,7 @@ import warp as wp
 
 from warp_gemm import _compat
 
-from warp_gemm.kernels.common import (ITEM_BYTES, WP_DTYPES, acc_dtype_name, epilogue_store, spec_types,  # noqa: F401
+from warp_gemm.families.common.kernels import (ITEM_BYTES, WP_DTYPES, acc_dtype_name, epilogue_store, spec_types,  # noqa: F401
                                       func_name, grouped_tile)
 
 # A clamped last K tile zeroes its overlap in chunks of this many bytes per row; the launcher clamps

@@ -8,7 +8,7 @@ import threading
 
 import warp as wp
 
-from .. import _compat
+from ... import _compat
 
 WP_DTYPES = {"float16": wp.float16, "float32": wp.float32, "float64": wp.float64}
 if _compat.HAS_BF16:

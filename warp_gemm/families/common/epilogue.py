@@ -35,8 +35,8 @@ from typing import Any
 
 import warp as wp
 
-from .. import _compat
-from .common import WP_DTYPES, acc_dtype_name
+from ... import _compat
+from .kernels import WP_DTYPES, acc_dtype_name
 
 ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu", "tanh")
 

@@ -1,0 +1,1 @@
+"""Plans of several steps over other families: peeled edges, K slices with a finishing pass."""

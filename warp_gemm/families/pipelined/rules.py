@@ -1,0 +1,159 @@
+"""Pipelined family: when the planner takes it and with which configuration."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import replace
+
+from ... import _compat
+from ...config import configs as _config
+from ...config import tables
+from ...config.configs import PipeConfig
+
+
+def choose_pipe_spec(dev, in_dtype: str, out_dtype: str, tf32: bool, layout: str, epilogue: str, M: int, N: int,
+                     K: int, batch: int, activation: str | None = None, forced: PipeConfig | None = None):
+    """The pipelined family's kernel for one problem: ``pipelined.default_spec`` (the measured H100 choices),
+    with a configuration's fields applied over it (:func:`pipe_spec`): ``forced`` (``Options.pipe_config``:
+    raises ValueError where its kernel does not fit), else on CUDA the tuned winner of the problem's bucket
+    (``tables.lookup_pipe``), kept only where its kernel fits (else the default stands). Both lookups are
+    memoized, and a repeated call does not plan at all (core/execute.py's call plans)."""
+    from warp_gemm.families import pipelined
+
+    spec = pipelined.default_spec(in_dtype, out_dtype, tf32=tf32, layout=layout, epilogue=epilogue, chunk=16,
+                                  device_is_cpu=dev.is_cpu, M=M, N=N, batch=batch, K=K,
+                                  sm_count=_compat.sm_count(dev) if not dev.is_cpu else 132, activation=activation)
+    if forced is not None:
+        tuned = pipe_spec(spec, forced, dev.is_cpu)
+        if tuned is None:
+            raise ValueError(f"pipe_config {forced}: {pipelined.unfit(_with_pipe_config(spec, forced, dev.is_cpu))} "
+                             f"({in_dtype}{' tf32' if tf32 else ''}, layout {layout})")
+        return tuned
+    if not dev.is_cpu:
+        hit = tables.lookup_pipe(dev, in_dtype, layout, M, N, K, batch, tf32)
+        if hit is not None:
+            return pipe_spec(spec, hit, False) or spec
+    return spec
+
+
+def _with_pipe_config(spec, cfg: PipeConfig, device_is_cpu: bool):
+    from warp_gemm.families import pipelined
+
+    fields = cfg.fields()
+    if cfg.simt or cfg.mma:  # snippet products: padded A/B rows (bank-conflict-free), the accumulator in registers
+        fields.update(pad_ab=pipelined.PAD_AB.get(spec.in_dtype, 0), pad_c=0)
+    if cfg.wgmma:  # unpadded core-matrix stages, the accumulator in registers
+        fields.update(pad_ab=0, pad_c=0)
+    if not (cfg.simt or cfg.mma or cfg.wgmma) and (spec.simt or spec.mma or spec.wgmma) and not device_is_cpu:
+        # a tile_matmul configuration over a snippet default: tile_matmul's paddings (shared accumulator)
+        fields.update(pad_ab=pipelined.PAD_AB[spec.in_dtype], pad_c=pipelined.PAD_C[spec.acc_dtype])
+        if spec.in_dtype == "float32" and not spec.tf32:  # exact fp32 through tile_matmul: dense, register acc
+            fields.update(pad_ab=0, pad_c=0)
+    if device_is_cpu:  # one thread per block on the CPU (default_spec's CPU spec); no launch bound
+        fields.update(block_dim=spec.block_dim, min_blocks=0)
+        # persistent tile_matmul blocks re-zero a shared accumulator: give it one (simt/mma: registers)
+        if cfg.persistent and not spec.pad_c and not (cfg.simt or cfg.mma):
+            fields.update(pad_c=pipelined.PAD_C[spec.acc_dtype])
+    return replace(spec, **fields)
+
+
+@functools.lru_cache(maxsize=1024)
+def pipe_spec(spec, cfg: PipeConfig, device_is_cpu: bool = False):
+    """``spec`` (a ``pipelined.PipeSpec``) with ``cfg``'s tile shape, stages, block size and blocks per SM
+    (dtypes, layouts, epilogue, paddings and chunk kept), or None where that kernel does not fit: more
+    shared memory than ``pipelined.SMEM_LIMIT`` or a spec the family refuses (``pipelined.unfit``). On the
+    CPU the block stays ``spec``'s (one thread) and there is no launch bound."""
+    from warp_gemm.families import pipelined
+
+    out = _with_pipe_config(spec, cfg, device_is_cpu)
+    return None if pipelined.unfit(out) else out
+
+
+def candidate_pipe_configs(dtype: str, tf32: bool = False) -> list[PipeConfig]:
+    """The pipelined family's tuner candidates for ``dtype`` (``config.configs.PIPE_CANDIDATES``: 8-17
+    around the measured bests) whose CUDA kernel fits in every layout: shared memory within
+    ``pipelined.SMEM_LIMIT`` with the dtype's default paddings, and the family's checks. Exact float32: the
+    SIMT kernel's (the planner's choice for its large problems on CUDA)."""
+    from warp_gemm.families import pipelined
+
+    out = []
+    for cfg in _config.pipe_candidate_list(dtype, tf32):
+        if all(pipe_spec(pipelined.default_spec(dtype, tf32=tf32, layout=lay), cfg) is not None
+               for lay in ("NN", "NT", "TN", "TT")):
+            out.append(cfg)
+    return out
+
+
+#: Output tiles of 128x128 from which the pipelined family (its small-problem configuration where 128x64 tiles fit
+#: in one wave)
+#: is chosen over the tiled family's smaller tiles and split-K. fp16 1000^3 (64 tiles): 68.6 TFLOP/s
+#: pipelined against 47 tiled; 127x4099x1031 (33 tiles, odd K) ran 4.2 TFLOP/s on the tiled family's
+#: element-wise loads (H100, benchmarks/results/round2/).
+#: Round 5: with the 64x32 tiles for grids under half the SMs, 16-bit inputs take the pipelined family from
+#: 4 output tiles (256^2): fp16 256^3 8.2 us against 9.7, 384^3 9.5 against 12.5, 500^3 17.5 against 34.8
+#: (staging included), 512^3 10.9 against 18.3 (H100, graph replay, benchmarks/results/round5/diag6.txt).
+#: Other dtypes keep 24 (unmeasured below it).
+PIPELINED_MIN_TILES = {"float16": 4, "bfloat16": 4, "other": 24}
+
+
+#: Round 16: 16-bit products of 1-3 output tiles whose K is at most this take the pipelined family too (its 64x32
+#: small-grid tiles): 1.6-2.9x faster than the tiled family, e.g. fp16 64^3 20.7 -> 7.8 us, 128^3 17.5 -> 7.1,
+#: 100x200x300 36.3 -> 12.6, 64x64x1024 36.7 -> 12.5 (cuBLAS 6.1 / 5.7 / 8.2 / 7.6); at 48x80x4000 the tiled
+#: family's split-K stays ahead (38.6 against 42.3 us). H100, runner, benchmarks/results/round16/r17b_*.txt.
+PIPELINED_FEW_TILES_MAX_K = 2048
+
+
+def pipelined_min_tiles(dtype: str, K: int) -> int:
+    """The fewest 128x128 output tiles for which the planner's rules take the pipelined family (unforced)."""
+    if dtype in ("float16", "bfloat16") and K <= PIPELINED_FEW_TILES_MAX_K:
+        return 1
+    return PIPELINED_MIN_TILES.get(dtype, PIPELINED_MIN_TILES["other"])
+
+
+# Exact float32 goes to the pipelined family's SIMT kernel from this many 128x128 output tiles (two waves of 132
+# SMs); measured: 1024 tiles and more win (4095^3, 4096^3, 8192^3), 64 lose (1000^3); between them, not measured.
+SIMT_MIN_TILES = 264
+
+
+
+
+def tiny_takes(ctx) -> bool:
+    """Batched 16-bit products of 17-32 output sides with 16-byte-aligned rows: the 32x32 tiles here beat the
+    small family's (``tiny_batched``; 4096 x 32^3 20.2 us cold L2 against 27.2, H100)."""
+    from ...core.operands import _max_chunk
+    from . import applies, tiny_batched
+
+    p, b = ctx.p, ctx.base
+    return (ctx.want is None and not ctx.dev.is_cpu and tiny_batched(p.in_dtype, b.M, b.N, p.K, p.batch)
+            and min(_max_chunk(b.A), _max_chunk(b.B)) >= 16 and applies(ctx.dev, p.in_dtype, False, 16, ctx.la + ctx.lb))
+
+
+def plan(ctx):
+    """The pipelined family where its copies can be asynchronous and there are enough 128x128 output tiles
+    (:func:`pipelined_min_tiles`); exact float32 only on CUDA's SIMT kernel from ``SIMT_MIN_TILES`` tiles. Operands
+    whose rows are not 16-byte aligned are first staged into aligned copies: fp16 4095^3 ran at 138 TFLOP/s
+    staged against 18 with 2-byte synchronous copies, tf32 77 against 46 with 4-byte cp.async (H100)."""
+    from ...core.operands import _max_chunk
+    from . import SMEM_LIMIT, applies, smem_bytes
+
+    p, base, opts, dev, want, tf32 = ctx.p, ctx.base, ctx.opts, ctx.dev, ctx.want, ctx.tf32
+    M, N, K = base.M, base.N, p.K
+    tiles = p.batch * -(-M // 128) * -(-N // 128)
+    exact32 = p.in_dtype == "float32" and not tf32
+    simt32 = exact32 and not dev.is_cpu and opts.pipe_snippets and base.activation is None
+    if exact32 and want is None and not (simt32 and tiles >= SIMT_MIN_TILES):
+        # exact float32 through tile_matmul (MathDx SIMT) is no faster here than in the tiled family (32 against
+        # 32.5 TFLOP/s); the SIMT kernel wins from 1024 tiles (4096^3: 44.9) and loses at 64 (1000^3: 17.8 / 19.1)
+        return None
+    stage = (_max_chunk(base.A) < 16, _max_chunk(base.B) < 16)
+    simt = opts.pipe_config.simt if opts.pipe_config is not None else simt32
+    if not applies(dev, p.in_dtype, tf32, 16, ctx.la + ctx.lb, simt):
+        return None
+    if want is None and tiles < pipelined_min_tiles(p.in_dtype, K):
+        return None
+    spec = choose_pipe_spec(dev, p.in_dtype, p.out_dtype, tf32, ctx.la + ctx.lb, ctx.epi, M, N, K, p.batch,
+                            base.activation, opts.pipe_config)
+    if smem_bytes(spec) > SMEM_LIMIT:
+        return None
+    return replace(base, family="pipelined", family_spec=spec, c_into_d=ctx.c_into_d, stage=stage,
+                   fused_activation=base.activation is not None)

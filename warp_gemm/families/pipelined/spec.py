@@ -1,0 +1,507 @@
+"""TODO"""
+
+# No `from __future__ import annotations`: Warp reads the kernels' annotations as objects.
+from dataclasses import dataclass
+from ... import _compat
+from ..common.kernels import ITEM_BYTES, WP_DTYPES, acc_dtype_name
+from ..common import native
+from ...core.options import options
+
+
+
+# --- configuration -------------------------------------------------------------------------------------
+# Where it stands (H100, warp-lang 1.19.0, TFLOP/s, benchmarks/results/pipelined/): fp16 4096^3 NN 150,
+# NT 166 (cuBLAS 758); the same kernels with the copies removed (a diagnostic ceiling, DIAG=mmaonly)
+# run NN 234 / NT 261 at 4096^3 and 241 / 283 at 8192^3: the K loop reaches ~64% of tile_matmul's own rate
+# per tile, so the copies are not fully hidden. The accumulator must be a shared tile (a register one
+# measured 111 against 150), which caps the tile at 128x128 with two 128-deep stages (204 KB of 227): every
+# SM then pulls 64 KB per 4.2 MFLOP K step. tf32 87 (ceiling 141-149), fp64 25 (36-37), exact fp32 28 (33-34).
+# Padding of the shared tiles, in elements: 16 bytes per A/B row for 16-bit data and tf32, 32 bytes for
+# float64, 32 bytes per accumulator row (bank conflicts in MathDx's fragment loads; H100 measurements in
+# _kernels.py: fp16 4096^3 50 -> 99 TFLOP/s in the tiled family). The async probe confirmed the
+# accumulator pad: 8 floats 165.9 TFLOP/s, 4 floats 146.9 (fp16 4096^3, 128x128x128, 2 stages).
+# Exact float32 is dense in the tiled family (padding lost 26.0 -> 23.7 there); here the pad is a spec
+# field and the benchmark script measures both.
+PAD_AB = {"float16": 8, "bfloat16": 8, "float32": 4, "float64": 4}
+
+
+PAD_C = {"float32": 8, "float64": 4}
+
+
+# Epilogue rows per chunk: a whole 128x128 fp32 register tile costs ~96 registers per thread at block
+# 256 (fp16 4096^3 64.4 -> 96.9 TFLOP/s in 32-row chunks, tiled family, H200).
+ER = 32
+
+
+CHUNKS = (16, 8, 4, 2)
+
+
+# K tiles in flight at most. 2-4 until round 15; cuBLAS's fp16 64 x 256^3 kernel keeps 6 stages of K 64 (Nsight
+# Compute, benchmarks/results/round15/ncu15.txt), where a 128x128x32 mma.sync block with 3 stages is latency-bound.
+MAX_STAGES = 8
+
+
+SMEM_LIMIT = 227 * 1024  # H100/H200/A100-class per-block opt-in maximum (A100: 163 KB; the planner checks)
+
+
+@dataclass(frozen=True)
+class PipeSpec:
+    """Every compile-time choice of one pipelined kernel (hashable; ``key`` names the kernel)."""
+
+    tm: int
+    tn: int
+    tk: int
+    in_dtype: str  # float16 / bfloat16 / float32 / float64
+    out_dtype: str
+    layout_a: str = "N"  # "N": row-major operand; "T": its transpose stored row-major
+    layout_b: str = "N"
+    epilogue: str = "scale"  # "scale" or "axpby"
+    tf32: bool = False  # float32 inputs through tensor cores (tile_matmul(precision="tf32"))
+    stages: int = 2  # 2-8 K tiles of A and B in shared memory (as fit: smem_bytes, SMEM_LIMIT)
+    block_dim: int = 256
+    min_blocks: int = 0  # CUDA __launch_bounds__(block_dim, min_blocks); 0: none
+    chunk: int = 16  # copy chunk in bytes: 16 (cp.async.cg), 8/4 (cp.async.ca), 2 (synchronous)
+    pad_ab: int = 0  # extra columns (elements) of each shared A/B row
+    pad_c: int = 0  # extra columns of the shared accumulator; 0: the accumulator tile is a register tile
+    bias: bool = False  # add a broadcast bias row (1, N) of out_dtype before the activation
+    activation: str | None = None  # None/relu/gelu/gelu_tanh/silu/tanh (kernels/epilogue.py), last
+    persistent: int = 0  # > 0: a grid of persistent * SMs blocks, each looping over output tiles (see _build)
+    simt: bool = False  # exact float32 through the _SIMT_MMA snippet (CUDA-core FMAs) instead of tile_matmul
+    mma: int = 0  # > 0: 16-bit inputs through the _MMA_SYNC snippet (mma.sync tensor cores) in this many warps
+    wgmma: bool = False  # 16-bit NT through the _WGMMA snippet (sm_90a warpgroup MMAs on core-matrix stages)
+    stream_k: int = 0  # > 0 (simt/mma): a grid of stream_k * SMs blocks sharing every tile's K steps (see _build)
+
+    @property
+    def acc_dtype(self) -> str:
+        return acc_dtype_name(self.in_dtype)
+
+    @property
+    def key(self) -> str:
+        tf = "_tf32" if self.tf32 else ""
+        occ = f"_o{self.min_blocks}" if self.min_blocks else ""
+        bias = "_bias" if self.bias else ""
+        act = f"_{self.activation}" if self.activation else ""
+        act += "_za" if native_acc(self) else ""  # the accumulator's zero-fill snippet (ZERO_ACC_SNIPPET)
+        act += f"_per{self.persistent}" if self.persistent else ""
+        act += "_simt" if self.simt else ""
+        act += f"_mma{self.mma}" if self.mma else ""
+        act += "_wgmma" if self.wgmma else ""
+        act += f"_sk{self.stream_k}" if self.stream_k else ""
+        act += "_ts" if staged_store(self) else ""  # the epilogue through shared memory (_STAGED_STORE)
+        return (f"wg_pipe_{self.in_dtype}_{self.out_dtype}_{self.layout_a}{self.layout_b}_"
+                f"{self.tm}x{self.tn}x{self.tk}_s{self.stages}_b{self.block_dim}{occ}_c{self.chunk}_"
+                f"p{self.pad_ab}-{self.pad_c}_{self.epilogue}{tf}{bias}{act}")
+
+    def a_tile(self) -> tuple[int, int]:
+        """Rows and columns of one stage of A in shared memory: as stored (layout T: the transposed tile), or
+        K-major ``(tk, tm)`` in the SIMT kernel whatever the layout."""
+        if self.simt:
+            return (self.tk, self.tm)
+        return (self.tk, self.tm) if self.layout_a == "T" else (self.tm, self.tk)
+
+    def b_tile(self) -> tuple[int, int]:
+        if self.simt:
+            return (self.tk, self.tn)
+        return (self.tn, self.tk) if self.layout_b == "T" else (self.tk, self.tn)
+
+    def stage_cols(self) -> tuple[int, int]:
+        """Elements per shared row of A's and B's stages, padding included: the tile's columns plus ``pad_ab``;
+        an operand whose fragments the tf32 mma.sync kernel reads with scalar loads (:meth:`scalar_fragments`)
+        gets rows of 8 or 24 (mod 32) words, so that a fragment's 32 loads hit 32 banks."""
+        (_, ac), (_, bc) = self.a_tile(), self.b_tile()
+        sa, sb = self.scalar_fragments()
+        return (_scalar_row(ac, self.pad_ab) if sa else ac + self.pad_ab,
+                _scalar_row(bc, self.pad_ab) if sb else bc + self.pad_ab)
+
+    @property
+    def tf32_mma(self) -> bool:
+        return bool(self.mma) and self.tf32
+
+    def transposing_copies(self) -> tuple[bool, bool]:
+        """Whether A's and B's stages hold the transpose of the tile as stored (copied 4 bytes at a time by
+        ``_COPY_T``): the SIMT kernel's A stored (M, K) and B stored (N, K)."""
+        if self.simt:
+            return self.layout_a == "N", self.layout_b == "T"
+        return False, False
+
+    def scalar_fragments(self) -> tuple[bool, bool]:
+        """Whether the tf32 mma.sync kernel reads A's / B's fragments with 32-bit shared loads instead of ldmatrix:
+        the operands stored with k across rows (A stored (K, M), B stored (K, N)), whose stages are copied as
+        stored in 16-byte chunks (ldmatrix .trans moves 16-bit elements, not 32-bit ones)."""
+        if self.tf32_mma:
+            return self.layout_a == "T", self.layout_b == "N"
+        return False, False
+
+
+def _scalar_row(cols: int, pad: int) -> int:
+    """The shortest shared row of at least ``cols + pad`` 4-byte words, padding a whole number of 16 bytes, that is 8
+    or 24 words modulo 32 (the tf32 mma.sync kernel's scalar fragment loads: lanes 4 g + t read row t, column g)."""
+    r = cols + pad
+    while (r - cols) % 4 or r % 32 not in (8, 24):
+        r += 1
+    return r
+
+
+def default_spec(in_dtype: str, out_dtype: str | None = None, *, tf32: bool = False, layout: str = "NN",
+                 epilogue: str = "scale", chunk: int = 16, device_is_cpu: bool = False, M: int | None = None,
+                 N: int | None = None, batch: int = 1, sm_count: int = 132, K: int | None = None,
+                 **over) -> PipeSpec:
+    """The measured best configuration per dtype on an H100 (warp-lang 1.19.0; benchmarks/results/
+    pipelined/pipelined_h100_r*.json, TFLOP/s at 4096^3 / 8192^3 / 1000^3, NN unless said); ``over``
+    replaces fields. With ``M``/``N`` given, problems whose 128x64 output tiles fit in one wave (1000^3:
+    128 tiles on 132 SMs) get the small-problem configuration; 16-bit inputs then take 64x32 tiles where
+    those 128x64 tiles fill under half the SMs, and 96-row tiles where 128-row ones waste most of a wave
+    (``_narrow_rows``), and outputs of at most 32x32 (batched small products) 32x32 tiles (K tiles of 64
+    where ``K`` > 32). On the CPU: 32x32x32 tiles, block 1, no
+    padding (nothing to tune, and compiles stay short)."""
+    out_dtype = out_dtype or in_dtype
+    # The small-problem configuration (128x64 tiles, one block per SM) only where its blocks fit in one
+    # wave: 1023x1025x1027 fp16 (136 blocks of 128x64 for 132 SMs) took 72.9 us against 58.7 with
+    # 128x128 tiles (72 blocks), 2048x1024x1024 51.0 against 37.5; 1000^3 (128 blocks) 26.5 against
+    # 37.4, 127x4099x1031 61.4 against 73.5 (H100, graph replay of the whole call,
+    # benchmarks/results/round4/small_waves.txt). Until round 4 the rule was "fewer 128x128 tiles than SMs".
+    blocks64 = -(-M // 128) * -(-N // 64) * max(1, batch) if M is not None and N is not None else 1 << 30
+    small = blocks64 <= sm_count
+    # Grids that fill under half the SMs even with 128x64 tiles take 64x32 tiles (block 128, several per SM):
+    # 127x4099x1031 37.9 -> 30.8 us, 256x2048x2048 44.6 -> 31.2, 512x1024x1024 25.7 -> 19.7, 128x4096x4096
+    # 81.7 -> 53.7 (H100, graph replay of whole calls, benchmarks/results/round5/sw4.txt; 64x64 tiles and
+    # 128x32 within 10% of it). 1000^3 (128 blocks of 128x64) keeps 128x64: 26.4 against 35.7.
+    quarter = blocks64 <= sm_count // 2
+    narrow = not small and _narrow_rows(M, N, batch, sm_count)
+    if device_is_cpu:
+        base = dict(tm=32, tn=32, tk=32, stages=2, block_dim=1, pad_ab=0, pad_c=0)
+    elif in_dtype in ("float16", "bfloat16"):
+        # 128x128x128, 2 stages, one block/SM: NN 150/161, NT 166/167 (bf16 165/174), TT 154; 128x128x64
+        # with 3-4 stages 118-132, 128x128x96 s3 138/148, block 128 143/154, register acc 111/115.
+        # Small: 128x64x128 (128 blocks): 70 NN, 73 NT against 50-53 for 128x128x128.
+        # 96x128 where its waves are fewer (see _narrow_rows): 1023x1025x1027 52.2 us against 58.7, 1536^3
+        # 80.9 against 96.3.
+        # 128 threads for the large 128x128 tiles since the copies' fast path (before it 256 led): 4096^3 755 against
+        # 775 us cold, 8192^3 5618 against 5914, 4095^3 835 against 851 (results/round9/r18p.txt); NT 4096^3 711
+        # against 731, bf16 8192^3 5548 against 5814, 4097^3 847 against 899 (r19p.txt). tf32 and fp64 keep
+        # their tiles: 128 threads measured 58.3 against 96.0 (tf32 4096^3), 27.2-29.7 against 30.9 (fp64).
+        # Except where each tile has at most SHORT_K_STEPS K steps: its fixed cost (first copies, zero fill,
+        # epilogue) then weighs most, and 256 threads do it sooner: 64 x 256^3 22.6 us against 25.4 (graph
+        # replay), 28.7 against 31.1 cold (results/round10/r20q.txt).
+        short_k = K is not None and K <= SHORT_K_STEPS * 128
+        base = dict(tm=96 if narrow else 128, tn=64 if small else 128, tk=128, stages=2,
+                    block_dim=256 if narrow or small or short_k else 128, min_blocks=1, pad_ab=8, pad_c=8)
+        big = not (small or narrow or quarter or short_k or device_is_cpu)
+        if options().pipe_snippets and big and over.get("activation") is None:
+            # The mma.sync kernel (round 12; H100, benchmarks/results/round12/r23p.txt, cold L2, TFLOP/s, cuBLAS in
+            # the same process): 128x128x64 s3, 4 warps of 64x64, one block/SM bound: 4096^3 NN 303.8 / NT 305.0
+            # (tile_matmul 183.9 / 193.4), 8192^3 320.9 (195.6), bf16 8192^3 330.2 (196.2), 4095^3 staged 243.4
+            # (163.8; 1.61x cuBLAS). 128x128x32 s3 o2 299.8 / 298.9; 128x256x32 267 / 276; 8 warps 252. Its copy-free
+            # ceiling (DIAG_NO_REFILL, 128x128x32): 479 / 514. Small grids keep tile_matmul (1000^3 24.5 us against
+            # 23.4-37 for mma tiles; 64 x 256^3 28.7 against 26.0-34.1: within noise or worse).
+            base = dict(tm=128, tn=128, tk=64, stages=3, block_dim=128, min_blocks=1, pad_ab=8, pad_c=0, mma=4)
+        if quarter:
+            base.update(tm=64, tn=32, block_dim=128)
+        if M is not None and N is not None and max(M, N) <= TINY_SIDE:
+            # Batched small products (the planner sends 16-bit ones of sides 17-32 here, TINY_MIN_BATCH):
+            # one 32x32 tile per entry, 64 threads, many blocks per SM. H100, graph replay / cold L2 (cuBLAS
+            # cold), benchmarks/results/round7/r8p.txt: 4096 x 32^3 14.2 / 20.2 us (small family 19.9 / 27.2,
+            # cuBLAS 20.9); 1024 x 32^3 5.8 / 10.1 (9.9 / 19.7; 10.3); 256 x 32^3 4.5 / 8.0 (6.6 / 17.0;
+            # 7.2); 4096 x 24^3 14.0 / 18.5 (32.9 / 47.5; 20.7); 4096 x 32x32x128 with 64-deep K tiles
+            # 32.9 / 41.1, 32-deep 36.3 / 44.6 (61.0 / 66.9; 38.3). Block 32: within 5%, 128: slower cold.
+            base.update(tm=32, tn=32, tk=64 if K is not None and K > 32 else 32, block_dim=64, min_blocks=0)
+    elif in_dtype == "float32" and tf32:
+        # 128x128x64 s2: NN 82/85, NT 87/86-89; 128x128x32 s3/s4 66-68; block 512 76/79; 64x128x64 s3 52/54.
+        # Small: 128x64x64 s3: 44 NN, 45 NT (128x128x64: 32-33).
+        base = dict(tm=128, tn=64 if small else 128, tk=64, stages=3 if small else 2, block_dim=256, min_blocks=1,
+                    pad_ab=4, pad_c=8)
+        if options().pipe_snippets and not (small or device_is_cpu) and over.get("activation") is None:
+            # The mma.sync kernel, tf32 (round 12, results/round12/r24p.txt): 128x128x32 s3, 4 warps, two blocks/SM:
+            # 4096^3 NN 125.7 (tile_matmul 97.6), NT 145.1 (97.9), 4095^3 105.8 (88.0; 0.77x cuBLAS); 128x256x32
+            # 113.7 / 140.8, 8 warps 91.6-113.7. NN then copied B transposed 4 bytes at a time; since round 13 B is
+            # copied as stored and read with 32-bit loads (scalar_fragments): NN 140.3, 4095^3 120.0 (0.89x),
+            # 2048^3 130.8 (results/round13/r26p.txt); 128x64x32 s4 o3 and 128x128x32 s4 o1 103-116.
+            base = dict(tm=128, tn=128, tk=32, stages=3, block_dim=128, min_blocks=2, pad_ab=4, pad_c=0, mma=4)
+    elif in_dtype == "float32":
+        # Exact fp32 (MathDx SIMT): 128x64x32 s2 dense, register accumulator: 27.9/28.7, 1000^3 20.3;
+        # 128x128x32 26/27, padded 64x64x32 s3 25/26 (20.8 at 1000^3). NN only: NT measured 4.8 and TN
+        # 10.9 (transposed views in the SIMT path): the planner must not pick this family for them.
+        base = dict(tm=128, tn=64, tk=32, stages=2, block_dim=256, min_blocks=0, pad_ab=0, pad_c=0)
+        if options().pipe_snippets and not device_is_cpu and over.get("activation") is None:
+            # The SIMT kernel (round 12, results/round12/r22p.json; round 13, results/round13/r26p.txt): 64x128x16
+            # s3, 128 threads (2 x 2 warps of 32 x 64 outputs), three blocks/SM: 4096^3 44.9, 4095^3 41.9 (0.86x
+            # cuBLAS); round 12's 128x64x16 41.7 / 38.2 (tiled family 32.5 / 29.5), with s4 40.8, o4 41.8, tk 32
+            # 36.8-41.2; 128x128x16 s2-s4 39.6-40.7. 1000^3: 17.8 against the tiled 19.1 (the planner sends small
+            # exact-fp32 problems to the tiled family: SIMT_MIN_TILES); every layout, unlike tile_matmul's.
+            base = dict(tm=64, tn=128, tk=16, stages=3, block_dim=128, min_blocks=3, pad_ab=4, pad_c=0, simt=True)
+    else:
+        # float64: 64x64x32, 2 stages, block 128, two blocks/SM: 24.5/25.1 (NT 25.3/25.7), 1000^3 20.5;
+        # one block/SM 23.2-23.9, 3 stages 17-18, 128x64x32 23.3-24.1.
+        base = dict(tm=64, tn=64, tk=32, stages=2, block_dim=128, min_blocks=2, pad_ab=4, pad_c=4)
+    base.update(over)
+    return PipeSpec(in_dtype=in_dtype, out_dtype=out_dtype, layout_a=layout[0], layout_b=layout[1],
+                    epilogue=epilogue, tf32=tf32, chunk=chunk, **base)
+
+
+# Batched 16-bit products whose output sides are both in 17..TINY_SIDE, K <= 128, and at least
+# TINY_MIN_BATCH entries run here rather than in the small family (measured from 256 entries up; sides
+# of 16 and less stay in the small family: 4096 x 16^3 8.7 us there against 13.3 here, graph replay).
+TINY_SIDE = 32
+
+
+TINY_MIN_BATCH = 256
+
+
+TINY_MAX_K = 128
+
+
+def tiny_batched(in_dtype: str, M: int, N: int, K: int, batch: int) -> bool:
+    """Whether the planner gives this product to the family's 32x32 tiles instead of the small family
+    (16-bit inputs, both output sides 17-32, K <= 128, >= 256 entries; the caller checks rows and device)."""
+    return (in_dtype in ("float16", "bfloat16") and 16 < min(M, N) and max(M, N) <= TINY_SIDE
+            and 0 < K <= TINY_MAX_K and batch >= TINY_MIN_BATCH)
+
+
+# A 96x128 block of the 16-bit large configuration takes ~0.84 of a 128x128 block's time (H100, fp16, one
+# block per SM, graph replay of whole calls: 1023x1025x1027 GEMM 34 against 41 us, both one wave; 1536^3
+# 80.9 against 96.3 us, both two waves; benchmarks/results/round5/sw3.txt). It pays where the 128x128
+# blocks leave the last wave mostly idle: 72 blocks of 132 at 1023^2, 144 at 1536^2.
+NARROW_COST = 0.84
+
+
+# 16-bit 128x128 tiles with at most this many K steps of 128 take 256 threads, the others 128 (default_spec).
+SHORT_K_STEPS = 2
+
+
+def _narrow_rows(M: int | None, N: int | None, batch: int, sm_count: int) -> bool:
+    """Whether 96-row tiles finish sooner than 128-row tiles by the wave count of each (one block per
+    SM): ``waves(96x128) * NARROW_COST < waves(128x128)``. 4095^3 (8 waves against 11), 2048x1024x1024
+    (1 against 2) and 4096^3 keep 128 rows."""
+    if M is None or N is None:
+        return False
+    tiles_n, b = -(-N // 128), max(1, batch)
+    w128 = -(-(-(-M // 128) * tiles_n * b) // sm_count)
+    w96 = -(-(-(-M // 96) * tiles_n * b) // sm_count)
+    return w96 * NARROW_COST < w128
+
+
+def smem_bytes(spec: PipeSpec) -> int:
+    """Shared memory of the kernel's own tiles (A and B stages, plus the accumulator where ``pad_c`` puts
+    it in shared memory), in bytes; Warp may add scratch for a register accumulator's MMA."""
+    it = ITEM_BYTES[spec.in_dtype]
+    ar, br = spec.a_tile()[0], spec.b_tile()[0]
+    acp, bcp = spec.stage_cols()
+    acc = spec.tm * (spec.tn + spec.pad_c) * ITEM_BYTES[spec.acc_dtype] if spec.pad_c else 0
+    return spec.stages * (ar * acp + br * bcp) * it + acc
+
+
+def unfit(spec: PipeSpec) -> str:
+    """Why ``spec`` cannot be built and launched ("" when it can): more shared memory than
+    :data:`SMEM_LIMIT`, or a field the kernel factory refuses (stages, chunk, tile columns, paddings).
+    Pure arithmetic: nothing is compiled (the planner checks tuned configurations with it)."""
+    need = smem_bytes(spec)
+    if need > SMEM_LIMIT:
+        return f"{need} bytes of shared memory, more than {SMEM_LIMIT}"
+    try:
+        _check(spec)
+    except ValueError as e:
+        return str(e)
+    return ""
+
+
+def max_chunk(arr, dtype: str) -> int:
+    """The widest copy chunk (16/8/4/2 bytes) that every row of a 3-D Warp array (or a 2-D one) allows:
+    base address and row/batch strides multiples of it, unit column stride. 0: not copyable (column
+    stride not one element)."""
+    it = ITEM_BYTES[dtype]
+    if arr.strides[-1] != it:
+        return 0
+    vals = [arr.ptr or 0] + [s for s, n in zip(arr.strides[:-1], arr.shape[:-1]) if n > 1]
+    for c in CHUNKS:
+        if c >= it and all(v % c == 0 for v in vals):
+            return c
+    return it if it <= 2 else 0
+
+
+# --- exact float32 on CUDA cores (spec.simt; H100: 44.9 TFLOP/s at 4096^3, the default for large problems) -------
+# tile_matmul's exact-fp32 GEMM (MathDx's SIMT path) ran at 33-40 TFLOP/s on these tiles with its operands already
+# in shared memory, against an fp32 FMA peak of ~67 and cuBLAS's 51.5 (H100; docs/performance.md, "Where the tile
+# API is the wall"): a ceiling under issue 16's 41.5 for every kernel built on it. _SIMT_MMA replaces the
+# tile_matmul of a K step by the register-blocked outer product of SIMT GEMMs: each thread keeps an 8x8 block of
+# outputs in registers and, per k, reads 8 values of A and 8 of B with four 16-byte shared loads for 64 FMAs.
+# Both stages are K-major, (TK, TM) and (TK, TN), whatever the layout: A stored (M, K) and B stored (N, K) are
+# copied transposed, 4 bytes per cp.async (_COPY_T). Read K-contiguous instead, the compiler merged four k's
+# loads into one 16-byte load and kept them live: 168-254 registers (ptxas 13.0, sm_90, NN/NT 128x128x16), or
+# spills under __launch_bounds__(256, 2); K-major stages: 128 registers, no spill. Warps are 4 x 8 lanes over
+# 32 x 64 outputs; a thread's rows and columns are two groups of 4 contiguous ones, 16 rows and 32 columns apart,
+# so a warp's loads of one k read 64 (A) and 128 (B) contiguous bytes: no bank conflict. The accumulator is the
+# register tile's own storage (acc.data) in this order, so only these snippets may read it; the epilogue is
+# _OWN_STORE (alpha, beta * C, the output cast; no bias or activation). One barrier per K step: the K loop waits
+# for stage k (and syncs) before refilling the stage the previous step read (_build).
+SIMT_TILE = 8  # rows and columns of outputs per thread
+
+
+MMA_TYPES = {"float16": "f16", "bfloat16": "bf16"}
+
+
+def mma_warps(spec: PipeSpec) -> tuple[int, int] | None:
+    """``(warps along M, warps along N)`` of the mma.sync kernel's ``spec.mma`` warps: the split whose warp tiles
+    are the squarest (ties: the taller), each a multiple of 16 x 16 outputs; None if there is none."""
+    best = None
+    for wm in range(1, spec.mma + 1):
+        wn = spec.mma // wm
+        if wm * wn != spec.mma or spec.tm % (16 * wm) or spec.tn % (16 * wn):
+            continue
+        cand = (abs(spec.tm // wm - spec.tn // wn), -(spec.tm // wm), wm, wn)
+        best = cand if best is None else min(best, cand)
+    return None if best is None else best[2:]
+
+
+def wgmma_threads(spec: PipeSpec) -> int:
+    """Threads of the wgmma kernel: one warpgroup (128) per 64 rows of the tile; the CUDA block size."""
+    return 128 * (spec.tm // 64)
+
+
+def staged_store(spec: PipeSpec) -> bool:
+    """Whether the kernel's epilogue is :data:`_STAGED_STORE`: a plain (not persistent, not stream-K) mma.sync or
+    SIMT kernel with the "scale" epilogue, whose A stage buffer holds the output tile as ``tm`` rows of ``tn``
+    elements plus 16 bytes, and ``tn`` whole 16-byte chunks. Else :data:`_OWN_STORE`."""
+    if not options().staged_store or not (spec.mma > 0 or spec.simt) or spec.wgmma or spec.persistent or spec.stream_k:
+        return False
+    it = ITEM_BYTES[spec.out_dtype]
+    if spec.epilogue != "scale" or spec.bias or spec.activation or (spec.tn * it) % 16:
+        return False
+    a_bytes = spec.stages * spec.a_tile()[0] * spec.stage_cols()[0] * ITEM_BYTES[spec.in_dtype]
+    return spec.tm * (spec.tn * it + 16) <= a_bytes
+
+
+def simt_threads(spec: PipeSpec) -> int:
+    """Threads of the SIMT kernel's tile (:data:`_SIMT_MMA`): one per 8x8 outputs; the CUDA block size."""
+    return spec.tm * spec.tn // (SIMT_TILE * SIMT_TILE)
+
+
+# Tiles of fewer rows keep tile_zeros and Warp's epilogue: the split-K plan's 16x128 tiles ran slower with
+# either snippet, for reasons not found (the K loop's source is identical, the shared memory too):
+# 16x8192x8192 60.4-60.7 us without them against 72.2-73.3 with one or both (H100, graph replay,
+# benchmarks/results/round7/r9p.txt, r10p.txt).
+SNIPPET_MIN_TM = 32
+
+
+def _acc_rows_16(spec: PipeSpec) -> bool:
+    """A shared accumulator (``pad_c > 0``) of at least SNIPPET_MIN_TM rows of whole 16-byte words."""
+    return (spec.pad_c > 0 and spec.tm >= SNIPPET_MIN_TM
+            and (spec.tn + spec.pad_c) * ITEM_BYTES[spec.acc_dtype] % 16 == 0)
+
+
+def native_acc(spec: PipeSpec) -> bool:
+    """Whether the kernel zero-fills its shared accumulator with :data:`_ZERO_ACC` (tile_empty, then 16-byte
+    stores) rather than ``tile_zeros``. With the store snippet, against neither (H100, graph replay,
+    benchmarks/results/round7/r9p.txt, r10p.txt): 4096^3 fp16 837-844 us against 851-853, 64 x 256^3
+    23.6-24.5 against 27.1-29.6, 4096 x 32^3 14.2 against 20.6, 4095^3 900 against 922; the store snippet
+    alone: 858, 25.6, 15.4, 920."""
+    return options().zero_acc_snippet and _compat.HAS_TILE_EMPTY and _acc_rows_16(spec)
+
+
+def native_store(spec: PipeSpec) -> bool:
+    """Whether the kernel's epilogue is the :data:`_STORE` snippet: a shared accumulator (``_acc_rows_16``),
+    the "scale" epilogue, no bias, no activation, a store of at most 16 bytes per thread (16-bit inputs into a
+    float64 output would need 32: Warp's tile epilogue, :func:`_epilogue`, as for the others)."""
+    e = 16 // ITEM_BYTES[spec.acc_dtype]
+    return (_acc_rows_16(spec) and spec.epilogue == "scale" and not spec.bias and spec.activation is None
+            and spec.tn % e == 0 and e * ITEM_BYTES[spec.out_dtype] in native.VEC_TYPES)
+
+
+def _check(spec: PipeSpec) -> None:
+    if spec.layout_a not in ("N", "T") or spec.layout_b not in ("N", "T"):
+        raise ValueError(f"bad layouts in {spec}")
+    if spec.epilogue not in ("scale", "axpby"):
+        raise ValueError(f"bad epilogue in {spec}")
+    if spec.in_dtype not in WP_DTYPES or spec.out_dtype not in WP_DTYPES:
+        raise ValueError(f"unsupported dtype in {spec}")
+    if spec.tf32 and not (_compat.HAS_TF32 and spec.in_dtype == "float32"):
+        raise ValueError(f"tf32 kernels need float32 inputs and a Warp with precision='tf32': {spec}")
+    if not 2 <= spec.stages <= MAX_STAGES:
+        raise ValueError(f"stages must be 2-{MAX_STAGES}: {spec}")
+    it = ITEM_BYTES[spec.in_dtype]
+    if spec.chunk not in CHUNKS or spec.chunk < it or (spec.chunk == 2 and it != 2):
+        raise ValueError(f"copy chunk {spec.chunk} bytes does not fit {spec.in_dtype}: {spec}")
+    e = spec.chunk // it
+    for rows, cols in (spec.a_tile(), spec.b_tile()):
+        if cols % e:
+            raise ValueError(f"tile columns {cols} are not a whole number of {spec.chunk}-byte chunks: {spec}")
+    if spec.chunk >= 4 and (spec.pad_ab * it) % spec.chunk:
+        raise ValueError(f"pad_ab {spec.pad_ab} breaks the {spec.chunk}-byte alignment of shared rows: {spec}")
+    if (spec.pad_ab or spec.pad_c) and not _compat.HAS_STRIDED_MATMUL_OPERANDS:
+        raise ValueError(f"{spec}: padded shared tiles need a Warp whose tile_matmul takes strided operands")
+    if spec.out_dtype != spec.acc_dtype and not _compat.HAS_TILE_ASTYPE:
+        raise ValueError(f"{spec} needs tile_astype")
+    if spec.persistent and not native_acc(spec) and not (spec.simt or spec.mma):
+        raise ValueError(f"{spec}: a persistent kernel re-zeroes its accumulator with the zero-fill snippet, which "
+                         "needs a shared accumulator of at least SNIPPET_MIN_TM rows (pad_c > 0) and tile_empty, or "
+                         "a register accumulator (simt, mma)")
+    if not 0 <= spec.persistent <= 8:
+        raise ValueError(f"persistent must be 0-8 blocks per SM: {spec}")
+    if not 0 <= spec.stream_k <= 8 or (spec.stream_k and (spec.persistent or not (spec.simt or spec.mma))):
+        raise ValueError(f"{spec}: stream-K (0-8 blocks per SM) is for the simt and mma kernels (register "
+                         "accumulators), without persistent blocks")
+    if (spec.simt + bool(spec.mma) + spec.wgmma) > 1:
+        raise ValueError(f"{spec}: simt, mma and wgmma are different products: give one")
+    if spec.wgmma:
+        _check_wgmma(spec)
+    if spec.simt:
+        _check_simt(spec)
+    if spec.mma:
+        _check_mma(spec)
+    if spec.activation is not None:
+        from ..common.epilogue import check_activation
+
+        check_activation(spec.activation)
+
+
+def _check_simt(spec: PipeSpec) -> None:
+    if spec.in_dtype != "float32" or spec.tf32:
+        raise ValueError(f"{spec}: the SIMT kernel (simt) is for exact float32 inputs only")
+    if spec.tm % (4 * SIMT_TILE) or spec.tn % 64:
+        raise ValueError(f"{spec}: the SIMT kernel needs tm a multiple of {4 * SIMT_TILE} and tn of 64 (warps of 4 x 8 "
+                         f"lanes, {SIMT_TILE} x {SIMT_TILE} outputs per thread)")
+    if spec.block_dim not in (1, simt_threads(spec)):
+        raise ValueError(f"{spec}: the SIMT kernel's {spec.tm}x{spec.tn} tile takes block_dim {simt_threads(spec)} "
+                         f"(one thread per {SIMT_TILE}x{SIMT_TILE} outputs; 1 on the CPU), got {spec.block_dim}")
+    if spec.pad_c or spec.bias or spec.activation is not None:
+        raise ValueError(f"{spec}: the SIMT kernel keeps its accumulator in registers and stores it itself: no pad_c, "
+                         "bias or activation")
+    if spec.chunk != 16 or (spec.pad_ab * 4) % 16:
+        raise ValueError(f"{spec}: the SIMT kernel reads B in 16-byte words: chunk 16 and pad_ab a multiple of 4")
+
+
+def _check_mma(spec: PipeSpec) -> None:
+    if spec.in_dtype not in MMA_TYPES and not spec.tf32:
+        raise ValueError(f"{spec}: the mma.sync kernel (mma) is for float16, bfloat16 and tf32 inputs only")
+    if not 0 < spec.mma <= 16 or mma_warps(spec) is None:
+        raise ValueError(f"{spec}: the mma.sync kernel splits the {spec.tm}x{spec.tn} tile among its {spec.mma} warps "
+                         "in warp tiles of whole 16 x 16 outputs (1-16 warps); this split has none")
+    if spec.tk % 16:
+        raise ValueError(f"{spec}: the mma.sync kernel takes K tiles of whole 16-deep MMA steps (tk a multiple of 16)")
+    if spec.block_dim not in (1, 32 * spec.mma):
+        raise ValueError(f"{spec}: the mma.sync kernel's {spec.mma} warps take block_dim {32 * spec.mma} (1 on the "
+                         f"CPU), got {spec.block_dim}")
+    if spec.pad_c or spec.bias or spec.activation is not None:
+        raise ValueError(f"{spec}: the mma.sync kernel keeps its accumulator in registers and stores it itself: no "
+                         "pad_c, bias or activation")
+    if spec.chunk != 16 or (spec.pad_ab * ITEM_BYTES[spec.in_dtype]) % 16:
+        raise ValueError(f"{spec}: the mma.sync kernel's ldmatrix reads 16-byte rows: chunk 16 and pad_ab a whole "
+                         "number of 16 bytes")
+
+
+def _check_wgmma(spec: PipeSpec) -> None:
+    if spec.in_dtype not in MMA_TYPES or spec.tf32:
+        raise ValueError(f"{spec}: the wgmma kernel is for float16 and bfloat16 inputs only")
+    if (spec.layout_a, spec.layout_b) != ("N", "T"):
+        raise ValueError(f"{spec}: the wgmma kernel reads K-major stages only: A stored (M, K) and B stored (N, K) "
+                         "(layout NT)")
+    if spec.tm % 64 or not 16 <= spec.tn <= 256 or spec.tn % 16 or spec.tk % 16:
+        raise ValueError(f"{spec}: the wgmma kernel takes tm a multiple of 64 (one warpgroup per 64 rows), tn a "
+                         "multiple of 16 up to 256 and tk a multiple of 16")
+    if spec.block_dim not in (1, wgmma_threads(spec)):
+        raise ValueError(f"{spec}: the wgmma kernel's {spec.tm // 64} warpgroups take block_dim {wgmma_threads(spec)} "
+                         f"(1 on the CPU), got {spec.block_dim}")
+    if spec.pad_ab or spec.pad_c or spec.persistent or spec.bias or spec.activation is not None or spec.chunk != 16:
+        raise ValueError(f"{spec}: the wgmma kernel's stages are unpadded core matrices of 16-byte copies and its "
+                         "accumulator is in registers: pad_ab 0, pad_c 0, chunk 16, no persistent blocks, bias or "
+                         "activation")
+
