@@ -5,7 +5,7 @@ on the same operands, interleaved (ours, numpy, ours, numpy, ...) after a warm-u
 machine slows both alike. ``ratio`` = numpy_time / our_time: 1.0 is parity, above 1 faster.
 
 ``--via``:
-- ``host``: ``warp_gemm.kernels.host.run_numpy`` on NumPy arrays, into a preallocated output (the
+- ``host``: ``warp_gemm.families.host.run_numpy`` on NumPy arrays, into a preallocated output (the
   host family alone);
 - ``api``: ``warp_gemm.matmul(a, b)`` on CPU ``wp.array`` operands (the whole call: validation, the
   output allocation unless ``--out``, the routing); NumPy then multiplies zero-copy NumPy views of the same arrays;
@@ -39,7 +39,7 @@ def api_routes_to_host() -> bool:
     import warp as wp
 
     import warp_gemm
-    from warp_gemm.kernels import host
+    from warp_gemm.families import host
 
     a = wp.array(np.ones((4, 4), np.float32), device="cpu")
     before = host.calls["numpy"]
@@ -81,7 +81,7 @@ def main(argv=None) -> int:
 
     import warp as wp
 
-    from warp_gemm.kernels import host
+    from warp_gemm.families import host
 
     try:
         from warp_gemm import _compat

@@ -25,7 +25,7 @@ def main(argv=None) -> int:
     from triton.testing import do_bench
 
     import warp_gemm
-    from warp_gemm.kernels.epilogue import reference
+    from warp_gemm.families.common.epilogue import reference
 
     M, N, K = (int(v) for v in args.shape.split("x"))
     dt = getattr(torch, args.dtype)

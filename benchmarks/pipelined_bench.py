@@ -26,14 +26,14 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _load_family():
-    """Import warp_gemm.kernels.pipelined without running the package's __init__ (the package is
+    """Import warp_gemm.families.pipelined without running the package's __init__ (the package is
     being restructured; the family needs only _compat and kernels/common)."""
     for name, path in (("warp_gemm", "warp_gemm"), ("warp_gemm.kernels", "warp_gemm/kernels")):
         if name not in sys.modules:
             m = types.ModuleType(name)
             m.__path__ = [os.path.join(ROOT, path)]
             sys.modules[name] = m
-    import warp_gemm.kernels.pipelined as P
+    import warp_gemm.families.pipelined as P
 
     if os.environ.get("DIAG") == "mmaonly":
         # Diagnostic ceiling, never a result: the copy snippets do nothing, so the K loop is waits,

@@ -117,7 +117,7 @@ def _sweep():
 
 
 def spec_of(problem, family, params):
-    from warp_gemm.kernels import skinny, small
+    from warp_gemm.families import skinny, small
 
     dtype = PROBLEMS[problem][0]
     if family == "small":
@@ -131,13 +131,13 @@ def spec_of(problem, family, params):
         return skinny.SkinnySpec(tm, tn, tk, dtype, dtype, "N", "N", "scale", block_dim=bd, mathdx=dx,
                                  target_blocks=tgt, pad_ab=pad, pad_c=pad)
     if family in ("pipe", "pipesplit"):
-        from warp_gemm.kernels import pipelined
+        from warp_gemm.families import pipelined
 
         tm, tn, tk, st, bd = params[:5]
         out = "float32" if family == "pipesplit" else dtype
         return pipelined.PipeSpec(tm, tn, tk, dtype, out, "N", "N", "scale", stages=st, block_dim=bd,
                                   chunk=16, pad_ab=8, pad_c=8)
-    from warp_gemm.kernels import tiled
+    from warp_gemm.families import tiled
 
     tm, tn, tk, bd, padded = params
     pads = tiled.smem_pads(dtype, False) if padded else (0, 0)
@@ -148,7 +148,7 @@ def auto_choice(problem):
     """(family, params) the family entry points choose for ``problem`` on cuda:0."""
     import warp as wp
 
-    from warp_gemm.kernels import skinny, small
+    from warp_gemm.families import skinny, small
 
     dtype, M, N, K, batch = PROBLEMS[problem]
     dev = wp.get_device("cuda:0")
@@ -171,7 +171,7 @@ def launches_of(problem, family, params, A, B, D, ws_cache):
     """[(kernel, dim, inputs, block_dim)] for one operand set."""
     import warp as wp
 
-    from warp_gemm.kernels import skinny, small
+    from warp_gemm.families import skinny, small
 
     if family == "auto":
         family, params = auto_choice(problem)
@@ -189,11 +189,11 @@ def launches_of(problem, family, params, A, B, D, ws_cache):
             ws = ws_cache[key]
         return skinny.launch_args(spec, A, B, None, D, 1.0, 0.0, M, N, K, batch, batch, batch, 1, workspace=ws)
     if family == "pipe":
-        from warp_gemm.kernels import pipelined
+        from warp_gemm.families import pipelined
 
         return [pipelined.launch_args(spec, A, B, None, D, 1.0, 0.0, M, N, K, batch, batch, batch, 1)]
     if family == "pipesplit":
-        from warp_gemm.kernels import pipelined
+        from warp_gemm.families import pipelined
 
         sp = params[5]
         assert batch == 1 and K % sp == 0
@@ -210,7 +210,7 @@ def launches_of(problem, family, params, A, B, D, ws_cache):
         first = pipelined.launch_args(spec, A3, B3, None, W, 1.0, 0.0, M, N, ks, sp, sp, sp, 1)
         fin = skinny._finish_kernel("float32", dtype)
         return [first, (fin, (1, M, N), [D, W, D, 1.0, 0.0, sp, 1, 1, 0], None)]
-    from warp_gemm.kernels import tiled
+    from warp_gemm.families import tiled
 
     kspec, bd = spec
     tiles_m, tiles_n = -(-M // kspec.tm), -(-N // kspec.tn)

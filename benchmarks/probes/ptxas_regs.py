@@ -53,7 +53,7 @@ def _cuobjdump() -> str | None:
 def spec_for(dtype: str, layout: str, cfg: str, tf32: bool):
     from warp_gemm.config.configs import PipeConfig
     from warp_gemm.core.plan import _with_pipe_config
-    from warp_gemm.kernels import pipelined
+    from warp_gemm.families import pipelined
 
     base = pipelined.default_spec(dtype, dtype, tf32=tf32, layout=layout, M=4096, N=4096, K=4096)
     return base if cfg == "default" else _with_pipe_config(base, PipeConfig.parse(cfg), False)
@@ -62,7 +62,7 @@ def spec_for(dtype: str, layout: str, cfg: str, tf32: bool):
 def measure(spec, ptx_version: str, workdir: Path) -> dict:
     import warp as wp
 
-    from warp_gemm.kernels import pipelined
+    from warp_gemm.families import pipelined
 
     k = pipelined.get_kernel(spec)
     k.module.options["block_dim"] = spec.block_dim

@@ -511,7 +511,7 @@ VARIANTS, REPS = SETS.get(os.environ.get("R6_SET", ""), (VARIANTS, 1))
 
 def patch(over: dict) -> None:
     from warp_gemm.core import plan
-    from warp_gemm.kernels import gemv, pipelined, skinny
+    from warp_gemm.families import gemv, pipelined, skinny
 
     for k, v in over.get("plan", {}).items():
         setattr(plan, k, v)

@@ -81,7 +81,7 @@ elif _SET == "4":
 
 
 def patch(over: dict, target=None):
-    from warp_gemm.kernels import pipelined as P
+    from warp_gemm.families import pipelined as P
 
     orig = P.default_spec
 

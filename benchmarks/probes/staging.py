@@ -68,7 +68,7 @@ def main() -> int:
     args = ap.parse_args()
     import torch
 
-    from warp_gemm.kernels.elementwise import convert_kernel
+    from warp_gemm.families.common.elementwise import convert_kernel
 
     wp.init()
     k8, k8v = kernels()
