@@ -246,18 +246,19 @@ def test_fused_bands_finishers():
 
 
 def test_fused_bands_counters_are_cached_zeros():
-    """The call path's counters for the fused bands (core.execute._gemv_counters): none for other specs; int32
+    """The call path's counters for the fused bands (gemv.launch.counters): none for other specs; int32
     zeros of counters_len, one buffer per device/stream/slot/thread, reused by a smaller launch, grown zeroed."""
     from warp_gemm.core import execute
 
+    _ENV = execute._env(None)
     dev = wp.get_device("cpu")
     spec = gemv.GemvSpec("float16", "float16", "bands", "scale", block_dim=64, unroll=8, fused=True)
-    assert execute._gemv_counters(dev, dataclasses.replace(spec, fused=False), 1, 4096, 1) == {}
-    big = execute._gemv_counters(dev, spec, 1, 4096, 2, slot="test_cnt")["counters"]
+    assert gemv.launch.counters(_ENV, dev, dataclasses.replace(spec, fused=False), 1, 4096, 1) == {}
+    big = gemv.launch.counters(_ENV, dev, spec, 1, 4096, 2, slot="test_cnt")["counters"]
     assert big.dtype == wp.int32 and big.shape == (gemv.counters_len(spec, 1, 4096, 2),) and not big.numpy().any()
-    small_ = execute._gemv_counters(dev, spec, 1, 512, 1, slot="test_cnt")["counters"]
+    small_ = gemv.launch.counters(_ENV, dev, spec, 1, 512, 1, slot="test_cnt")["counters"]
     assert small_.ptr == big.ptr and small_.shape == (gemv.counters_len(spec, 1, 512, 1),)
-    grown = execute._gemv_counters(dev, spec, 1, 8192, 2, slot="test_cnt")["counters"]
+    grown = gemv.launch.counters(_ENV, dev, spec, 1, 8192, 2, slot="test_cnt")["counters"]
     assert grown.shape[0] >= gemv.counters_len(spec, 1, 8192, 2) and not grown.numpy().any()
 
 

@@ -16,6 +16,9 @@ import zlib
 import numpy as np
 import pytest
 from conftest import set_options
+
+from warp_gemm.core.options import options
+from warp_gemm.families.common.kernels import ITEM_BYTES, WP_DTYPES
 import warp as wp
 
 from warp_gemm import _compat
@@ -51,7 +54,7 @@ def _wp(x: np.ndarray, dtype: str, ld: int | None = None) -> wp.array:
         _KEEP.append(bits)
         return wp.array(ptr=bits.ptr, dtype=wp.bfloat16, shape=bits.shape, strides=bits.strides,
                         capacity=bits.size * 2, device="cpu")
-    return wp.array(np.ascontiguousarray(x.astype(NP[dtype])), dtype=P.WP_DTYPES[dtype], device="cpu")
+    return wp.array(np.ascontiguousarray(x.astype(NP[dtype])), dtype=WP_DTYPES[dtype], device="cpu")
 
 
 def _f64(a: wp.array, dtype: str) -> np.ndarray:
@@ -193,7 +196,7 @@ def test_16_byte_chunks_with_partial_chunks(dtype, request):
     not (column views of wider arrays: the last chunk of a row is partly outside the operand and the
     copy reads only its valid bytes); padded shared rows (the GPU layout) on the CPU too."""
     M, N, K = 33, 41, 45
-    it = P.ITEM_BYTES[dtype]
+    it = ITEM_BYTES[dtype]
     ld = lambda n: -(-n * it // 16) * 16 // it  # noqa: E731
     pads = {"float16": (8, 8), "float32": (4, 8), "float64": (4, 4)}[dtype]
     spec = _spec(dtype, chunk=16, pad_ab=pads[0], pad_c=pads[1])
@@ -288,7 +291,7 @@ def test_native_accumulator_and_store(dtype, out_dtype, tf32, N, ldd, zero, requ
     they do not (odd N 37 and 35: every row misaligned; a view of rows 41 wide), and the N edge inside a
     vector; nothing past N written. 2 K tiles and a partial one (the accumulator is read back per step)."""
     pads = {"float16": (8, 8), "bfloat16": (8, 8), "float32": (4, 8), "float64": (4, 4)}[dtype]
-    spec = _spec(dtype, epilogue="scale", tf32=tf32, chunk=P.ITEM_BYTES[dtype], pad_ab=pads[0], pad_c=pads[1])
+    spec = _spec(dtype, epilogue="scale", tf32=tf32, chunk=ITEM_BYTES[dtype], pad_ab=pads[0], pad_c=pads[1])
     spec = P.PipeSpec(**{**spec.__dict__, "out_dtype": out_dtype})
     if zero and not _compat.HAS_TILE_EMPTY:
         pytest.skip("the zero-fill snippet needs tile_empty (1.19)")
@@ -474,7 +477,7 @@ def test_precompile_lists_the_pipelined_family():
     f32 = {j[1].key for j in jobs if j[1].in_dtype == "float32"}
     assert f32 == {P.default_spec("float32", "float32", layout=lay, epilogue=epi, M=8192, N=8192).key
                    for lay in ("NN", "TT") for epi in ("scale", "axpby")}
-    assert all(j[1].simt for j in jobs if j[1].in_dtype == "float32") == warp_gemm.options().pipe_snippets
+    assert all(j[1].simt for j in jobs if j[1].in_dtype == "float32") == options().pipe_snippets
     assert any(j[1].in_dtype == "float64" for j in jobs)
     assert all(job_label(j).startswith("wg_pipe_") for j in jobs)
 
@@ -623,7 +626,7 @@ def test_persistent_blocks_loop_over_tiles(dtype, tf32, epilogue, request):
     its copies running ahead across tile boundaries (3 K tiles, the last partial), the accumulator stored
     and zeroed in place between tiles; A broadcast over the batch."""
     M, N, K = 70, 45, 75
-    it = P.ITEM_BYTES[dtype]
+    it = ITEM_BYTES[dtype]
     ld = lambda n: -(-n * it // 16) * 16 // it  # noqa: E731
     pads = PERSIST_PADS[dtype]
     spec = _spec(dtype, tf32=tf32, epilogue=epilogue, pad_ab=pads[0], pad_c=pads[1], persistent=1)
@@ -995,9 +998,9 @@ def test_persistent_own_on_cpu(kind, layout, epilogue, case, request):
 
 
 def _zeros_operands(M, N, K, batch, spec):
-    dt = P.WP_DTYPES[spec.in_dtype]
+    dt = WP_DTYPES[spec.in_dtype]
     return (wp.zeros((1, M, K), dtype=dt, device="cpu"), wp.zeros((batch, K, N), dtype=dt, device="cpu"), None,
-            wp.zeros((batch, M, N), dtype=P.WP_DTYPES[spec.out_dtype], device="cpu"))
+            wp.zeros((batch, M, N), dtype=WP_DTYPES[spec.out_dtype], device="cpu"))
 
 
 @pytest.mark.parametrize("cfg", ["pipe/64x64x32/s3/b128/o1/p1/mma", "pipe/64x64x16/s4/b64/o1/p2/simt"])

@@ -104,6 +104,8 @@ def test_config_text_round_trip():
 # --- the pipelined family's configurations -------------------------------------------------------------------
 from warp_gemm.config.configs import PipeConfig  # noqa: E402
 from warp_gemm.families.pipelined import rules as _plan  # noqa: E402
+from warp_gemm.core.options import options as _options  # noqa: E402
+from warp_gemm.core.plan import make_plan as _make_plan  # noqa: E402
 from warp_gemm.families import pipelined as _pipe  # noqa: E402
 
 PIPE_OK = _pipe.applies(__import__("warp").get_device("cpu"), "float64")
@@ -445,7 +447,7 @@ def test_shipped_pipe_winners_do_not_override_snippet_defaults():
     "pipe_over_snippet" lists the winners that were timed against the snippet default, with the numbers."""
     from warp_gemm.families import pipelined
 
-    if not warp_gemm.options().pipe_snippets:
+    if not _options().pipe_snippets:
         pytest.skip("snippet defaults switched off")
     checked = 0
     for path in tune._shipped_files():
@@ -528,7 +530,7 @@ def test_shipped_family_table_and_rules_on_cuda_like(cache_dir, monkeypatch):
     def family(dtype, M, N, K, batch=1):
         sa, sb = ((batch, M, K), (batch, K, N)) if batch > 1 else ((M, K), (K, N))
         p = cuda_like_problem(monkeypatch, np.zeros(sa, dtype), np.zeros(sb, dtype))
-        return _plan.make_plan(p, 1.0, 0.0, False, None, Options()).family
+        return _make_plan(p, 1.0, 0.0, False, None, Options()).family
 
     assert family(np.float32, 64, 64, 64, batch=256) == "pipelined"
     assert family(np.float32, 256, 256, 256, batch=64) == "pipelined"
@@ -584,7 +586,7 @@ def test_tuned_family_changes_the_planner(cache_dir, monkeypatch):
 
     def family(M, N, K, **opts):
         p = cuda_like_problem(monkeypatch, np.zeros((M, K), np.float16), np.zeros((K, N), np.float16))
-        return _plan.make_plan(p, 1.0, 0.0, False, None, Options(**opts)).family
+        return _make_plan(p, 1.0, 0.0, False, None, Options(**opts)).family
 
     ruled = {s: family(*s) for s in [(16, 8192, 8192), (1, 4096, 4096), (1024, 1024, 1024)]}
     assert ruled[(1, 4096, 4096)] == "gemv" and ruled[(1024, 1024, 1024)] == "pipelined"

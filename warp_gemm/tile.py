@@ -25,6 +25,7 @@ import warp as wp
 
 from . import _compat
 from .families import pipelined
+from .families.common import native
 from .families.common.kernels import ITEM_BYTES
 
 _NAMES = {"float16": "float16", "half": "float16", "fp16": "float16", "f16": "float16",
@@ -239,13 +240,13 @@ def _build_pipelined(tm: int, tn: int, tk: int, in_name: str, acc_name: str, sta
            + (f"_p{PAD}" if PAD else ""))
     P = pipelined
     with P._factory_lock:  # the snippets are registered in the pipelined module, as its factory's are
-        cp_a = P._native(P._copy_snippet(spec, TM, TK, ACP, checked=True), key + "_cp_a",
+        cp_a = native.func(P._copy_snippet(spec, TM, TK, ACP, checked=True), key + "_cp_a",
                          P._stub_copy(IN, SAR, ACP))
-        cp_b = P._native(P._copy_snippet(spec, TK, TN, BCP, checked=True), key + "_cp_b",
+        cp_b = native.func(P._copy_snippet(spec, TK, TN, BCP, checked=True), key + "_cp_b",
                          P._stub_copy(IN, SBR, BCP))
-        commit = P._native(P._from_sm80(P._COMMIT), key + "_commit", P._stub_int())
-        wait = P._native(P._from_sm80(P._WAIT.format(N=S - 1)), key + "_wait", P._stub_int())
-        wait0 = P._native(P._from_sm80(P._WAIT.format(N=0)), key + "_wait0", P._stub_int())
+        commit = native.func(P._from_sm80(P._COMMIT), key + "_commit", P._stub_int())
+        wait = native.func(P._from_sm80(native.fill(P._WAIT, N=S - 1)), key + "_wait", P._stub_int())
+        wait0 = native.func(P._from_sm80(native.fill(P._WAIT, N=0)), key + "_wait0", P._stub_int())
 
     def gemm_tile(A: wp.array2d(dtype=IN), B: wp.array2d(dtype=IN), row: int, col: int):
         # Block-shared for this call (a tile made in a function lives until it returns). Warp 1.19

@@ -1,5 +1,6 @@
 """The pipelined family: cp.async copies into shared stages overlapped with the product (mma.sync, SIMT or tile_matmul)."""
 
+from . import launch, rules
 from .kernel import _factory_lock, get_kernel
 from .launch import applies, has_native_tile_args, has_warp_features, launch_args
 from .snippets import _COMMIT, _COPY, _WAIT, _copy_snippet, _from_sm80, _stub_copy, _stub_int
