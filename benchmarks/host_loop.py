@@ -7,10 +7,9 @@ Cases (issue 18/19 targets): fp32 64^3, fp16 256^3, fp32 batched 1000 x 16^3. Th
 at the end; below ~2^27 multiply-adds the GPU finishes each product before the host has issued the next
 call, so the per-call time is the host time.
 
-``ratio_to_torch`` is the median over ``--rounds`` rounds of (warp_gemm's loop time / torch's), the two loops
-of a round timed back to back (the host's speed drifts by up to 2x over a minute on the GPU machine: round 7
-and 8 runs read 1.05-1.64 for the same code when the two were timed a minute apart). The per-call times are
-each side's best round.
+``ratio_to_torch`` is the median over ``--pairs`` pairs of (warp_gemm's loop time / torch's), the two loops
+of a pair timed back to back (the host's speed drifts by up to 2x over a minute on the GPU machine: loops timed a
+minute apart read 1.05-1.64 for the same code). The per-call times are each side's best loop.
 """
 
 from __future__ import annotations
@@ -42,10 +41,10 @@ def _loop(fn, iters: int) -> float:
     return best * 1e6
 
 
-def _paired(ref, fn, iters: int, rounds: int) -> tuple[float, float, float]:
-    """``(ref_us, fn_us, ratio)``: each side's best per-call time over ``rounds``, and the median over the
-    rounds of fn's loop time over ref's, the two loops of a round timed back to back (ref first in even
-    rounds, fn first in odd ones)."""
+def _paired(ref, fn, iters: int, pairs: int) -> tuple[float, float, float]:
+    """``(ref_us, fn_us, ratio)``: each side's best per-call time over ``pairs`` loops, and the median over the
+    pairs of fn's loop time over ref's, the two loops of a pair timed back to back (ref first in even pairs, fn
+    first in odd ones)."""
     import torch
 
     for f in (ref, fn):
@@ -60,23 +59,23 @@ def _paired(ref, fn, iters: int, rounds: int) -> tuple[float, float, float]:
         torch.cuda.synchronize()
         return (time.perf_counter() - t) / iters * 1e6
 
-    pairs = []
-    for r in range(rounds):
+    times = []
+    for r in range(pairs):
         if r % 2:
             b = once(fn)
             a = once(ref)
         else:
             a = once(ref)
             b = once(fn)
-        pairs.append((a, b))
-    ratios = sorted(b / a for a, b in pairs)
-    return min(a for a, _ in pairs), min(b for _, b in pairs), ratios[len(ratios) // 2]
+        times.append((a, b))
+    ratios = sorted(b / a for a, b in times)
+    return min(a for a, _ in times), min(b for _, b in times), ratios[len(ratios) // 2]
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--iters", type=int, default=500)
-    ap.add_argument("--rounds", type=int, default=9)
+    ap.add_argument("--pairs", type=int, default=9)
     ap.add_argument("--out", default="")
     args = ap.parse_args(argv)
     import torch
@@ -99,7 +98,7 @@ def main(argv=None) -> int:
         wa, wb, wo = wp.from_torch(a), wp.from_torch(b), wp.from_torch(out)
         res = {"case": f"{dt} {batch + 0 or ''}{'x' if batch else ''}{M}x{N}x{K}"}
         res["torch_us"], res["warp_gemm_torch_us"], res["ratio_to_torch"] = _paired(
-            lambda: torch.matmul(a, b, out=out), lambda: warp_gemm.matmul(a, b, out=out), args.iters, args.rounds)
+            lambda: torch.matmul(a, b, out=out), lambda: warp_gemm.matmul(a, b, out=out), args.iters, args.pairs)
         res["warp_gemm_torch_new_out_us"] = _loop(lambda: warp_gemm.matmul(a, b), args.iters)
         res["warp_gemm_wp_us"] = _loop(lambda: warp_gemm.matmul(wa, wb, out=wo), args.iters)
         if wgt is not None:

@@ -1,7 +1,8 @@
-"""warp_gemm / cuBLAS per shape, one bar per run: how the ratio moved between rounds.
+"""warp_gemm / cuBLAS per shape, one bar per run (several runs: how the ratio moved between them).
 
-    python benchmarks/plot_ratio.py OUT.png "round 2=benchmarks/results/round2/r2_fp16.json,..." \
-        "round 4=benchmarks/results/round4/r4f_fp16.json" [--dtype float16]
+    python benchmarks/plot_ratio.py docs/img/ratio_fp16.png \
+        "H100=benchmarks/results/h100-16bit/fp16_2026-11-24.json,benchmarks/results/h100-16bit/medium_fp16_2026-11-23.json" \
+        [--dtype float16]
 
 Each run is a label and one or more runner JSON files (``benchmarks/run.py --json``); a shape's ratio is
 cuBLAS's median time over warp_gemm's, from rows of the same file (the same run). Shapes missing from a

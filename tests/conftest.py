@@ -73,7 +73,7 @@ def pytest_collection_modifyitems(config, items):
         if item.get_closest_marker("gpu") and not HAS_CUDA:
             item.add_marker(pytest.mark.skip(reason="needs a CUDA device"))
     # WARP_GEMM_SHARD=i/n keeps one of n kernel-disjoint shards, so n processes can compile in
-    # parallel on the GPU machine (scripts/gpu_tests.sh).
+    # parallel on the GPU machine (scripts/gpu.sh suite).
     shard = os.environ.get("WARP_GEMM_SHARD")
     if shard:
         i, n = (int(x) for x in shard.split("/"))

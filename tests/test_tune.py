@@ -693,7 +693,7 @@ def test_family_table_on_cuda(M, N, K, dtype, winner, cache_dir, rng, planned):
 
 
 def test_shipped_family_groups_follow_from_their_rows(tmp_path, monkeypatch, capsys):
-    """benchmarks/family_gain.py on round 16's tuning rows (H100) yields exactly the shipped '|family' groups: the
+    """benchmarks/family_gain.py on the family tuner's rows (H100) yields exactly the shipped '|family' groups: the
     table is what its evidence says under today's rules (a rule change that serves a bucket itself, or ships a
     bucket by hand, shows here)."""
     import importlib.util
@@ -707,7 +707,7 @@ def test_shipped_family_groups_follow_from_their_rows(tmp_path, monkeypatch, cap
     monkeypatch.setenv("WARP_GEMM_CACHE_DIR", str(tmp_path))  # no user table: the rules and the shipped one
     tune._memo.clear()
     out = tmp_path / "fam.json"
-    assert fg.main([str(root / "benchmarks/results/round16/fm_rows.jsonl"), "--out", str(out)]) == 0
+    assert fg.main([str(root / "benchmarks/results/tuning/families.jsonl"), "--out", str(out)]) == 0
     derived = json.loads(out.read_text())["entries"]
     shipped = json.loads((root / "warp_gemm/config/data/tuned_sm90.json").read_text())
     shipped = {g: v for g, v in shipped["entries"].items() if g.endswith(tune.FAMILY)}

@@ -1,4 +1,4 @@
-"""Registers, spills and the SASS instruction mix of pipelined kernels, without a GPU.
+"""What a pipelined configuration compiles to (registers, spills, SASS instruction mix), without a GPU.
 
 Builds each kernel's PTX offline (``wp.compile_aot_module(..., use_ptx=True)``, sm_90), assembles it with a
 local ``ptxas -v`` and, where ``cuobjdump`` is found, counts the SASS opcodes that matter for a GEMM's K loop
@@ -12,7 +12,7 @@ not identical). Warp's PTX may declare a newer ``.version`` than the local ptxas
     python benchmarks/probes/ptxas_regs.py float16 NN default      # the planner's spec for 4096^3
     python benchmarks/probes/ptxas_regs.py float16 NT pipe/128x128x64/s3/b256/o1/wgmma   # sm_90a
 
-Found with it (ptxas 13.0, round 11): the fp16 default 128x128x128 with 128 threads uses 255 registers and
+Found with it (ptxas 13.0, 2026-11-23): the fp16 default 128x128x128 with 128 threads uses 255 registers and
 spills ~140 bytes per thread around tile_matmul (256 threads: 148, no spill); MathDx's fp16 GEMM reads its
 fragments with LDS (and PRMT for B of layout N), never LDSM.
 """

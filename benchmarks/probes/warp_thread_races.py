@@ -1,4 +1,6 @@
-"""The two Warp 1.19 thread-safety defects behind issue 14, reproduced with Warp alone (no warp_gemm).
+"""Open question: does a Warp release still have the two thread-safety defects behind issue 14 (Warp alone)?
+
+Both seen on Warp 1.19; warp_gemm works around them (docs/reliability.md#threads).
 
     WARP_CACHE_PATH=$(mktemp -d) python benchmarks/probes/warp_thread_races.py load     # Module.load race
     python benchmarks/probes/warp_thread_races.py context                              # lazy context race
