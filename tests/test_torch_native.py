@@ -376,7 +376,7 @@ def test_linear_module_forward_dtype_and_device(gen):
 # --- DDP -----------------------------------------------------------------------------------------------------------
 def _run_ddp(*args, timeout=120):
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    return subprocess.run([sys.executable, str(ROOT / "examples" / "08_ddp_linear.py"), "--backend", "gloo", *args],
+    return subprocess.run([sys.executable, str(ROOT / "examples" / "08_ddp_linear.py"), "--device", "cpu", *args],
                           capture_output=True, text=True, timeout=timeout, env=env, cwd=str(ROOT))
 
 

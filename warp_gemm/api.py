@@ -106,14 +106,15 @@ def _linear_shapes(x, weight, bias) -> None:
     if len(ws) != 2:
         raise ValueError(f"linear: weight has shape {ws}; expected 2-D (out_features, in_features)")
     if len(xs) not in (1, 2, 3):
-        raise ValueError(f"linear: x has shape {xs} (rank {len(xs)}); wp.array and NumPy x may be 1-D (in_features,), "
-                         "2-D (rows, in_features) or 3-D (batch, rows, in_features) (torch tensors: any rank)")
+        raise ValueError(f"linear: x has shape {xs} (rank {len(xs)}); wp.array and NumPy x may be 1-D "
+                         "(in_features,), 2-D (rows, in_features) or 3-D (batch, rows, in_features) "
+                         "(torch tensors: any rank)")
     if xs[-1] != ws[1]:
         raise ValueError(f"linear: x has shape {xs} ({xs[-1]} in_features) but weight has shape {ws} "
                          f"({ws[1]} in_features)")
-    if bias is not None and hasattr(bias, "shape") and (len(bias.shape) > 1 or
-                                                        (len(bias.shape) == 1 and bias.shape[0] not in (1, ws[0]))):
-        raise ValueError(f"linear: bias has shape {list(bias.shape)}; expected ({ws[0]},) for weight of shape {ws}")
+    bs = list(getattr(bias, "shape", ()) or ()) if bias is not None else []
+    if len(bs) > 1 or (len(bs) == 1 and bs[0] not in (1, ws[0])):
+        raise ValueError(f"linear: bias has shape {bs}; expected ({ws[0]},) for weight of shape {ws}")
 
 
 def _row(x):
