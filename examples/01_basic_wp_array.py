@@ -17,6 +17,7 @@ import numpy as np
 import warp as wp
 
 import warp_gemm
+from warp_gemm.tools.explain import backend
 from warp_gemm.tools.tolerance import compare
 
 
@@ -28,6 +29,8 @@ def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--device", default=None,
                    help="cuda, cuda:1 or cpu (default: cuda if available, else cpu)")
+    p.add_argument("--backend", choices=("host", "tiles"), default=None,
+                   help="CPU products: host (the host BLAS, the default) or tiles (Warp's tile kernels)")
     p.add_argument("--m", type=int, default=1000, help="rows of A and of the result (default: %(default)s)")
     p.add_argument("--n", type=int, default=700, help="columns of B and of the result (default: %(default)s)")
     p.add_argument("--k", type=int, default=500, help="columns of A, rows of B (default: %(default)s)")
@@ -38,8 +41,15 @@ def parse_args(argv):
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    # cpu_backend="tiles" sends CPU products to the Warp tile kernels (the default is the host BLAS)
+    with warp_gemm.options(**({"cpu_backend": args.backend} if args.backend else {})):
+        return run(args)
+
+
+def run(args) -> int:
     wp.init()
     device = args.device or default_device()
+    print(f"backend: {backend(device)}")
     M, N, K = args.m, args.n, args.k
     rng = np.random.default_rng(0)
     # Scaled by K**-0.25 so each element of A @ B has unit variance: the scale warp_gemm's tolerance

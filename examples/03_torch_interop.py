@@ -27,6 +27,8 @@ except ImportError:  # torch is optional for warp_gemm; this example needs it
 import warp as wp
 
 import warp_gemm
+from warp_gemm.tools.dtypes import storage_arg
+from warp_gemm.tools.explain import backend
 from warp_gemm.tools.tolerance import compare
 
 
@@ -38,7 +40,7 @@ def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--device", default=None,
                    help="cuda, cuda:1 or cpu (default: cuda if available, else cpu)")
-    p.add_argument("--dtype", default=None, choices=["float16", "bfloat16", "float32", "float64"],
+    p.add_argument("--dtype", default=None, type=storage_arg,
                    help="default: float16 on CUDA, float32 on CPU")
     p.add_argument("--batch", type=int, default=1000, help="rows of x (default: %(default)s)")
     p.add_argument("--in-features", type=int, default=1025, help="columns of x, of w (default: %(default)s)")
@@ -59,6 +61,7 @@ def main(argv=None) -> int:
         return 2
     wp.init()
     device = args.device or default_device()
+    print(f"backend: {backend(device)}")
     on_cuda = device.startswith("cuda")
     dtype = args.dtype or ("float16" if on_cuda else "float32")
     tdt = getattr(torch, dtype)

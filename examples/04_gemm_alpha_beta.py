@@ -21,8 +21,10 @@ import numpy as np
 import warp as wp
 
 import warp_gemm
+from warp_gemm.tools.dtypes import storage_arg
+from warp_gemm.tools.explain import backend
 from warp_gemm.tools.reference import to_float64  # bfloat16 wp.arrays: raw bits decoded
-from warp_gemm.tools.tolerance import DTYPES, compare, round_to
+from warp_gemm.tools.tolerance import compare, round_to
 
 
 def default_device() -> str:
@@ -33,12 +35,15 @@ def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--device", default=None,
                    help="cuda, cuda:1 or cpu (default: cuda if available, else cpu)")
+    p.add_argument("--backend", choices=("host", "tiles"), default=None,
+                   help="CPU products: host (the host BLAS, the default) or tiles (Warp's tile kernels)")
     p.add_argument("--m", type=int, default=300,
                    help="rows of op(A) and of the result (default: %(default)s)")
     p.add_argument("--n", type=int, default=200,
                    help="columns of op(B) and of the result (default: %(default)s)")
     p.add_argument("--k", type=int, default=257, help="the inner dimension (default: %(default)s)")
-    p.add_argument("--dtype", default="float32", choices=DTYPES, help="default: %(default)s")
+    p.add_argument("--dtype", default="float32", type=storage_arg,
+                   help="fp16, bf16, fp32, fp64 (or float16, ...); default: %(default)s")
     return p.parse_args(argv)
 
 
@@ -51,8 +56,15 @@ def to_wp(x: np.ndarray, dtype: str, device: str) -> wp.array:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    # cpu_backend="tiles" sends CPU products to the Warp tile kernels (the default is the host BLAS)
+    with warp_gemm.options(**({"cpu_backend": args.backend} if args.backend else {})):
+        return run(args)
+
+
+def run(args) -> int:
     wp.init()
     device = args.device or default_device()
+    print(f"backend: {backend(device)}")
     M, N, K, dt = args.m, args.n, args.k, args.dtype
     rng = np.random.default_rng(0)
 

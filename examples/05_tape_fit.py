@@ -19,6 +19,7 @@ import numpy as np
 import warp as wp
 
 import warp_gemm
+from warp_gemm.tools.explain import backend
 
 
 @wp.kernel
@@ -65,6 +66,7 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     wp.init()
     device = args.device or default_device()
+    print(f"backend: {backend(device)}")
     rng = np.random.default_rng(args.seed)
     n, fin, fout = args.samples, args.features, args.outputs
 

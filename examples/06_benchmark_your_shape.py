@@ -24,8 +24,10 @@ import numpy as np
 import warp as wp
 
 import warp_gemm
+from warp_gemm.tools.dtypes import storage_arg
+from warp_gemm.tools.explain import backend
 from warp_gemm.tools.shapes import parse_shape
-from warp_gemm.tools.tolerance import DTYPES, bf16_bits_to_f64, compare, round_to
+from warp_gemm.tools.tolerance import bf16_bits_to_f64, compare, round_to
 
 try:
     import torch
@@ -43,11 +45,14 @@ def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--device", default=None,
                    help="cuda, cuda:1 or cpu (default: cuda if available, else cpu)")
+    p.add_argument("--backend", choices=("host", "tiles"), default=None,
+                   help="CPU products: host (the host BLAS, the default) or tiles (Warp's tile kernels)")
     p.add_argument("--m", type=int, default=None, help="rows of A and of the result")
     p.add_argument("--n", type=int, default=None, help="columns of B and of the result")
     p.add_argument("--k", type=int, default=None, help="the inner dimension")
     p.add_argument("--shape", default=None, help="MxNxK at once (overrides --m/--n/--k)")
-    p.add_argument("--dtype", default=None, choices=DTYPES, help="default: float16 on CUDA, float32 on CPU")
+    p.add_argument("--dtype", default=None, type=storage_arg,
+                   help="fp16, bf16, fp32, fp64 (or float16, ...); default: fp16 on CUDA, fp32 on CPU")
     p.add_argument("--allow-tf32", action="store_true",
                    help="float32 on TF32 tensor cores (warp_gemm and torch)")
     p.add_argument("--repeats", type=int, default=20, help="timed calls per provider (default: %(default)s)")
@@ -143,10 +148,17 @@ def time_calls(name: str, fn: Callable, device: str, repeats: int) -> list[float
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    # cpu_backend="tiles" sends CPU products to the Warp tile kernels (the default is the host BLAS)
+    with warp_gemm.options(**({"cpu_backend": args.backend} if args.backend else {})):
+        return run(args)
+
+
+def run(args) -> int:
     wp.init()
     device = args.device or default_device()
     if device == "cuda":
         device = "cuda:0"  # torch's set_device/synchronize want an index
+    print(f"backend: {backend(device)}")
     dtype = args.dtype or ("float16" if device.startswith("cuda") else "float32")
     tf32 = args.allow_tf32 and dtype == "float32"
     M, N, K = args.m, args.n, args.k

@@ -23,13 +23,11 @@ import numpy as np
 import warp as wp
 
 import warp_gemm
+from warp_gemm.tools.dtypes import storage_arg
 from warp_gemm import _compat
 from warp_gemm.tile import tile_gemm_func  # also exported as warp_gemm.tile_gemm_func
 
-try:
-    from warp_gemm.tools.tolerance import DTYPES, compare, round_to
-except ImportError:  # before the tools/ move
-    from warp_gemm.tolerance import DTYPES, compare, round_to
+from warp_gemm.tools.tolerance import compare, round_to
 
 
 def default_device() -> str:
@@ -41,7 +39,7 @@ def parse_args(argv):
     p.add_argument("--device", default=None, help="cuda, cuda:1 or cpu (default: cuda if available, else cpu)")
     p.add_argument("--size", default=None,
                    help="n for n x n x n, or MxNxK (default: 4096 on CUDA, 300x200x257 on the CPU)")
-    p.add_argument("--dtype", default=None, choices=DTYPES,
+    p.add_argument("--dtype", default=None, type=storage_arg,
                    help="input and output dtype (default: float16 on CUDA, float32 on the CPU)")
     p.add_argument("--tiles", default=None,
                    help="TMxTNxTK (default on CUDA: 128x128x64 16-bit, 128x128x32 float32, 64x64x32 float64; "

@@ -9,8 +9,8 @@ regression set, each rank taking its own shard of every batch. torch.distributed
 averaged losses of the two models and, at the end, every parameter are compared; the program prints
 the largest differences and exits non-zero if any exceeds ``--tol`` (relative to the values' scale).
 
-    python examples/08_ddp_linear.py
-    python examples/08_ddp_linear.py --backend gloo --steps 20 --dtype float64 --tol 1e-10
+    python examples/08_ddp_linear.py                      # CUDA (NCCL) with enough GPUs, else the CPU (gloo)
+    python examples/08_ddp_linear.py --device cpu --steps 20 --dtype float64 --tol 1e-10
 """
 
 from __future__ import annotations
@@ -49,8 +49,11 @@ def build(kind: str, dtype, device) -> nn.Sequential:
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--world-size", type=int, default=2, help="processes (default: %(default)s)")
+    p.add_argument("--device", choices=("cpu", "cuda"), default=None,
+                   help="cpu (gloo) or cuda (NCCL, one GPU per rank); default: cuda when it has >= world-size "
+                        "GPUs, else cpu")
     p.add_argument("--backend", choices=("auto", "gloo", "nccl"), default="auto",
-                   help="auto: nccl when CUDA has >= world-size GPUs, else gloo on the CPU")
+                   help="torch.distributed backend; auto: nccl on cuda, gloo on cpu")
     p.add_argument("--steps", type=int, default=30, help="SGD steps (default: %(default)s)")
     p.add_argument("--batch", type=int, default=24, help="global batch, split over the ranks (default: %(default)s)")
     p.add_argument("--samples", type=int, default=240, help="data set size (default: %(default)s)")
@@ -64,6 +67,17 @@ def parse_args(argv):
         args.tol = 1e-4 if args.dtype == "float32" else 1e-10
     if args.batch % args.world_size:
         p.error(f"--batch {args.batch} is not a multiple of --world-size {args.world_size}")
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if args.device is None:
+        args.device = "cuda" if args.backend != "gloo" and gpus >= args.world_size and dist.is_nccl_available() \
+            else "cpu"
+    if args.device == "cuda" and gpus < args.world_size:
+        p.exit(2, f"{p.prog}: error: --device cuda needs {args.world_size} CUDA GPUs (one per rank); torch sees "
+                  f"{gpus}: use --device cpu\n")
+    if args.backend == "auto":
+        args.backend = "nccl" if args.device == "cuda" else "gloo"
+    if (args.backend == "nccl") != (args.device == "cuda"):
+        p.error(f"--backend {args.backend} does not run on --device {args.device} (nccl: cuda, gloo: cpu)")
     return args
 
 
@@ -133,6 +147,9 @@ def train(rank: int, args, backend: str) -> bool:
     worst = max(worst_loss, max(params), max(start))
     ok = worst <= args.tol and last < first
     if rank == 0:
+        from warp_gemm.tools.explain import backend as wg_backend
+
+        print(f"warp_gemm backend: {wg_backend(str(device))}")
         print(f"backend {backend}, {args.world_size} ranks, {args.dtype}, {args.steps} steps: "
               f"loss {first:.5f} -> {last:.5f} (torch.nn.Linear model)")
         print(f"largest relative difference warp_gemm vs torch: initial params {max(start):.2e}, "
@@ -150,9 +167,6 @@ def _free_port() -> int:
 def main(argv=None) -> int:
     args = parse_args(argv)
     backend = args.backend
-    if backend == "auto":
-        cuda_ok = torch.cuda.is_available() and torch.cuda.device_count() >= args.world_size
-        backend = "nccl" if cuda_ok and dist.is_nccl_available() else "gloo"
     os.environ.setdefault("OMP_NUM_THREADS", "1")  # two ranks on a small CPU: no oversubscription
     try:
         mp.spawn(worker, args=(args, backend, _free_port()), nprocs=args.world_size, join=True)

@@ -340,10 +340,18 @@ def _():
     return gm(a, b, trans_b=True, out=b.T), [a, b]
 
 
-@case("out-is-c", ValueError, ["shares memory with c (numpy float32[4, 6]"], "out is c (in-place gemm)")
+@case("out-is-c-transposed", ValueError, ["shares memory with c (numpy float32[5, 5]", "not another view"],
+      "out is c.T (same memory, other strides; out = c itself is an in-place gemm)")
 def _():
-    a, b, c = rnd((4, 5)), rnd((5, 6)), rnd((4, 6), seed=2)
-    return gm(a, b, c, beta=1.0, out=c), [a, b, c]
+    a, b, c = rnd((5, 5)), rnd((5, 5), seed=1), rnd((5, 5), seed=2)
+    return gm(a, b, c, beta=1.0, out=c.T), [a, b, c]
+
+
+@case("out-overlaps-c", ValueError, ["shares memory with c (numpy float32[4, 6]", "not another view"],
+      "out and c overlap in part (c = big[:, :6], out = big[:, 2:])")
+def _():
+    a, b, big = rnd((4, 5)), rnd((5, 6)), rnd((4, 8), seed=2)
+    return gm(a, b, big[:, :6], beta=1.0, out=big[:, 2:]), [a, b, big]
 
 
 @case("out-contains-c", ValueError, ["shares memory with c (numpy float32[6]"], "c = out[0] (a bias row inside out)")
@@ -432,14 +440,14 @@ for _label, _name, _v, _e, _n in [
 
 
 # --- devices -------------------------------------------------------------------------------------------
-@case("meta-device", TypeError, ["a is a torch float32[2, 2] tensor on device meta", "'cpu' and 'cuda'"],
+@case("meta-device", ValueError, ["a is a torch float32[2, 2] tensor on device meta", "'cpu' and 'cuda'"],
       "torch tensors on the meta device", marks=needs_torch)
 def _():
     a, b = torch.empty(2, 2, device="meta"), torch.empty(2, 2, device="meta")
     return mm(a, b), [a, b]
 
 
-@case("meta-out", TypeError, ["out is a torch float32[2, 2] tensor on device meta"], "out on the meta device",
+@case("meta-out", ValueError, ["out is a torch float32[2, 2] tensor on device meta"], "out on the meta device",
       marks=needs_torch)
 def _():
     a, b = torch.randn(2, 2), torch.randn(2, 2)
@@ -503,6 +511,100 @@ def _mixed_device(w):
 for _w in ("b", "c", "out"):
     case(f"gpu-device-{_w}", ValueError, ["cpu", "cuda:0"], f"torch {_w} on cuda:0, a on cpu (real GPU)",
          marks=needs_torch + [pytest.mark.gpu])(_mixed_device(_w))
+
+
+# --- the function the caller called, its parameters, config and options ------------------------------------
+@case("torch-int32-names-matmul", TypeError, ["matmul: a is a torch int32[4, 5] tensor"],
+      "torch int32 operands: the message names matmul, not the operator behind it", marks=needs_torch)
+def _():
+    a, b = torch.ones(4, 5, dtype=torch.int32), torch.ones(5, 6, dtype=torch.int32)
+    return mm(a, b), [a, b]
+
+
+@case("meta-device-matmul-torch", ValueError, ["matmul: a is a torch float32[2, 3] tensor on device meta"],
+      "torch matmul of meta tensors (no out)", marks=needs_torch)
+def _():
+    a, b = torch.empty(2, 3, device="meta"), torch.empty(3, 2, device="meta")
+    return mm(a, b), [a, b]
+
+
+@case("config-text-bad", ValueError, ["'32x32/b64'", "TMxTNxTK"], "config='32x32/b64' (tile shape of two sides)")
+def _():
+    a, b, out = rnd((4, 5)), rnd((5, 6)), nan_np((4, 6))
+    return mm(a, b, out=out, config="32x32/b64"), [out, a, b]
+
+
+@case("config-type", TypeError, ["gemm: config must be a warp_gemm.Config", "got int"], "config=3")
+def _():
+    a, b, out = rnd((4, 5)), rnd((5, 6)), nan_np((4, 6))
+    return gm(a, b, out=out, config=3), [out, a, b]
+
+
+@case("config-pipe", TypeError, ["matmul: config", "PipeConfig", "pipe_config"], "config=PipeConfig(...)")
+def _():
+    a, b, out = rnd((4, 5)), rnd((5, 6)), nan_np((4, 6))
+    return mm(a, b, out=out, config=warp_gemm.PipeConfig(32, 32, 32)), [out, a, b]
+
+
+@case("config-parse-field", ValueError, ["'32x32x32/q1'", "unknown field 'q1'", "TMxTNxTK"],
+      "Config.parse('32x32x32/q1')")
+def _():
+    return (lambda: warp_gemm.Config.parse("32x32x32/q1")), []
+
+
+@case("options-unknown-name", ValueError, ["options: unknown option(s) 'famly'", "family"], "options(famly='tiled')")
+def _():
+    return (lambda: warp_gemm.options(famly="tiled")), []
+
+
+@case("options-unknown-family", ValueError, ["options: family", "'fast'", "'pipelined'"], "options(family='fast')")
+def _():
+    return (lambda: warp_gemm.options(family="fast")), []
+
+
+@case("options-cpu-backend", ValueError, ["cpu_backend must be 'host' or 'tiles'", "'gpu'"],
+      "options(cpu_backend='gpu')")
+def _():
+    return (lambda: warp_gemm.options(cpu_backend="gpu")), []
+
+
+@case("options-bool", TypeError, ["options: record_launches must be True or False", "'yes'"],
+      "options(record_launches='yes')")
+def _():
+    return (lambda: warp_gemm.options(record_launches="yes")), []
+
+
+@case("linear-features-numpy", ValueError, ["linear: x has shape [4, 5]", "weight has shape [3, 4]"],
+      "linear: x (4, 5) with weight (3, 4)")
+def _():
+    x, w = rnd((4, 5)), rnd((3, 4))
+    return (lambda: warp_gemm.linear(x, w)), [x, w]
+
+
+@case("linear-features-torch", ValueError, ["linear: x has shape [4, 5]", "weight has shape [3, 4]"],
+      "linear: torch x (4, 5) with weight (3, 4)", marks=needs_torch)
+def _():
+    x, w = torch.randn(4, 5), torch.randn(3, 4)
+    return (lambda: warp_gemm.linear(x, w)), [x, w]
+
+
+@case("linear-bias-torch", ValueError, ["linear: bias has shape [4]", "expected (3,)"],
+      "linear: torch bias of the wrong length", marks=needs_torch)
+def _():
+    x, w, bias = torch.randn(2, 5), torch.randn(3, 5), torch.randn(4)
+    return (lambda: warp_gemm.linear(x, w, bias)), [x, w, bias]
+
+
+@case("linear-weight-1d", ValueError, ["linear: weight has shape [5]", "2-D"], "linear: 1-D weight")
+def _():
+    x, w = rnd((5,)), rnd((5,))
+    return (lambda: warp_gemm.linear(x, w)), [x, w]
+
+
+@case("linear-dtype", TypeError, ["linear: x is float32", "weight is float64"], "linear: x float32, weight float64")
+def _():
+    x, w = rnd((2, 5)), rnd((3, 5), np.float64)
+    return (lambda: warp_gemm.linear(x, w)), [x, w]
 
 
 # --- the installed Warp ---------------------------------------------------------------------------------
@@ -580,6 +682,31 @@ def test_valid_scalars_still_accepted():
             (torch.tensor(2.0),) if torch is not None else ()):
         got = warp_gemm.gemm(a, b, alpha=v)
         np.testing.assert_allclose(got, float(v) * ref, rtol=1e-5, atol=1e-5)
+
+
+def test_config_text_is_parsed():
+    """``config=`` takes a Config's text as well as the Config."""
+    a, b = rnd((4, 5)), rnd((5, 6))
+    ref = a.astype(np.float64) @ b
+    for cfg in ("32x32x32/b64", warp_gemm.Config.parse("32x32x32/b64")):
+        np.testing.assert_allclose(warp_gemm.matmul(a, b, config=cfg), ref, rtol=1e-5, atol=1e-5)
+
+
+def test_linear_takes_1d_numpy_and_warp_x():
+    """A 1-D x is one row, as torch's linear takes it, for every container."""
+    rng = np.random.default_rng()
+    x, w, bias = (rng.standard_normal(s).astype(F32) for s in ((5,), (3, 5), (3,)))
+    ref = w.astype(np.float64) @ x + bias
+    y = warp_gemm.linear(x, w, bias)
+    assert y.shape == (3,)
+    np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-5)
+    yw = warp_gemm.linear(wp.array(x, device="cpu"), wp.array(w, device="cpu"), wp.array(bias, device="cpu"))
+    assert isinstance(yw, wp.array) and yw.shape == (3,)
+    np.testing.assert_allclose(yw.numpy(), ref, rtol=1e-5, atol=1e-5)
+    if torch is not None:
+        yt = warp_gemm.linear(torch.from_numpy(x), torch.from_numpy(w), torch.from_numpy(bias))
+        assert tuple(yt.shape) == (3,)
+        np.testing.assert_allclose(yt.numpy(), ref, rtol=1e-5, atol=1e-5)
 
 
 def test_writable_views_still_accepted():

@@ -426,15 +426,19 @@ def test_ship_table_copies_the_pipe_groups(cache_dir, tmp_path):
         assert ship.main([str(bad), "--into", str(dst)]) == 1
 
 
-def test_cli_tune_family_flag(tmp_path):
-    """`warp-gemm tune --family pipelined` reaches tune() with that family (which refuses the CPU), and
-    --rows is created before the run."""
+def test_cli_tune_family_flag(tmp_path, capsys):
+    """`warp-gemm tune --family pipelined --device cpu` is refused in one line (exit 2) before anything runs
+    (tune() itself refuses the CPU too); an unknown family is a usage error."""
     from warp_gemm.tools import cli
+    from warp_gemm.tools import tune as tuner
 
     rows = tmp_path / "rows.jsonl"
+    assert cli.main(["tune", "--family", "pipelined", "--device", "cpu", "--rows", str(rows), "--no-save"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("warp-gemm tune: error:") and "--device cpu" in err[0], err
+    assert not rows.exists()
     with pytest.raises(ValueError, match="CUDA"):
-        cli.main(["tune", "--family", "pipelined", "--device", "cpu", "--rows", str(rows), "--no-save"])
-    assert rows.exists()
+        tuner.tune(["fp16"], device="cpu", family="pipelined", persist=False)
     with pytest.raises(SystemExit):
         cli.main(["tune", "--family", "small"])
 

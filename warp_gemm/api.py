@@ -29,8 +29,11 @@ def matmul(a, b, *, out=None, allow_tf32: bool = False, config: Config | None = 
     type (``wp.array``, ``torch.Tensor``, ``numpy.ndarray``; that of ``a``) and device.
     ``allow_tf32``: float32 products on TF32 tensor cores where the installed Warp offers
     ``precision="tf32"`` (1.19+) and on CUDA; exact float32 otherwise.
+    ``config``: a :class:`Config` or its text (``"128x128x64/b256/g8"``) forcing the tiled family's
+    configuration; None lets the planner choose.
     Raises ``TypeError``/``ValueError`` before any launch for bad input; ``out`` is then untouched.
     """
+    config = _config_arg(config, "matmul")
     if out is None and config is None and _torch_pair(a, b):
         # torch tensors go through the warp_gemm::gemm custom op (torch.compile traces it, torch.export
         # captures it, autograd included; eager calls take a direct path of the same cost)
@@ -51,9 +54,12 @@ def gemm(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, trans_a: bool =
     ``op(X)`` is ``X`` or, with ``trans_x``, its transpose (of the last two dimensions). ``c`` has the
     result's shape or broadcasts to it (e.g. a bias of shape ``(N,)``) and the result's dtype; it is
     not read when ``beta == 0`` (BLAS semantics, so NaN in an unread ``c`` does not propagate), and
-    ``op(A) @ op(B)`` is not computed when ``alpha == 0`` or K is 0. ``out`` may not share memory with
-    ``a``, ``b`` or ``c``. Everything else as :func:`matmul`.
+    ``op(A) @ op(B)`` is not computed when ``alpha == 0`` or K is 0. ``out`` may be ``c`` itself (the
+    same memory, shape and strides: ``gemm(a, b, c, beta=1.0, out=c)`` accumulates in place, as
+    ``torch.addmm(c, a, b, out=c)``; ``c`` is read through one copy first); any other overlap of ``out``
+    with ``a``, ``b`` or ``c`` is refused. Everything else as :func:`matmul`.
     """
+    config = _config_arg(config, "gemm")
     if out is None and config is None and _torch_pair(a, b) and (c is None or _torch_pair(c, c)):
         from warp_gemm.torch import ops
 
@@ -81,10 +87,65 @@ def linear(x, weight, bias=None, *, activation: str | None = None):
         from warp_gemm.torch import ops
 
         return ops.linear(x, weight, bias, activation=activation)
+    _linear_shapes(x, weight, bias)
+    if _rank(x) == 1:  # (in,) -> (1, in), the result back to (out,), as torch's linear
+        y = linear(_row(x), weight, bias, activation=activation)
+        return y.reshape((y.shape[-1],))
     beta = 1.0 if bias is not None else 0.0
     if _autograd.needs_grad(x, weight, bias):
         return _autograd.linear_with_grad(x, weight, bias, activation)
     return _run(x, weight, bias, 1.0, beta, False, True, None, False, None, "linear", activation)
+
+
+def _linear_shapes(x, weight, bias) -> None:
+    """``linear``'s shape rules, checked before the GEMM's (whose messages speak of a product): ValueError
+    naming ``x``, ``weight`` and ``bias``. Operands that are not arrays are left to validation."""
+    if not all(hasattr(t, "shape") for t in (x, weight)):
+        return
+    ws, xs = list(weight.shape), list(x.shape)
+    if len(ws) != 2:
+        raise ValueError(f"linear: weight has shape {ws}; expected 2-D (out_features, in_features)")
+    if len(xs) not in (1, 2, 3):
+        raise ValueError(f"linear: x has shape {xs} (rank {len(xs)}); wp.array and NumPy x may be 1-D "
+                         "(in_features,), 2-D (rows, in_features) or 3-D (batch, rows, in_features) "
+                         "(torch tensors: any rank)")
+    if xs[-1] != ws[1]:
+        raise ValueError(f"linear: x has shape {xs} ({xs[-1]} in_features) but weight has shape {ws} "
+                         f"({ws[1]} in_features)")
+    bs = list(getattr(bias, "shape", ()) or ()) if bias is not None else []
+    if len(bs) > 1 or (len(bs) == 1 and bs[0] not in (1, ws[0])):
+        raise ValueError(f"linear: bias has shape {bs}; expected ({ws[0]},) for weight of shape {ws}")
+
+
+def _row(x):
+    """A 1-D ``x`` of ``(n,)`` as the row ``(1, n)``, without a copy."""
+    import numpy as np
+
+    if isinstance(x, np.ndarray):
+        return x[None]
+    import warp as wp
+
+    if isinstance(x, wp.array):
+        v = wp.array(ptr=x.ptr, dtype=x.dtype, shape=(1, x.shape[0]), strides=(0, x.strides[0]),
+                     capacity=x.capacity, device=x.device, requires_grad=x.requires_grad,
+                     grad=None if x.grad is None else _row(x.grad))
+        v._wg_base = x  # the view owns nothing: keep x alive with it
+        return v
+    return x
+
+
+def _config_arg(config, fname: str):
+    """``config=`` as a :class:`Config` (its text parsed) or None; TypeError naming the parameter otherwise."""
+    if config is None or isinstance(config, Config):
+        return config
+    if isinstance(config, str):
+        return Config.parse(config)
+    from warp_gemm.config.configs import PipeConfig
+
+    hint = (" (a pipelined configuration is forced with warp_gemm.options(family='pipelined', pipe_config=...))"
+            if isinstance(config, PipeConfig) else "")
+    raise TypeError(f"{fname}: config must be a warp_gemm.Config, its text ({Config.FORMAT}) or None, got "
+                    f"{type(config).__name__}{hint}")
 
 
 def _rank(x) -> int:
@@ -99,7 +160,7 @@ def _matmul_nd(a, b, out, allow_tf32, config):
     import numpy as np
 
     from warp_gemm.core.broadcast import matmul_shapes
-    from warp_gemm.core.operands import describe
+    from warp_gemm.core.problem import _describe
 
     if _rank(a) == 0 or _rank(b) == 0 or not all(hasattr(x, "strides") or hasattr(x, "stride") for x in (a, b)):
         return _run(a, b, None, 1.0, 0.0, False, False, out, allow_tf32, config, "matmul")  # its errors
@@ -107,7 +168,7 @@ def _matmul_nd(a, b, out, allow_tf32, config):
         raise ValueError(f"matmul: gradients are computed for 2-D and 3-D operands only (a has shape "
                          f"{list(a.shape)}, b {list(b.shape)}); for other ranks pass torch tensors "
                          "without out (the custom op) or reshape to 2-D/3-D")
-    plan = matmul_shapes(a.shape, describe(a, "a").strides, b.shape, describe(b, "b").strides)
+    plan = matmul_shapes(a.shape, _describe(a, "a", "matmul").strides, b.shape, _describe(b, "b", "matmul").strides)
     a2, b2 = _present(a, plan.a, row=True), _present(b, plan.b, row=False)
     if out is None:
         out = _new_like(a, plan.result_shape, b)

@@ -274,9 +274,13 @@ def _tape_gemm(tape, a, b, c, alpha, beta, trans_a, trans_b, out, allow_tf32, co
                         f"{type(a).__module__}.{type(a).__name__} (pass a as a wp.array or out=wp.array("
                         "..., requires_grad=True))")
     if out is not None and not (isinstance(out, wp.array) and out.requires_grad):
-        raise ValueError(f"{fname}: an operand has requires_grad=True and a wp.Tape is recording, but out "
+        from warp_gemm.core.problem import operand_names
+
+        no = operand_names(fname)[3]
+        raise ValueError(f"{fname}: an operand has requires_grad=True and a wp.Tape is recording, but {no} "
                          "is not a wp.array with requires_grad=True, so no gradient could flow back "
-                         "through it; allocate out with requires_grad=True (or leave out=None)")
+                         f"through it; allocate {no} with requires_grad=True"
+                         + (" (or leave out=None)" if no == "out" else ""))
     with _tape_paused():
         result = _core.run(a, b, c, alpha, beta, trans_a, trans_b, out, allow_tf32, config, fname)
     if out is None:
@@ -314,6 +318,11 @@ def _tape_backward(a, b, c, result, alpha, beta, trans_a, trans_b, allow_tf32, n
             tmp = wp.empty(_gemm_shape(p, q, tp, tq), dtype=WP_DTYPES[acc], device=result.device)
             _core.run(p, q, None, alpha, 0.0, tp, tq, tmp, allow_tf32, None, "gemm (backward)")
             accumulate(x.grad, tmp)
+    if c is not None and getattr(c, "grad", None) is not None and c.grad.ptr == g.ptr:
+        # out is c (an in-place update): one gradient array holds the result's gradient and, after this
+        # step, that of c's old value, beta * dD (the result's own is consumed by the step that wrote it)
+        accumulate(g, g, beta - 1.0)
+        return
     if need[2] and beta != 0.0:
         accumulate(c.grad, g, beta)
     if CONSUMES_OUTPUT_GRAD and not getattr(result, "retain_grad", False):

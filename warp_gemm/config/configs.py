@@ -27,17 +27,49 @@ class Config:
         o = f"/o{self.occupancy}" if self.occupancy else ""
         return f"{self.tm}x{self.tn}x{self.tk}/b{self.block_dim}/g{self.group_m}{s}{o}"
 
+    def __post_init__(self):
+        for name in ("tm", "tn", "tk", "block_dim", "group_m", "split_k", "occupancy"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool):
+                raise TypeError(f"Config: {name} must be an integer, got {type(v).__name__} {v!r}")
+        for name in ("tm", "tn", "tk", "block_dim"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"Config: {name} must be positive, got {getattr(self, name)}")
+        for name in ("group_m", "split_k", "occupancy"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"Config: {name} must be 0 or more, got {getattr(self, name)}")
+
+    #: The text form :meth:`parse` reads (and ``str`` writes).
+    FORMAT = "TMxTNxTK[/bBLOCK][/gGROUP_M][/sSPLIT_K][/oOCCUPANCY], e.g. 128x128x64/b256/g8"
+
     @classmethod
     def parse(cls, text: str) -> Config:
-        """Inverse of ``str``: ``128x128x64/b256/g8[/s0][/o2]`` (all but the tile shape optional)."""
+        """Inverse of ``str``: ``128x128x64/b256/g8[/s0][/o2]`` (all but the tile shape optional). A string
+        of another form is a ValueError naming :data:`FORMAT`; anything but a string a TypeError."""
+        if not isinstance(text, str):
+            raise TypeError(f"Config.parse takes a string ({cls.FORMAT}), got {type(text).__name__}")
         parts = text.strip().split("/")
-        tm, tn, tk = (int(x) for x in parts[0].split("x"))
+        dims = parts[0].split("x")
+        try:
+            if len(dims) != 3:
+                raise ValueError
+            tm, tn, tk = (int(x) for x in dims)
+        except ValueError:
+            raise ValueError(f"bad configuration {text!r}: the tile shape {parts[0]!r} is not TMxTNxTK; "
+                             f"expected {cls.FORMAT}") from None
         opts = {"b": 256, "g": 8, "s": 1, "o": 0}
         for part in parts[1:]:
             if not part or part[0] not in opts:
-                raise ValueError(f"bad configuration {text!r}: unknown field {part!r}")
-            opts[part[0]] = int(part[1:])
-        return cls(tm, tn, tk, opts["b"], opts["g"], opts["s"], opts["o"])
+                raise ValueError(f"bad configuration {text!r}: unknown field {part!r}; expected {cls.FORMAT}")
+            try:
+                opts[part[0]] = int(part[1:])
+            except ValueError:
+                raise ValueError(f"bad configuration {text!r}: field {part!r} is not {part[0]} followed by an "
+                                 f"integer; expected {cls.FORMAT}") from None
+        try:
+            return cls(tm, tn, tk, opts["b"], opts["g"], opts["s"], opts["o"])
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"bad configuration {text!r}: {e}") from None
 
     def to_json(self) -> str:
         return str(self)

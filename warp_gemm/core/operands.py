@@ -124,7 +124,8 @@ def _dtype_error(name: str, dt, x) -> TypeError:
 
 
 def describe(x, name: str) -> Operand:
-    """Describe ``x`` (wp.array, torch.Tensor or numpy.ndarray) or raise TypeError naming it."""
+    """Describe ``x`` (wp.array, torch.Tensor or numpy.ndarray) or raise TypeError naming it (ValueError for a
+    torch tensor on a device other than the CPU and CUDA, e.g. ``meta``)."""
     _compat.init()
     torch = _torch()
     if isinstance(x, wp.array):
@@ -151,8 +152,8 @@ def describe(x, name: str) -> Operand:
             dev = wp.get_device("cpu")
         else:
             tdt = str(x.dtype).replace("torch.", "")
-            raise TypeError(f"{name} is a torch {tdt}{list(x.shape)} tensor on device {x.device}; "
-                            "warp_gemm runs on 'cpu' and 'cuda'")
+            raise ValueError(f"{name} is a torch {tdt}{list(x.shape)} tensor on device {x.device}; "
+                             "warp_gemm runs on 'cpu' and 'cuda'")
         if x.is_conj() or x.is_neg():
             x = x.resolve_conj().resolve_neg()
         return Operand("torch", x, dt, tuple(x.shape), tuple(x.stride()), int(x.data_ptr()), dev)
@@ -233,6 +234,23 @@ def overlaps(x: Operand, y: Operand) -> bool:
     a0, a1 = x.span()
     b0, b1 = y.span()
     return a0 < b1 and b0 < a1
+
+
+def same_memory(x: Operand, y: Operand) -> bool:
+    """Whether ``x`` and ``y`` are the same elements: same address, shape, strides, dtype and device."""
+    return (x.ptr == y.ptr and x.shape == y.shape and x.strides == y.strides and x.dtype == y.dtype
+            and (x.device is y.device or str(x.device) == str(y.device)))
+
+
+def copy_operand(op: Operand):
+    """A contiguous copy of ``op``'s elements in its own container, on its device (torch: on torch's current
+    stream; Warp: on the device's current stream)."""
+    x = op.obj
+    if op.kind == "numpy":
+        return np.array(x, copy=True, order="C")
+    if op.kind == "torch":
+        return x.clone(memory_format=_torch().contiguous_format)
+    return wp.clone(x, requires_grad=False)
 
 
 def empty_like_caller(kind: str, ref: Operand, shape: tuple[int, ...], dtype: str):

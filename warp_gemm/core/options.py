@@ -76,16 +76,57 @@ def options() -> Options:
     return _current.get()
 
 
-@contextlib.contextmanager
-def override(**changes):
-    """Scope option changes to a ``with`` block: ``with warp_gemm.options(cpu_backend="tiles"): ...``."""
-    if "cpu_backend" in changes and changes["cpu_backend"] not in ("host", "tiles"):
-        raise ValueError(f"cpu_backend must be 'host' or 'tiles', got {changes['cpu_backend']!r}")
-    pc = changes.get("pipe_config")
+#: The values ``Options.family`` takes: None (the planner chooses), "host" (the CPU's BLAS) or a kernel family.
+def family_names() -> tuple[str, ...]:
+    from warp_gemm.config.tables import FAMILY_NAMES
+
+    return ("host", *FAMILY_NAMES)
+
+
+_BOOL_FIELDS = ("record_launches", "pad_on_cpu", "smem_pad_on_cpu", "edge_clamp_on_cpu", "peel_on_cpu")
+
+
+def validated(changes: dict) -> dict:
+    """``changes`` checked against :class:`Options`' fields (and ``pipe_config`` text parsed): an unknown
+    name or a value outside a field's range is a ValueError naming it, a value of the wrong type a
+    TypeError."""
+    fields = Options.__dataclass_fields__
+    unknown = sorted(k for k in changes if k not in fields)
+    if unknown:
+        raise ValueError(f"options: unknown option(s) {', '.join(map(repr, unknown))}; known: "
+                         f"{', '.join(fields)}")
+    out = dict(changes)
+    for name in _BOOL_FIELDS:
+        if name in out and not isinstance(out[name], bool):
+            raise TypeError(f"options: {name} must be True or False, got {type(out[name]).__name__} "
+                            f"{out[name]!r}")
+    if "pad_min_work" in out:
+        v = out["pad_min_work"]
+        if not isinstance(v, int) or isinstance(v, bool):
+            raise TypeError(f"options: pad_min_work must be an integer, got {type(v).__name__} {v!r}")
+        if v < 0:
+            raise ValueError(f"options: pad_min_work must be 0 or more, got {v}")
+    if "cpu_backend" in out and out["cpu_backend"] not in ("host", "tiles"):
+        raise ValueError(f"options: cpu_backend must be 'host' or 'tiles', got {out['cpu_backend']!r}")
+    if "family" in out and out["family"] is not None and out["family"] not in family_names():
+        raise ValueError(f"options: family must be None or one of {', '.join(map(repr, family_names()))}, "
+                         f"got {out['family']!r}")
+    pc = out.get("pipe_config")
     if isinstance(pc, str):
-        changes["pipe_config"] = PipeConfig.parse(pc)
+        out["pipe_config"] = PipeConfig.parse(pc)
     elif pc is not None and not isinstance(pc, PipeConfig):
-        raise TypeError(f"pipe_config must be a PipeConfig, its text or None, got {type(pc).__name__}")
+        raise TypeError(f"options: pipe_config must be a PipeConfig, its text or None, got {type(pc).__name__}")
+    return out
+
+
+def override(**changes):
+    """Scope option changes to a ``with`` block: ``with warp_gemm.options(cpu_backend="tiles"): ...``.
+    The changes are checked when ``options(...)`` is called (:func:`validated`), before the block."""
+    return _scoped(validated(changes))
+
+
+@contextlib.contextmanager
+def _scoped(changes: dict):
     token = _current.set(replace(_current.get(), **changes))
     try:
         yield _current.get()

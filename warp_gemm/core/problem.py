@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from warp_gemm import _compat
-from warp_gemm.core.operands import Operand, describe, empty_like_caller, overlaps
+from warp_gemm.core.operands import Operand, copy_operand, describe, empty_like_caller, overlaps, same_memory
 
 
 @dataclass
@@ -39,6 +39,18 @@ def _describe(x, name: str, fname: str) -> Operand:
         return describe(x, name)
     except TypeError as e:
         raise TypeError(f"{fname}: {e}") from None
+    except ValueError as e:
+        raise ValueError(f"{fname}: {e}") from None
+
+
+#: The operands' names in messages, per entry point (the parameter names the caller used).
+_NAMES = {"linear": ("x", "weight", "bias", "out"),
+          "compat.matmul": ("a", "b", "c", "d"), "compat.batched_matmul": ("a", "b", "c", "d")}
+
+
+def operand_names(fname: str) -> tuple[str, str, str, str]:
+    """(a, b, c, out) as the function ``fname`` calls them."""
+    return _NAMES.get(fname, ("a", "b", "c", "out"))
 
 
 def _real(v, name: str, fname: str) -> float:
@@ -57,18 +69,24 @@ def _real(v, name: str, fname: str) -> float:
     raise TypeError(f"{fname}: {name} must be a real number, got {type(v).__name__}")
 
 
+def _op_name(name: str, fname: str) -> str:
+    """How a transposed operand reads in ``fname``'s messages: ``op(b)``, or ``weight.T`` for linear."""
+    return f"{name}.T" if fname == "linear" else f"op({name})"
+
+
 def validate(a, b, c, alpha, beta, trans_a, trans_b, out, fname) -> Problem:
-    A = _describe(a, "a", fname)
-    B = _describe(b, "b", fname)
-    for name, op in (("a", A), ("b", B)):
+    na, nb_, nc, no = operand_names(fname)
+    A = _describe(a, na, fname)
+    B = _describe(b, nb_, fname)
+    for name, op in ((na, A), (nb_, B)):
         if op.ndim not in (2, 3):
             raise ValueError(f"{fname}: {name} has shape {list(op.shape)} (rank {op.ndim}); "
                              "warp_gemm takes 2-D (M, K) or 3-D batched (B, M, K) operands")
     if A.dtype != B.dtype:
-        raise TypeError(f"{fname}: a is {A.dtype}{list(A.shape)} but b is {B.dtype}{list(B.shape)}; "
+        raise TypeError(f"{fname}: {na} is {A.dtype}{list(A.shape)} but {nb_} is {B.dtype}{list(B.shape)}; "
                         "both operands must have the same dtype")
     if A.device is not B.device and str(A.device) != str(B.device):
-        raise ValueError(f"{fname}: a is {A.describe()} but b is {B.describe()}; both must be on one device")
+        raise ValueError(f"{fname}: {na} is {A.describe()} but {nb_} is {B.describe()}; both must be on one device")
     _compat.require_device(A.device)
     if trans_a:
         A = A.transposed()
@@ -77,15 +95,15 @@ def validate(a, b, c, alpha, beta, trans_a, trans_b, out, fname) -> Problem:
     M, K = A.shape[-2:]
     K2, N = B.shape[-2:]
     if K != K2:
-        ta = "op(a)" if trans_a else "a"
-        tb = "op(b)" if trans_b else "b"
+        ta = _op_name(na, fname) if trans_a else na
+        tb = _op_name(nb_, fname) if trans_b else nb_
         raise ValueError(f"{fname}: inner dimensions differ: {ta} is {_shape_str(A)} and {tb} is "
                          f"{_shape_str(B)} ({K} != {K2}) [{A.dtype}]")
     nba = A.shape[0] if A.ndim == 3 else None
     nbb = B.shape[0] if B.ndim == 3 else None
     if nba is not None and nbb is not None and nba != nbb and 1 not in (nba, nbb):
-        raise ValueError(f"{fname}: batch dimensions {nba} (a: {_shape_str(A)}) and {nbb} "
-                         f"(b: {_shape_str(B)}) do not broadcast")
+        raise ValueError(f"{fname}: batch dimensions {nba} ({na}: {_shape_str(A)}) and {nbb} "
+                         f"({nb_}: {_shape_str(B)}) do not broadcast")
     batched = nba is not None or nbb is not None
     nb = max(nba or 1, nbb or 1)
     shape = (nb, M, N) if batched else (M, N)
@@ -93,33 +111,37 @@ def validate(a, b, c, alpha, beta, trans_a, trans_b, out, fname) -> Problem:
 
     C = None
     if c is not None:
-        C = _describe(c, "c", fname)
+        C = _describe(c, nc, fname)
         if C.device is not A.device and str(C.device) != str(A.device):
-            raise ValueError(f"{fname}: c is {C.describe()} but a and b are on {A.device}")
+            raise ValueError(f"{fname}: {nc} is {C.describe()} but {na} and {nb_} are on {A.device}")
         if C.ndim > len(shape) or any(cd not in (1, rd) for cd, rd in zip(C.shape[::-1], shape[::-1])):
-            raise ValueError(f"{fname}: c has shape {list(C.shape)}, which does not broadcast to the result "
+            raise ValueError(f"{fname}: {nc} has shape {list(C.shape)}, which does not broadcast to the result "
                              f"shape {list(shape)}")
 
     if out is not None:
-        D = _describe(out, "out", fname)
+        D = _describe(out, no, fname)
         if D.obj is not out and D.size:  # describe() had to copy it (negative or unaligned numpy strides)
-            raise ValueError(f"{fname}: out ({D.describe()}) has negative or unaligned strides; warp_gemm "
+            raise ValueError(f"{fname}: {no} ({D.describe()}) has negative or unaligned strides; warp_gemm "
                              "writes out in place and cannot write through such a view")
         if D.kind == "numpy" and not out.flags.writeable:
-            raise ValueError(f"{fname}: out ({D.describe()}) is a read-only numpy array")
+            raise ValueError(f"{fname}: {no} ({D.describe()}) is a read-only numpy array")
         if D.size and any(n > 1 and st == 0 for n, st in zip(D.shape, D.strides)):
-            raise ValueError(f"{fname}: out ({D.describe()}, strides {list(D.strides)}) has several elements "
+            raise ValueError(f"{fname}: {no} ({D.describe()}, strides {list(D.strides)}) has several elements "
                              "at one address (a broadcast/expanded view); pass a writable array of its own")
         if tuple(D.shape) != shape:
-            raise ValueError(f"{fname}: out has shape {list(D.shape)}; the result of {_shape_str(A)} @ "
+            raise ValueError(f"{fname}: {no} has shape {list(D.shape)}; the result of {_shape_str(A)} @ "
                              f"{_shape_str(B)} has shape {list(shape)}")
         if D.device is not A.device and str(D.device) != str(A.device):
-            raise ValueError(f"{fname}: out is {D.describe()} but the operands are on {A.device}")
-        for name, op in (("a", A), ("b", B), ("c", C)):
+            raise ValueError(f"{fname}: {no} is {D.describe()} but the operands are on {A.device}")
+        for name, op in ((na, A), (nb_, B), (nc, C)):
             if op is not None and overlaps(D, op):
-                raise ValueError(f"{fname}: out ({D.describe()}) shares memory with {name} "
-                                 f"({op.describe()}); warp_gemm does not compute in place "
-                                 "(pass a separate out)")
+                if op is C and same_memory(D, C):
+                    continue  # out is exactly c (d = alpha * a @ b + beta * d): C is copied first, below
+                why = (f"{no} may be {nc} itself (same memory, shape and strides: an in-place update) but not "
+                       f"another view of its memory" if op is C else
+                       f"warp_gemm does not write over {na} or {nb_} (pass a separate {no})")
+                raise ValueError(f"{fname}: {no} ({D.describe()}) shares memory with {name} ({op.describe()}); "
+                                 f"{why}")
         out_dtype = D.dtype
         result = out
     else:
@@ -127,11 +149,16 @@ def validate(a, b, c, alpha, beta, trans_a, trans_b, out, fname) -> Problem:
         D = None
         result = None
     if C is not None and C.dtype != out_dtype:
-        raise TypeError(f"{fname}: c is {C.dtype}{list(C.shape)} but the result is {out_dtype}; "
-                        "c must have the result's dtype")
+        raise TypeError(f"{fname}: {nc} is {C.dtype}{list(C.shape)} but the result is {out_dtype}; "
+                        f"{nc} must have the result's dtype")
     for name, v in (("alpha", alpha), ("beta", beta)):
         _real(v, name, fname)
 
+    if D is not None and C is not None and D.size and same_memory(D, C) and float(beta) != 0.0:
+        # out is c: every family reads C through its own copy, so no kernel reads an element of C that
+        # another block (or the split-K finish, the peeled edges, the fused GEMV's later groups) has
+        # already overwritten. One extra pass over M x N, on the caller's stream.
+        C = describe(copy_operand(C), nc)
     if D is None:
         result = empty_like_caller(A.kind, A, shape, out_dtype)
         D = describe(result, "out")

@@ -11,9 +11,14 @@ new seed per case), stores them in the layout's order (``tn``: A stored as ``(K,
 and compares each path with the float64 result under :func:`warp_gemm.tools.tolerance.compare`. It prints one
 row per case, a summary line, and returns 0 only if nothing failed (skips are not failures).
 
+On the CPU, ``--backend host`` (the default, as for the library) checks the host BLAS path and
+``--backend tiles`` the Warp tile kernels (the CUDA kernels' CPU twin); the header names the backend and
+every row the kernel family warp_gemm planned.
+
 Usage::
 
-    python -m warp_gemm.check --device cpu --shapes small --dtype float32,float16
+    warp-gemm check --device cpu --shapes small --dtype fp32,fp16
+    warp-gemm check --device cpu --backend tiles --shapes 7x13x97,65x33x129
     warp-gemm check --shapes odd,4096x4096x4096 --layouts nn,tn --json check.json
 """
 
@@ -29,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from warp_gemm.tools import dtypes as dtypes_mod
 from warp_gemm.tools import reference
 from warp_gemm.tools import shapes
 from warp_gemm.tools import tolerance
@@ -49,18 +55,35 @@ def _has_torch() -> bool:
     return True
 
 
+def _warp_cuda() -> bool:
+    from warp_gemm.tools.devices import cuda_count
+
+    try:
+        return cuda_count() > 0
+    except Exception:  # noqa: BLE001 - a Warp that cannot start offers no CUDA device
+        return False
+
+
 def _cuda_available() -> bool:
     """CUDA through torch when installed (it does not import triton), else through Warp."""
     if _has_torch():
         import torch
 
         return torch.cuda.is_available()
-    try:
-        import warp as wp
+    return _warp_cuda()
 
-        return wp.get_cuda_device_count() > 0
-    except Exception:
-        return False
+
+def cuda_problem() -> str | None:
+    """Why ``--device cuda`` cannot run here (one line), or None."""
+    if not _warp_cuda():
+        return "no CUDA device here (Warp sees none); use --device cpu"
+    if _has_torch():
+        import torch
+
+        if not torch.cuda.is_available():
+            return (f"torch {torch.__version__} has no CUDA (a CPU build), and check makes its CUDA operands "
+                    "with torch: install a CUDA build of torch, or use --device cpu")
+    return None
 
 
 def _csv(text: str) -> list[str]:
@@ -72,10 +95,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", choices=("cpu", "cuda"), default=None,
                    help="where to run (default: cuda if available, else cpu)")
+    p.add_argument("--backend", choices=("host", "tiles"), default=None,
+                   help="CPU products: host (the host BLAS, the library's default) or tiles (the Warp tile "
+                        "kernels, warp_gemm.options(cpu_backend='tiles')); on CUDA the Warp kernels always run")
     p.add_argument("--dtype", default=None,
-                   help=f"comma list of {', '.join(tolerance.DTYPES)} (default: all available)")
+                   help=f"comma list of {dtypes_mod.SPELLINGS} (default: fp16, bf16, fp32, fp64 where available)")
     p.add_argument("--shapes", default=None,
-                   help=f"comma list of set names ({', '.join(shapes.SETS)}) or literal MxNxK / BxMxNxK "
+                   help=f"comma list of set names ({', '.join(shapes.SETS)}) or {shapes.FORMAT} "
                         "(default: odd on cuda, small on cpu); 'odd' adds the tile edges of the "
                         "configurations warp_gemm can pick for the device and dtype")
     p.add_argument("--layouts", default=",".join(LAYOUTS),
@@ -87,15 +113,22 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args = p.parse_args(argv)
 
     args.device = args.device or ("cuda" if _cuda_available() else "cpu")
+    if args.device == "cuda":
+        why = cuda_problem()
+        if why:
+            p.exit(2, f"{p.prog}: error: --device cuda: {why}\n")
+        if args.backend == "host":
+            p.error("--backend host is the CPU's host BLAS; on CUDA the Warp kernels run (leave --backend out)")
+    args.backend = args.backend or ("host" if args.device == "cpu" else "cuda")
     args.layouts = _csv(args.layouts)
     bad = [x for x in args.layouts if x not in LAYOUTS]
     if bad:
         p.error(f"unknown layout(s) {', '.join(bad)}; choose from {', '.join(LAYOUTS)}")
     if args.dtype is not None:
-        args.dtype = _csv(args.dtype)
-        bad = [x for x in args.dtype if x not in tolerance.DTYPES]
-        if bad:
-            p.error(f"unknown dtype(s) {', '.join(bad)}; choose from {', '.join(tolerance.DTYPES)}")
+        try:
+            args.dtype = dtypes_mod.parse_list(args.dtype)
+        except ValueError as e:
+            p.error(str(e))
     args.shapes = args.shapes or ("odd" if args.device == "cuda" else "small")
     try:
         shapes.get_set(args.shapes)
@@ -119,6 +152,7 @@ class PathResult:
     nonfinite: int | None = None
     seconds: float | None = None
     reason: str | None = None  # why skipped, or the exception that failed it
+    family: str | None = None  # the kernel family warp_gemm planned (warp_gemm path only)
 
     @classmethod
     def from_comparison(cls, cmp: tolerance.Comparison, seconds: float) -> PathResult:
@@ -193,6 +227,7 @@ class Env:
 
     def dtype_skip(self, dtype: str) -> str | None:
         """Why no path can run ``dtype`` here, or None."""
+        dtype = dtypes_mod.storage(dtype)[0]
         if dtype == "bfloat16" and self.torch is None:
             return "bfloat16 operands need torch (numpy has no bfloat16)"
         if self.device == "cuda" and self.torch is None:
@@ -202,9 +237,11 @@ class Env:
     def header(self, args) -> str:
         triton = "off (--no-triton)" if args.no_triton else (self.triton_why if self.triton_ok else
                                                               f"unavailable: {self.triton_why}")
+        from warp_gemm.tools.explain import backend
+
         return (f"warp-gemm check: device={self.device} warp-lang={self.warp_version} "
                 f"torch={getattr(self.torch, '__version__', None)} triton={triton} seed={args.seed} "
-                f"python={platform.python_version()}")
+                f"python={platform.python_version()}\nbackend: {backend(self.device)}")
 
 
 # --- one case -----------------------------------------------------------------------------------------
@@ -242,7 +279,9 @@ def _error(e: BaseException) -> str:
 
 
 def run_case(env: Env, shape: Shape, dtype: str, layout: str, seed: int, use_triton: bool) -> Case:
+    """One case; ``dtype`` a canonical name (``tf32``: float32 operands, TF32 products allowed, its bound)."""
     case = Case(shape, dtype, layout, seed)
+    dtype, tf32 = dtypes_mod.storage(dtype)
     rng = np.random.default_rng(seed)
     a64, b64 = tolerance.random_operands(shape.M, shape.N, shape.K, dtype, rng, batch=shape.batch)
     ref = reference.float64_gemm(a64, b64)
@@ -257,15 +296,22 @@ def run_case(env: Env, shape: Shape, dtype: str, layout: str, seed: int, use_tri
         case.paths["warp_gemm"] = PathResult("skip", reason="this warp-lang has no bfloat16")
     else:
         out = _nan_out(env, ref.shape, dtype)
+        try:
+            from warp_gemm.tools.explain import family
+
+            fam = family(a, b, trans_a=ta, trans_b=tb, out=out, allow_tf32=tf32)
+        except Exception:  # noqa: BLE001 - the call below reports what is wrong
+            fam = None
         t0 = time.perf_counter()
         try:
-            res = env.gemm(a, b, trans_a=ta, trans_b=tb, out=out)
+            res = env.gemm(a, b, trans_a=ta, trans_b=tb, out=out, allow_tf32=tf32)
             _sync(env)
             dt = time.perf_counter() - t0
             case.paths["warp_gemm"] = PathResult.from_comparison(
-                tolerance.compare(reference.to_float64(res), ref, dtype), dt)
+                tolerance.compare(reference.to_float64(res), ref, dtype, tf32), dt)
         except Exception as e:
             case.paths["warp_gemm"] = PathResult("FAIL", reason=_error(e))
+        case.paths["warp_gemm"].family = fam
 
     # Triton
     if not use_triton:
@@ -278,11 +324,11 @@ def run_case(env: Env, shape: Shape, dtype: str, layout: str, seed: int, use_tri
         t0 = time.perf_counter()
         try:
             # One fixed configuration: autotuning would compile and time ~10 per new (M, N, K).
-            res = reference.triton_gemm(a, b, trans_a=ta, trans_b=tb, tune=False)
+            res = reference.triton_gemm(a, b, trans_a=ta, trans_b=tb, tune=False, allow_tf32=tf32)
             _sync(env)
             dt = time.perf_counter() - t0
             case.paths["triton"] = PathResult.from_comparison(
-                tolerance.compare(reference.to_float64(res), ref, dtype), dt)
+                tolerance.compare(reference.to_float64(res), ref, dtype, tf32), dt)
         except TypeError as e:  # a dtype tl.dot does not take on this device (float64): not a failure
             case.paths["triton"] = PathResult("skip", reason=_error(e))
         except Exception as e:
@@ -299,7 +345,7 @@ def case_shapes(env: Env, names: str, dtype: str) -> list[Shape]:
     tests/test_matmul.py does). Duplicates are dropped."""
     out = shapes.get_set(names)
     if "odd" in _csv(names) and env.tiles is not None:
-        out = out + shapes.tile_edges(sorted(env.tiles(env.device, dtype)))
+        out = out + shapes.tile_edges(sorted(env.tiles(env.device, dtypes_mod.storage(dtype)[0])))
     return list(dict.fromkeys(out))
 
 
@@ -354,19 +400,29 @@ def _cell(r: PathResult) -> str:
 
 def _row(case: Case, width: int) -> str:
     cells = "  ".join(_cell(case.paths[p]) for p in PATHS)
-    return f"{case.shape.id:<{width}}  {case.dtype:<8}  {case.layout:<6}  {cells}"
+    fam = case.paths["warp_gemm"].family or "-"
+    return f"{case.shape.id:<{width}}  {case.dtype:<8}  {case.layout:<6}  {cells}  {fam}"
 
 
 def _header_rows(width: int) -> list[str]:
     sub = "  ".join(f"{'rel_err':>9} {'bound':>7} {'':<4}" for _ in PATHS)
     top = "  ".join(f"{p:<22}" for p in PATHS)
     pre = f"{'shape':<{width}}  {'dtype':<8}  {'layout':<6}  "
-    return [" " * len(pre) + top, pre + sub, "-" * (len(pre) + len(sub))]
+    return [" " * len(pre) + top, pre + sub + "  warp_gemm family", "-" * (len(pre) + len(sub) + 18)]
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the check; returns the exit status (0: no failures, 1: a failure, 2: bad arguments)."""
     args = parse_args(argv)
+    if args.device == "cpu":
+        import warp_gemm
+
+        with warp_gemm.options(cpu_backend=args.backend):
+            return _run(args)
+    return _run(args)
+
+
+def _run(args) -> int:
     use_triton = not args.no_triton
     env = Env(args.device, use_triton)
     dtypes = args.dtype or env.default_dtypes()
@@ -420,6 +476,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{p} skipped: {why}")
         n = counts[p]
         print(f"{p}: {n['pass']} passed, {n['FAIL']} failed, {n['skip']} skipped")
+    fams: dict[str, int] = {}
+    for c in results:
+        f = c.paths["warp_gemm"].family
+        if f is not None:
+            fams[f.split()[0]] = fams.get(f.split()[0], 0) + 1
+    if fams:
+        print("warp_gemm families: " + ", ".join(f"{f} {n}" for f, n in sorted(fams.items())))
     passed = sum(n["pass"] for n in counts.values())
     failed = sum(n["FAIL"] for n in counts.values())
     skipped = sum(n["skip"] for n in counts.values())
@@ -427,7 +490,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{passed} passed, {failed} failed, {skipped} skipped ({len(results)} cases, {elapsed:.1f} s)")
 
     if args.json:
-        doc = {"device": env.device, "seed": args.seed, "shapes": args.shapes, "dtypes": dtypes,
+        doc = {"device": env.device, "backend": args.backend, "seed": args.seed, "shapes": args.shapes, "dtypes": dtypes,
                "layouts": args.layouts, "warp_version": env.warp_version,
                "torch": getattr(env.torch, "__version__", None),
                "triton": env.triton_why if env.triton_ok else None,

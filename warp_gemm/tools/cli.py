@@ -10,6 +10,9 @@ import json
 import os
 import sys
 
+from warp_gemm.tools import dtypes as _dt
+from warp_gemm.tools import shapes as _shapes
+
 
 def _info(args) -> int:
     from warp_gemm import __version__
@@ -52,12 +55,12 @@ def _bench(rest: list[str]) -> int:
 
 
 def _tune(args) -> int:
-    from warp_gemm.tools import shapes as S
     from warp_gemm.config import tables
     from warp_gemm.tools import tune as tuner
+    from warp_gemm.tools.devices import require_cuda
 
-    shapes = S.get_set(args.shapes) if args.shapes else None
-    dtypes = args.dtype or ("fp16,bf16,tf32,fp64" if args.family == "pipelined" else "fp16,bf16,fp32,tf32,fp64")
+    shapes, dtypes = args.shape_list, ",".join(args.dtype_list)
+    require_cuda(args.device, "warp-gemm tune (the CPU uses one configuration)")
     configs = [c.strip() for c in args.configs.split(";") if c.strip()] if args.configs else None
     stream = open(args.rows, "a") if args.rows else None
 
@@ -91,17 +94,20 @@ def _tune(args) -> int:
 
 def _precompile(args) -> int:
     from warp_gemm import _compat
+    from warp_gemm.tools.devices import require_cuda
     from warp_gemm.tools.precompile import job_label, precompile
 
-    archs = [int(a) for a in args.arch.split(",")] if args.arch else None
+    archs = args.arch_list
     if archs and not _compat.HAS_COMPILE_AOT:
         print(f"warp-lang {_compat.WARP_VERSION} has no wp.compile_aot_module (1.9+): compiling on the "
               "current CUDA device instead", file=sys.stderr)
         archs = None
+    if not archs:
+        require_cuda("cuda", "warp-gemm precompile without --arch (it builds for the current CUDA device)")
     layouts = tuple(x.strip().upper() for x in args.layouts.split(","))
     epilogues = tuple(x.strip() for x in args.epilogues.split(","))
     families = tuple(x.strip() for x in args.family.split(","))
-    res = precompile(args.dtype.split(","), archs, workers=args.workers, layouts=layouts, epilogues=epilogues,
+    res = precompile(args.dtype_list, archs, workers=args.workers, layouts=layouts, epilogues=epilogues,
                      module_dir=args.module_dir, k_tail=args.k_tail, families=families)
     failed = [r for r in res if r[2]]
     for job, sec, err in sorted(res, key=lambda r: job_label(r[0])):
@@ -124,11 +130,11 @@ def main(argv: list[str] | None = None) -> int:
                         "block size and blocks per SM; winners in the table's '|pipe' groups), or families "
                         "(the choice between the kernel families, each forced with its own defaults; winners "
                         "in the '|family' groups, which the planner consults before its rules)")
-    t.add_argument("--dtype", default=None, help="default: fp16,bf16,fp32,tf32,fp64 (tiled, families); "
-                   "fp16,bf16,tf32,fp64 (pipelined; exact fp32 on request: the SIMT kernel, planned from 264 "
-                   "output tiles)")
-    t.add_argument("--shapes", default=None, help="shape sets or MxNxK list (default: benchmark sets for tiled, "
-                   "tune-pipe for pipelined, tune-family for families)")
+    t.add_argument("--dtype", default=None, help=f"comma-separated: {_dt.SPELLINGS}; default: fp16,bf16,fp32,tf32,"
+                   "fp64 (tiled, families); fp16,bf16,tf32,fp64 (pipelined; exact fp32 on request: the SIMT "
+                   "kernel, planned from 264 output tiles)")
+    t.add_argument("--shapes", default=None, help=f"comma-separated set names or {_shapes.FORMAT} (default: "
+                   "benchmark sets for tiled, tune-pipe for pipelined, tune-family for families)")
     t.add_argument("--configs", default=None, help="';'-separated candidates to time instead of the default "
                    "list (e.g. 'pipe/128x128x128/s2/b256/o1;pipe/128x128x64/s3/b256/o1'; families: "
                    "'skinny;gemv')")
@@ -140,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("--no-save", action="store_true", help="do not write the tuning cache")
     p = sub.add_parser("precompile", help="build kernels ahead of time into Warp's kernel cache")
     p.add_argument("--arch", default="80,90", help="CUDA archs for offline builds ('' = current device)")
-    p.add_argument("--dtype", default="fp16,bf16,fp32")
+    p.add_argument("--dtype", default="fp16,bf16,fp32", help=f"comma-separated: {_dt.SPELLINGS}")
     p.add_argument("--layouts", default="NN,TN,NT,TT")
     p.add_argument("--epilogues", default="scale,axpby")
     p.add_argument("--workers", type=int, default=None)
@@ -149,10 +155,40 @@ def main(argv: list[str] | None = None) -> int:
                    help="kernel families to build (tiled, pipelined, gemv)")
     p.add_argument("--k-tail", action="store_true", help="also build the kernels for K not a multiple of the "
                    "tile depth (padded CUDA kernels; otherwise such a shape compiles its kernel on first use)")
-    if argv and argv[0] in ("check", "bench"):
-        return _check(argv[1:]) if argv[0] == "check" else _bench(argv[1:])
-    args = ap.parse_args(argv)
-    return {"info": _info, "tune": _tune, "precompile": _precompile}[args.cmd](args)
+    from warp_gemm._compat import UnsupportedWarpError
+    from warp_gemm.tools.devices import Unavailable
+
+    cmd = argv[0] if argv else None
+    try:
+        if cmd in ("check", "bench"):
+            return _check(argv[1:]) if cmd == "check" else _bench(argv[1:])
+        args = ap.parse_args(argv)
+        _parse_lists(args, {"tune": t, "precompile": p}.get(args.cmd))
+        return {"info": _info, "tune": _tune, "precompile": _precompile}[args.cmd](args)
+    except (Unavailable, UnsupportedWarpError) as e:  # a missing device or Warp: one line, no traceback
+        print(f"warp-gemm {cmd}: error: {e}", file=sys.stderr)
+        return 2
+
+
+def _parse_lists(args, parser) -> None:
+    """``--dtype``, ``--shapes`` and ``--arch`` as lists; a bad entry is a usage error naming the format."""
+    if parser is None:
+        return
+    try:
+        if args.cmd == "tune":
+            default = "fp16,bf16,tf32,fp64" if args.family == "pipelined" else "fp16,bf16,fp32,tf32,fp64"
+            args.dtype_list = _dt.parse_list(args.dtype or default)
+            args.shape_list = _shapes.get_set(args.shapes) if args.shapes else None
+        else:
+            args.dtype_list = _dt.parse_list(args.dtype)
+    except ValueError as e:
+        parser.error(str(e))
+    if args.cmd == "precompile":
+        try:
+            args.arch_list = [int(a) for a in args.arch.split(",") if a.strip()] if args.arch else None
+        except ValueError:
+            parser.error(f"--arch {args.arch!r}: expected comma-separated compute capabilities such as 80,90 "
+                         "('' for the current device)")
 
 
 if __name__ == "__main__":

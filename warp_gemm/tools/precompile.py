@@ -22,16 +22,11 @@ from warp_gemm.core import launches
 from warp_gemm.families import tiled
 from warp_gemm.config import choice
 from warp_gemm.config import configs as _config
-
-DTYPE_ALIASES = {"fp16": "float16", "half": "float16", "bf16": "bfloat16", "fp32": "float32",
-                 "tf32": "tf32", "fp64": "float64", "double": "float64"}
-
+from warp_gemm.tools import dtypes as _dtypes
 
 def canon_dtype(name: str) -> str:
-    n = DTYPE_ALIASES.get(name.strip().lower(), name.strip().lower())
-    if n not in ("float16", "bfloat16", "float32", "float64", "tf32"):
-        raise ValueError(f"unknown dtype {name!r}: use fp16, bf16, fp32, tf32 or fp64")
-    return n
+    """The canonical dtype name of one command-line spelling (:mod:`warp_gemm.tools.dtypes`)."""
+    return _dtypes.canon(name)
 
 
 def jobs_for(dtypes: list[str], layouts: tuple[str, ...] = ("NN",), epilogues: tuple[str, ...] = ("scale",),

@@ -33,18 +33,28 @@ def _s(M: int, N: int, K: int, batch: int = 0) -> Shape:
     return Shape(M, N, K, batch)
 
 
+#: How a literal shape is written on a command line.
+FORMAT = "MxNxK or BxMxNxK (e.g. 1023x1025x1027, or 8x512x512x64 for a batch of 8)"
+
+
 def parse_shape(text: str) -> Shape:
-    """Parse ``MxNxK``, ``BxMxNxK`` or an id such as ``M7-N13-K97`` into a :class:`Shape`."""
+    """Parse ``MxNxK``, ``BxMxNxK`` or an id such as ``M7-N13-K97`` into a :class:`Shape`; ValueError naming
+    :data:`FORMAT` otherwise."""
     t = text.strip()
-    if t.upper().startswith(("M", "B")) and "-" in t:
-        parts = {p[0].upper(): int(p[1:]) for p in t.split("-")}
-        return Shape(parts["M"], parts["N"], parts["K"], parts.get("B", 0))
-    dims = [int(x) for x in t.lower().replace("*", "x").split("x")]
-    if len(dims) == 3:
-        return Shape(*dims)
-    if len(dims) == 4:
-        return Shape(dims[1], dims[2], dims[3], dims[0])
-    raise ValueError(f"cannot parse shape {text!r}: expected MxNxK or BxMxNxK")
+    try:
+        if t.upper().startswith(("M", "B")) and "-" in t:
+            parts = {p[0].upper(): int(p[1:]) for p in t.split("-")}
+            shape = Shape(parts["M"], parts["N"], parts["K"], parts.get("B", 0))
+        else:
+            dims = [int(x) for x in t.lower().replace("*", "x").split("x")]
+            if len(dims) not in (3, 4):
+                raise ValueError
+            shape = Shape(*dims) if len(dims) == 3 else Shape(dims[1], dims[2], dims[3], dims[0])
+    except (ValueError, KeyError, IndexError):
+        raise ValueError(f"cannot parse shape {text!r}: expected {FORMAT}") from None
+    if min(shape.M, shape.N, shape.K, shape.batch) < 0:
+        raise ValueError(f"shape {text!r} has a negative size")
+    return shape
 
 
 def tile_edges(tiles: list[tuple[int, int, int]]) -> list[Shape]:
@@ -144,15 +154,19 @@ SETS: dict[str, list[Shape]] = {
 
 
 def get_set(names: str) -> list[Shape]:
-    """Shapes of one or more comma-separated set names or literal shapes (``7x13x97``)."""
+    """Shapes of one or more comma-separated set names or literal shapes (``7x13x97``); ValueError naming the
+    sets and :data:`FORMAT` for anything else."""
     out: list[Shape] = []
     for name in names.split(","):
         name = name.strip()
+        if not name:
+            continue
         if name in SETS:
             out.extend(SETS[name])
         else:
             try:
                 out.append(parse_shape(name))
             except ValueError:
-                raise ValueError(f"unknown shape set {name!r}; known: {', '.join(SETS)}") from None
+                raise ValueError(f"unknown shape {name!r}: expected a set name ({', '.join(SETS)}) or {FORMAT}, "
+                                 "comma-separated") from None
     return out

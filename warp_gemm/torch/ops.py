@@ -38,10 +38,21 @@ _NS = "warp_gemm"
 from ..core.execute import run as _run  # noqa: E402 -- the core: validate -> plan -> execute, no autograd
 
 
-def _core_gemm(a, b, c, alpha, beta, trans_a, trans_b, out, allow_tf32):
+def _core_gemm(a, b, c, alpha, beta, trans_a, trans_b, out, allow_tf32, fname="gemm"):
     """``alpha * op(a) @ op(b) + beta * c`` into ``out`` (or a new tensor) on torch's current stream,
-    without autograd; returns the result tensor."""
-    return _run(a, b, c, alpha, beta, trans_a, trans_b, out, allow_tf32, None, "gemm")
+    without autograd; returns the result tensor. ``fname`` names the caller's function in errors."""
+    return _run(a, b, c, alpha, beta, trans_a, trans_b, out, allow_tf32, None, fname)
+
+
+def _renamed(e: Exception, fname: str) -> Exception:
+    """``e`` (a TypeError/ValueError of the ``warp_gemm::gemm`` operator, which every entry point shares) with
+    its message naming ``fname``, the function the caller called; other exceptions as they are."""
+    msg = str(e)
+    if type(e) in (TypeError, ValueError):
+        for prefix in ("warp_gemm::gemm: ", "gemm: "):
+            if msg.startswith(prefix):
+                return type(e)(f"{fname}: {msg[len(prefix):]}")
+    return e
 
 
 def _core_linear(x2d, weight, bias, activation, out=None, z_out=None):
@@ -55,7 +66,7 @@ def _core_linear(x2d, weight, bias, activation, out=None, z_out=None):
     beta = 1.0 if bias is not None else 0.0
     if z_out is None:
         return _run(x2d, weight, bias, 1.0, beta, False, True, out, False, None, "linear", activation)
-    z = _core_gemm(x2d, weight, bias, 1.0, beta, False, True, z_out, False)
+    z = _core_gemm(x2d, weight, bias, 1.0, beta, False, True, z_out, False, "linear")
     return _elementwise(out if out is not None else torch.empty_like(z), z, activation)
 
 
@@ -110,12 +121,12 @@ def _act_name(arg: str):
 # --- shapes (shared by the real and fake implementations) ---------------------------------------------
 def _gemm_shape(a, b, c, trans_a, trans_b):
     for name, t in (("a", a), ("b", b)):
-        torch._check(t.dim() in (2, 3), lambda: f"warp_gemm::gemm: {name} has shape {list(t.shape)}; "
-                     "warp_gemm takes 2-D (M, K) or 3-D batched (B, M, K) operands")
-    torch._check(a.dtype == b.dtype, lambda: f"warp_gemm::gemm: a is {a.dtype} but b is {b.dtype}")
+        torch._check_value(t.dim() in (2, 3), lambda: f"warp_gemm::gemm: {name} has shape {list(t.shape)}; "
+                           "warp_gemm takes 2-D (M, K) or 3-D batched (B, M, K) operands")
+    torch._check_type(a.dtype == b.dtype, lambda: f"warp_gemm::gemm: a is {a.dtype} but b is {b.dtype}")
     M, K = (a.shape[-1], a.shape[-2]) if trans_a else (a.shape[-2], a.shape[-1])
     K2, N = (b.shape[-1], b.shape[-2]) if trans_b else (b.shape[-2], b.shape[-1])
-    torch._check(K == K2, lambda: f"warp_gemm::gemm: inner dimensions differ ({K} != {K2})")
+    torch._check_value(K == K2, lambda: f"warp_gemm::gemm: inner dimensions differ ({K} != {K2})")
     nba = a.shape[0] if a.dim() == 3 else None
     nbb = b.shape[0] if b.dim() == 3 else None
     if nba is None and nbb is None:
@@ -125,7 +136,7 @@ def _gemm_shape(a, b, c, trans_a, trans_b):
     elif nbb is None or nbb == 1:
         nb = nba
     else:
-        torch._check(nba == nbb, lambda: f"warp_gemm::gemm: batch dimensions {nba} and {nbb} do not broadcast")
+        torch._check_value(nba == nbb, lambda: f"warp_gemm::gemm: batch dimensions {nba} and {nbb} do not broadcast")
         nb = nba
     return (nb, M, N)
 
@@ -220,13 +231,16 @@ def _keeps_preact(activation: str, save_preact: bool) -> bool:
 
 # --- warp_gemm::linear ----------------------------------------------------------------------------------
 def _linear_shapes(x, weight, bias):
-    torch._check(weight.dim() == 2, lambda: f"warp_gemm::linear: weight must be 2-D, got {list(weight.shape)}")
-    torch._check(x.dim() >= 1, lambda: "warp_gemm::linear: x must have at least one dimension")
-    torch._check(x.shape[-1] == weight.shape[1], lambda: f"warp_gemm::linear: x has {x.shape[-1]} features but "
-                 f"weight has shape {list(weight.shape)}")
+    """The result's shape; ValueError (torch._check_value, also while tracing) naming x, weight and bias."""
+    torch._check_value(weight.dim() == 2, lambda: f"linear: weight has shape {list(weight.shape)}; expected 2-D "
+                       "(out_features, in_features)")
+    torch._check_value(x.dim() >= 1, lambda: "linear: x must have at least one dimension")
+    torch._check_value(x.shape[-1] == weight.shape[1], lambda: f"linear: x has shape {list(x.shape)} ({x.shape[-1]} "
+                       f"in_features) but weight has shape {list(weight.shape)} ({weight.shape[1]} in_features)")
     if bias is not None:
-        torch._check(bias.dim() <= 1 and bias.numel() in (1, weight.shape[0]),
-                     lambda: f"warp_gemm::linear: bias has shape {list(bias.shape)}; expected ({weight.shape[0]},)")
+        torch._check_value(bias.dim() <= 1 and bias.numel() in (1, weight.shape[0]),
+                           lambda: f"linear: bias has shape {list(bias.shape)}; expected ({weight.shape[0]},) for "
+                           f"weight of shape {list(weight.shape)}")
     return tuple(x.shape[:-1]) + (weight.shape[0],)
 
 
@@ -331,9 +345,12 @@ def gemm(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, trans_a: bool =
     """``alpha * op(a) @ op(b) + beta * c`` on torch tensors through the ``warp_gemm::gemm`` operator
     (traceable by torch.compile / torch.export, differentiable). Shapes as :func:`warp_gemm.gemm`."""
     args = (a, b, c, float(alpha), float(beta), bool(trans_a), bool(trans_b), bool(allow_tf32))
-    if _direct(a, b, c):
-        return _gemm_impl(*args)
-    return torch.ops.warp_gemm.gemm(*args)
+    try:
+        if _direct(a, b, c):
+            return _gemm_impl(*args)
+        return torch.ops.warp_gemm.gemm(*args)
+    except (TypeError, ValueError) as e:
+        raise _renamed(e, "gemm") from None
 
 
 def matmul(a, b, *, allow_tf32: bool = False) -> torch.Tensor:
@@ -343,16 +360,19 @@ def matmul(a, b, *, allow_tf32: bool = False) -> torch.Tensor:
     strides allow, else torch copies the broadcast operand) and the result is viewed back. Gradients
     flow through the views, so broadcast dimensions are summed by torch's own expand backward."""
     tf32 = bool(allow_tf32)
-    if a.dim() in (2, 3) and b.dim() in (2, 3):
-        if _direct(a, b):
-            return _gemm_impl(a, b, None, 1.0, 0.0, False, False, tf32)
-        return torch.ops.warp_gemm.gemm(a, b, None, 1.0, 0.0, False, False, tf32)
-    from warp_gemm.core.broadcast import matmul_shapes
+    try:
+        if a.dim() in (2, 3) and b.dim() in (2, 3):
+            if _direct(a, b):
+                return _core_gemm(a, b, None, 1.0, 0.0, False, False, None, tf32, "matmul")
+            return torch.ops.warp_gemm.gemm(a, b, None, 1.0, 0.0, False, False, tf32)
+        from warp_gemm.core.broadcast import matmul_shapes
 
-    plan = matmul_shapes(a.shape, a.stride(), b.shape, b.stride())
-    a2 = (a.unsqueeze(0) if a.dim() == 1 else a).expand(plan.a.expand_shape).reshape(plan.a.shape)
-    b2 = (b.unsqueeze(-1) if b.dim() == 1 else b).expand(plan.b.expand_shape).reshape(plan.b.shape)
-    return torch.ops.warp_gemm.gemm(a2, b2, None, 1.0, 0.0, False, False, tf32).reshape(plan.result_shape)
+        plan = matmul_shapes(a.shape, a.stride(), b.shape, b.stride())
+        a2 = (a.unsqueeze(0) if a.dim() == 1 else a).expand(plan.a.expand_shape).reshape(plan.a.shape)
+        b2 = (b.unsqueeze(-1) if b.dim() == 1 else b).expand(plan.b.expand_shape).reshape(plan.b.shape)
+        return torch.ops.warp_gemm.gemm(a2, b2, None, 1.0, 0.0, False, False, tf32).reshape(plan.result_shape)
+    except (TypeError, ValueError) as e:
+        raise _renamed(e, "matmul") from None
 
 
 def _exporting() -> bool:
@@ -373,7 +393,10 @@ def linear(x, weight, bias=None, *, activation: Optional[str] = None) -> torch.T
     (None, "relu", "gelu", "gelu_tanh", "silu", "tanh"); ``x`` may have any number of leading dims.
     An unknown activation raises ValueError naming it."""
     act = _act_arg(activation)
-    if _direct(x, weight, bias):
-        return _linear_forward(x, weight, bias, act, False)[0]
-    y, _ = torch.ops.warp_gemm.linear(x, weight, bias, act, _wants_grad(x, weight, bias))
+    try:
+        if _direct(x, weight, bias):
+            return _linear_forward(x, weight, bias, act, False)[0]
+        y, _ = torch.ops.warp_gemm.linear(x, weight, bias, act, _wants_grad(x, weight, bias))
+    except (TypeError, ValueError) as e:
+        raise _renamed(e, "linear") from None
     return y
