@@ -9,24 +9,24 @@ from ... import _compat
 from ...config import configs as _config
 from ...config import tables
 from ...config.configs import PipeConfig
+from .launch import applies
+from .spec import PAD_AB, PAD_C, SMEM_LIMIT, default_spec, smem_bytes, tiny_batched, unfit
 
 
 def choose_pipe_spec(dev, in_dtype: str, out_dtype: str, tf32: bool, layout: str, epilogue: str, M: int, N: int,
                      K: int, batch: int, activation: str | None = None, forced: PipeConfig | None = None):
-    """The pipelined family's kernel for one problem: ``pipelined.default_spec`` (the measured H100 choices),
+    """The pipelined family's kernel for one problem: ``default_spec`` (the measured H100 choices),
     with a configuration's fields applied over it (:func:`pipe_spec`): ``forced`` (``Options.pipe_config``:
     raises ValueError where its kernel does not fit), else on CUDA the tuned winner of the problem's bucket
     (``tables.lookup_pipe``), kept only where its kernel fits (else the default stands). Both lookups are
     memoized, and a repeated call does not plan at all (core/execute.py's call plans)."""
-    from warp_gemm.families import pipelined
-
-    spec = pipelined.default_spec(in_dtype, out_dtype, tf32=tf32, layout=layout, epilogue=epilogue, chunk=16,
+    spec = default_spec(in_dtype, out_dtype, tf32=tf32, layout=layout, epilogue=epilogue, chunk=16,
                                   device_is_cpu=dev.is_cpu, M=M, N=N, batch=batch, K=K,
                                   sm_count=_compat.sm_count(dev) if not dev.is_cpu else 132, activation=activation)
     if forced is not None:
         tuned = pipe_spec(spec, forced, dev.is_cpu)
         if tuned is None:
-            raise ValueError(f"pipe_config {forced}: {pipelined.unfit(_with_pipe_config(spec, forced, dev.is_cpu))} "
+            raise ValueError(f"pipe_config {forced}: {unfit(_with_pipe_config(spec, forced, dev.is_cpu))} "
                              f"({in_dtype}{' tf32' if tf32 else ''}, layout {layout})")
         return tuned
     if not dev.is_cpu:
@@ -37,23 +37,21 @@ def choose_pipe_spec(dev, in_dtype: str, out_dtype: str, tf32: bool, layout: str
 
 
 def _with_pipe_config(spec, cfg: PipeConfig, device_is_cpu: bool):
-    from warp_gemm.families import pipelined
-
     fields = cfg.fields()
     if cfg.simt or cfg.mma:  # snippet products: padded A/B rows (bank-conflict-free), the accumulator in registers
-        fields.update(pad_ab=pipelined.PAD_AB.get(spec.in_dtype, 0), pad_c=0)
+        fields.update(pad_ab=PAD_AB.get(spec.in_dtype, 0), pad_c=0)
     if cfg.wgmma:  # unpadded core-matrix stages, the accumulator in registers
         fields.update(pad_ab=0, pad_c=0)
     if not (cfg.simt or cfg.mma or cfg.wgmma) and (spec.simt or spec.mma or spec.wgmma) and not device_is_cpu:
         # a tile_matmul configuration over a snippet default: tile_matmul's paddings (shared accumulator)
-        fields.update(pad_ab=pipelined.PAD_AB[spec.in_dtype], pad_c=pipelined.PAD_C[spec.acc_dtype])
+        fields.update(pad_ab=PAD_AB[spec.in_dtype], pad_c=PAD_C[spec.acc_dtype])
         if spec.in_dtype == "float32" and not spec.tf32:  # exact fp32 through tile_matmul: dense, register acc
             fields.update(pad_ab=0, pad_c=0)
     if device_is_cpu:  # one thread per block on the CPU (default_spec's CPU spec); no launch bound
         fields.update(block_dim=spec.block_dim, min_blocks=0)
         # persistent tile_matmul blocks re-zero a shared accumulator: give it one (simt/mma: registers)
         if cfg.persistent and not spec.pad_c and not (cfg.simt or cfg.mma):
-            fields.update(pad_c=pipelined.PAD_C[spec.acc_dtype])
+            fields.update(pad_c=PAD_C[spec.acc_dtype])
     return replace(spec, **fields)
 
 
@@ -61,12 +59,10 @@ def _with_pipe_config(spec, cfg: PipeConfig, device_is_cpu: bool):
 def pipe_spec(spec, cfg: PipeConfig, device_is_cpu: bool = False):
     """``spec`` (a ``pipelined.PipeSpec``) with ``cfg``'s tile shape, stages, block size and blocks per SM
     (dtypes, layouts, epilogue, paddings and chunk kept), or None where that kernel does not fit: more
-    shared memory than ``pipelined.SMEM_LIMIT`` or a spec the family refuses (``pipelined.unfit``). On the
+    shared memory than ``pipelined.SMEM_LIMIT`` or a spec the family refuses (``unfit``). On the
     CPU the block stays ``spec``'s (one thread) and there is no launch bound."""
-    from warp_gemm.families import pipelined
-
     out = _with_pipe_config(spec, cfg, device_is_cpu)
-    return None if pipelined.unfit(out) else out
+    return None if unfit(out) else out
 
 
 def candidate_pipe_configs(dtype: str, tf32: bool = False) -> list[PipeConfig]:
@@ -74,11 +70,9 @@ def candidate_pipe_configs(dtype: str, tf32: bool = False) -> list[PipeConfig]:
     around the measured bests) whose CUDA kernel fits in every layout: shared memory within
     ``pipelined.SMEM_LIMIT`` with the dtype's default paddings, and the family's checks. Exact float32: the
     SIMT kernel's (the planner's choice for its large problems on CUDA)."""
-    from warp_gemm.families import pipelined
-
     out = []
     for cfg in _config.pipe_candidate_list(dtype, tf32):
-        if all(pipe_spec(pipelined.default_spec(dtype, tf32=tf32, layout=lay), cfg) is not None
+        if all(pipe_spec(default_spec(dtype, tf32=tf32, layout=lay), cfg) is not None
                for lay in ("NN", "NT", "TN", "TT")):
             out.append(cfg)
     return out
@@ -121,7 +115,6 @@ def tiny_takes(ctx) -> bool:
     """Batched 16-bit products of 17-32 output sides with 16-byte-aligned rows: the 32x32 tiles here beat the
     small family's (``tiny_batched``; 4096 x 32^3 20.2 us cold L2 against 27.2, H100)."""
     from ...core.operands import _max_chunk
-    from . import applies, tiny_batched
 
     p, b = ctx.p, ctx.base
     return (ctx.want is None and not ctx.dev.is_cpu and tiny_batched(p.in_dtype, b.M, b.N, p.K, p.batch)
@@ -134,7 +127,6 @@ def plan(ctx):
     whose rows are not 16-byte aligned are first staged into aligned copies: fp16 4095^3 ran at 138 TFLOP/s
     staged against 18 with 2-byte synchronous copies, tf32 77 against 46 with 4-byte cp.async (H100)."""
     from ...core.operands import _max_chunk
-    from . import SMEM_LIMIT, applies, smem_bytes
 
     p, base, opts, dev, want, tf32 = ctx.p, ctx.base, ctx.opts, ctx.dev, ctx.want, ctx.tf32
     M, N, K = base.M, base.N, p.K
