@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import threading
 
-import numpy as np
 import warp as wp
 
 from warp_gemm import _compat
@@ -20,9 +19,13 @@ from warp_gemm.config import tables
 from warp_gemm.core import launches
 from warp_gemm.core.launches import convert, fill
 from warp_gemm.core.lru import LRU
-from warp_gemm.core.operands import ITEMSIZE, Operand, _torch, layout_view, raw_view, torch_dtype, wp_view
+from warp_gemm.core.operands import ITEMSIZE, Operand, _torch, layout_view, torch_dtype, wp_view
 from warp_gemm.core.options import options
+from warp_gemm.core.fastpath import (_described_in_place, _fast, _fast_key, _keep_fast, _NewResult,  # noqa: F401
+                                      _ptr, _replay, _warp_stream)
 from warp_gemm.core.plan import Plan, make_plan
+from warp_gemm.core.workspaces import _staged, _zeroed_ints, workspace
+from warp_gemm.families.host.call import _HostCall
 from warp_gemm.core.problem import Problem, validate
 from warp_gemm.families import registry as families
 from warp_gemm.families.base import Env
@@ -109,7 +112,6 @@ def _replay_stream(p: Problem):
 # Sized for a few hundred operand sets in rotation (the benchmark runner cycles up to 200 to defeat the
 # L2 cache; a pipeline of buffers does the same): a plan is a few hundred bytes.
 _plans = LRU(1024)
-_fast = LRU(2048)  # the same launches under the calls' raw signatures (see "the fast path" below)
 
 
 def clear_plans() -> None:
@@ -129,166 +131,40 @@ def _plan_key(p: Problem, alpha: float, beta: float, allow_tf32: bool, config, o
             activation, os.environ.get("WARP_GEMM_CACHE_DIR"))
 
 
-# --- the fast path: a repeated call skips validation too ---------------------------------------------------
-# A call plan's key is built from the validated Problem; building that Problem (describing every operand,
-# checking shapes, dtypes, devices and aliasing) was ~70% of a replayed call's host time (cProfile, CPU
-# tiles backend, 64^3 torch operands with out: 16 us per call of which validate 11). The outcome of
-# validation and planning is a function of what ``_sig`` reads from each container (pointer, shape,
-# strides, dtype, device) and of the scalars and options, so a call whose raw signature equals that of
-# an earlier call that was validated, planned and kept replays the same launches (on the CPU's BLAS: runs
-# the kept non-owning NumPy views, _HostCall). Only plain wp.array, torch.Tensor/Parameter and
-# numpy.ndarray operands that validation used as they are (no conj/neg or negative-stride copy) take it;
-# subclasses, scalars of other types and every first call take the full path.
-class _NewResult:
-    """How validate made the result of a call without ``out`` (a plain empty array of the caller's kind)."""
-
-    __slots__ = ("kind", "shape", "dtype", "device")
-
-    def __init__(self, p: Problem):
-        self.kind, self.shape, self.dtype = p.D.kind, tuple(p.D.shape), p.D.dtype
-        self.device = p.result.device
-
-    def allocate(self):
-        if self.kind == "torch":
-            return _torch().empty(self.shape, dtype=torch_dtype(self.dtype), device=self.device)
-        if self.kind == "numpy":
-            return np.empty(self.shape, dtype=self.dtype)
-        return wp.empty(self.shape, dtype=WP_DTYPES[self.dtype], device=self.device)
 
 
-def _sig(x):
-    """What validation and planning read from one operand, cheaply; None: not a fast-path operand."""
-    f = _SIGS.get(type(x))
-    if f is None:
-        f = _sig_of_type(type(x))
-    return f(x)
 
 
-def _sig_wp(x):
-    return (x.ptr, x.shape, x.strides, x.dtype, x.device.alias)
 
 
-def _sig_np(x):
-    return (x.__array_interface__["data"][0], x.shape, x.strides, x.dtype, x.flags.writeable)
 
 
-def _sig_torch(x):
-    return (x.data_ptr(), x.shape, x.stride(), x.dtype, x.device, x.is_neg())
 
 
-def _no_sig(x):
-    return None
 
 
-_SIGS = {wp.array: _sig_wp, np.ndarray: _sig_np}
 
 
-def _sig_of_type(t):
-    """The signature function for operands of type ``t`` (torch's types are known once torch is loaded;
-    anything else -- subclasses included -- takes the full path)."""
-    torch = _torch()
-    if torch is not None and t in (torch.Tensor, torch.nn.Parameter):
-        _SIGS[t] = _sig_torch
-        return _sig_torch
-    if torch is None:
-        return _no_sig  # not cached: torch may be imported later
-    _SIGS[t] = _no_sig
-    return _no_sig
 
 
-def _ptr(x) -> int:
-    if type(x) is wp.array:
-        return x.ptr
-    return x.__array_interface__["data"][0] if type(x) is np.ndarray else x.data_ptr()
 
 
-_SCALARS = (float, int)
 
 
-def _fast_key(a, b, c, out, alpha, beta, trans_a, trans_b, allow_tf32, config, opts, activation):
-    """``(key, stream)`` of a call that may take the fast path, or None."""
-    if not (opts.record_launches and _compat.HAS_RECORD_CMD) or type(alpha) not in _SCALARS \
-            or type(beta) not in _SCALARS or type(trans_a) is not bool or type(trans_b) is not bool:
-        return None
-    sa, sb = _sig(a), _sig(b)
-    if sa is None or sb is None:
-        return None
-    sc = so = None
-    if c is not None and (sc := _sig(c)) is None:
-        return None
-    if out is not None and (so := _sig(out)) is None:
-        return None
-    if type(a) is np.ndarray:
-        return _key_tuple(sa, sb, sc, so, alpha, beta, trans_a, trans_b, allow_tf32, config, opts, activation,
-                          None), None
-    dev = a.device
-    if type(a) is wp.array:
-        if dev.is_cpu:
-            stream = None
-        elif type(b) is wp.array and (out is None or type(out) is wp.array):
-            stream = dev.stream
-            if stream is None:  # a context another thread is still initialising: the full path waits
-                return None
-        else:
-            return None  # mixed containers: the full path decides the stream
-        handle = None if stream is None else stream.cuda_stream
-    elif dev.type == "cuda":
-        stream = _torch_stream(dev.index)
-        if stream is None:
-            return None
-        handle = stream.cuda_stream
-    else:
-        stream = handle = None
-    return _key_tuple(sa, sb, sc, so, alpha, beta, trans_a, trans_b, allow_tf32, config, opts, activation,
-                      handle), stream
 
 
-def _key_tuple(sa, sb, sc, so, alpha, beta, trans_a, trans_b, allow_tf32, config, opts, activation, handle):
-    return ("fast", sa, sb, sc, so, alpha, beta, trans_a, trans_b, bool(allow_tf32), config, opts, activation,
-            _cache_dir_env(), handle, threading.get_ident())
 
 
-# The tuning-cache directory variable, read without os.environ.get's per-call key encoding (~1 us on the
-# H100 host): CPython's os.environ keeps its encoded items in ``_data`` (updated by every assignment
-# through os.environ, monkeypatch.setenv included); elsewhere the plain lookup.
-_ENV_DATA = getattr(os.environ, "_data", None)
-_ENV_KEY = os.environ.encodekey("WARP_GEMM_CACHE_DIR") if hasattr(os.environ, "encodekey") else None
 
 
-def _cache_dir_env():
-    if _ENV_DATA is not None and _ENV_KEY is not None:
-        return _ENV_DATA.get(_ENV_KEY)
-    return os.environ.get("WARP_GEMM_CACHE_DIR")
 
 
-def _torch_stream(index: int):
-    """The Warp stream over torch's current stream on CUDA device ``index`` where the full path has made
-    one (``_warp_stream``), else None: the first call on a stream takes the full path, which also
-    initialises Warp (a Warp stream cannot be made before Warp is)."""
-    return _streams.peek((index, _torch()._C._cuda_getCurrentRawStream(index)))
 
 
-def _described_in_place(p: Problem, a, b, c, out) -> bool:
-    """Whether validation described every operand as the caller's own object (no resolution copy)."""
-    return p.A.obj is a and p.B.obj is b and (c is None or (p.C is not None and p.C.obj is c)) and \
-        (out is None or p.D.obj is out)
 
 
-def _replay(entry, stream, a, b, c, out) -> None:
-    if type(entry) is _HostCall:
-        entry.run(a, b, c, out)
-    else:
-        launches.replay(entry, stream)
 
 
-def _keep_fast(fk: tuple, p: Problem, out, cmds: tuple) -> None:
-    """Keep ``cmds`` under the fast key: for a call with ``out`` directly; for one without, the recipe of
-    its result and, per result address, the launches."""
-    if out is not None:
-        _fast.put(fk, cmds)
-    elif _sig(p.result) is not None:
-        _fast.put(fk, _NewResult(p))
-        _fast.put((fk, p.D.ptr), cmds)
 
 
 # --- device and stream scope, temporaries ---------------------------------------------------------------
@@ -303,19 +179,8 @@ def _stream_scope(p: Problem):
     return wp.ScopedDevice(p.A.device)
 
 
-# Warp stream wrappers of torch streams, by (device, CUDA stream handle): wp.stream_from_torch builds and
-# registers a new wp.Stream on every call. A cached wrapper keeps its torch stream object alive, so
-# the handle cannot be recycled for another stream while it is cached.
-_streams = LRU(64)
 
 
-def _warp_stream(ts):
-    key = (ts.device.index, ts.cuda_stream)
-    s = _streams.get(key)
-    if s is None:
-        s = wp.stream_from_torch(ts)
-        _streams.put(key, s)
-    return s
 
 
 def _allocator(device, torch_stream: bool, log: list):
@@ -445,144 +310,22 @@ def _launch_all(todo, dev) -> None:
 
 
 
-# --- cached workspaces -------------------------------------------------------------------------------------
-# One growing buffer per (device, stream, slot, thread): a call whose family needs a workspace gets a
-# plan like any other (no allocation per call, the same address each time). Kernels on one stream run
-# in order, so one thread's calls on that stream can share it; two threads on one stream cannot (their
-# launches interleave: one call's fill, another's GEMM, ...), nor can two threads on the CPU, whose
-# kernels run in the calling thread -- hence the thread in the key (and in the call plans' keys). A
-# buffer outgrown is kept (never freed: a captured CUDA graph may still name it), so the memory held
-# is under twice the largest workspace used, per thread.
-_workspaces: dict = {}
-_retired: list = []
-_ws_lock = threading.Lock()
 
 
-def _staged(views, which, dtype: str, dev):
-    """``views`` (A, B) with those ``which`` selects copied into cached buffers whose rows start on 16-byte
-    boundaries (same shapes; one launch for both), the others as they are."""
-    item = ITEMSIZE[dtype]
-    out, jobs = [], []
-    for view, slot, on in zip(views, ("stage_a", "stage_b"), which):
-        if not on:
-            out.append(view)
-            continue
-        nb, r, c = view.shape
-        cp = -(-c * item // 16) * 16 // item
-        buf = workspace(dev, (nb, r, cp), dtype, slot)
-        jobs.append((buf, view))
-        out.append(raw_view(buf.ptr, buf.dtype, (nb, r, c), (r * cp * item, cp * item, item), dev))
-    launches.stage(jobs, dtype)  # 16-byte stores (4x the element-per-thread copy's rate, H100)
-    return tuple(out)
 
 
-def _cached_buffer(dev, nbytes: int, slot: str, zeroed: bool = False):
-    """This device, current stream, slot and thread's cached buffer (float32 words) of at least ``nbytes``: grown to
-    at least twice its old size when too small, the old one kept (see above). ``zeroed``: allocated zero, for the
-    slots whose kernels leave them zero (the fused GEMV's counters, stream-K's flags); a slot is always used one
-    way."""
-    stream = 0 if dev.is_cpu else wp.get_stream(dev).cuda_stream
-    key = (dev.alias, stream, slot, threading.get_ident())
-    with _ws_lock:
-        buf = _workspaces.get(key)
-        if buf is None or buf.capacity < nbytes:
-            if buf is not None:
-                _retired.append(buf)
-            words = max(nbytes, 2 * (buf.capacity if buf is not None else 0)) // 4
-            buf = (wp.zeros if zeroed else wp.empty)(words, dtype=wp.float32, device=dev)
-            _workspaces[key] = buf
-    return buf
 
 
-def workspace(dev, shape: tuple, dtype: str, slot: str = "ws"):
-    """A Warp array of ``shape``/``dtype`` over this device and current stream's cached workspace
-    ``slot`` (one call's temporaries take different slots)."""
-    nbytes = max(1, -(-__import__("math").prod(shape) * ITEMSIZE[dtype] // 256) * 256)
-    buf = _cached_buffer(dev, nbytes, slot)
-    item = ITEMSIZE[dtype]
-    strides = tuple(int(__import__("math").prod(shape[i + 1:])) * item for i in range(len(shape)))
-    return raw_view(buf.ptr, WP_DTYPES[dtype], tuple(shape), strides, dev)
 
 
-def _zeroed_ints(dev, n: int, slot: str):
-    """``n`` int32 zeros of this device, stream, slot and thread (:func:`_cached_buffer`, allocated zero): the
-    kernels that use them (fused GEMV bands, stream-K) leave them zero."""
-    buf = _cached_buffer(dev, max(1, -(-n * 4 // 256) * 256), slot, zeroed=True)
-    return raw_view(buf.ptr, wp.int32, (n,), (4,), dev)
 
 
-class _HostCall:
-    """One product on the CPU's BLAS (kernels/host.py) on zero-copy views of the operands' memory: torch's
-    for all-torch calls, NumPy's otherwise (bfloat16 as its raw bits); the problem's own orientation (no
-    layout swap: BLAS takes any strides). Kept by the fast path like a call's launches: the views of A,
-    B and C are non-owning (``_np_raw``), valid for any later call whose operands have the same
-    signature (same memory, shapes, strides, dtypes); the output is viewed per call."""
-
-    __slots__ = ("torch", "A", "B", "C", "D", "alpha", "beta", "in_dtype", "out_dtype", "activation")
-
-    def __init__(self, p: Problem, alpha: float, beta: float, activation):
-        ops = (p.A, p.B, p.C)
-        self.torch = all(op is None or op.kind == "torch" for op in (*ops, p.D))
-        self.A, self.B, self.C = ((None if op is None else (op.shape, op.strides) if self.torch else _np_raw(op))
-                                  for op in ops)
-        self.D = (p.D.shape, p.D.strides)
-        self.alpha, self.beta, self.activation = alpha, beta, activation
-        self.in_dtype, self.out_dtype = p.in_dtype, p.out_dtype
-
-    def run(self, a, b, c, out) -> None:
-        """The product of this call's operand objects into ``out`` (their memory is what the views
-        describe: the fast path's key guarantees it)."""
-        from warp_gemm.families import host
-
-        if self.torch:
-            A, B, C, D = (None if x is None else x.as_strided(*v) for x, v in ((a, self.A), (b, self.B), (c, self.C),
-                                                                               (out, self.D)))
-            host.run_torch(A, B, C, D, self.alpha, self.beta)
-            if self.activation is not None:
-                D.copy_(epilogue.reference(self.activation, D.double()))
-            return
-        D = _np_out(out, self.D, self.out_dtype)
-        host.run_numpy(self.A, self.B, self.C, D, self.alpha, self.beta, self.in_dtype, self.out_dtype)
-        _host_activation(D, self.activation, self.out_dtype)
 
 
-def _np_out(obj, d, dtype: str):
-    """A NumPy view of the output object ``obj`` with D's shape and element strides ``d``."""
-    shape, strides = d
-    if type(obj) is np.ndarray:
-        base = obj
-    elif dtype != "bfloat16" and type(obj) is wp.array:
-        base = obj.numpy()
-    else:
-        base = None
-    item = ITEMSIZE[dtype]
-    if base is not None and base.shape == shape and tuple(x // item for x in base.strides) == strides:
-        return base
-    return _np_raw(Operand("numpy", None, dtype, shape, strides, _ptr(obj), None))
 
 
-def _host_activation(D, activation, out_dtype: str) -> None:
-    """The activation over the NumPy result ``D``: float64 formulas on the CPU, rounded once."""
-    from warp_gemm.families import host
-
-    if activation is None:
-        return
-    if out_dtype == "bfloat16":
-        D[...] = host.f32_to_bf16_bits(epilogue.reference(activation, host.bf16_bits_to_f32(D).astype("float64")))
-    else:
-        D[...] = epilogue.reference(activation, D.astype("float64"))
 
 
-def _np_raw(op: Operand):
-    """A non-owning NumPy array over ``op``'s CPU memory (shape and strides as described)."""
-    import ctypes
-
-    dt = np.uint16 if op.dtype == "bfloat16" else np.dtype(op.dtype)
-    if op.size == 0:
-        return np.empty(op.shape, dt)
-    lo, hi = op.span()
-    buf = (ctypes.c_char * (hi - lo)).from_address(lo)
-    return np.ndarray(op.shape, dt, buffer=buf, strides=tuple(s * ITEMSIZE[op.dtype] for s in op.strides))
 
 
 

@@ -304,3 +304,10 @@ def _layout(op: Operand, widen: bool) -> tuple[str, bool]:
     return lay, not (ptr % 16 or strides[1] % 16 or (shape[0] > 1 and strides[0] % 16))
 
 
+
+
+def data_ptr(x) -> int:
+    """The address of a plain ``wp.array``, ``numpy.ndarray`` or torch tensor's first element."""
+    if type(x) is wp.array:
+        return x.ptr
+    return x.__array_interface__["data"][0] if type(x) is np.ndarray else x.data_ptr()

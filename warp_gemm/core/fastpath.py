@@ -1,0 +1,198 @@
+"""The fast path: a repeated call skips validation and planning and replays what an equal earlier call recorded."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import numpy as np
+import warp as wp
+
+from warp_gemm import _compat
+from warp_gemm.core import launches
+from warp_gemm.core.lru import LRU
+from warp_gemm.core.operands import _torch, data_ptr as _ptr, torch_dtype
+from warp_gemm.core.problem import Problem
+from warp_gemm.families.common.kernels import WP_DTYPES
+from warp_gemm.families.host.call import _HostCall
+
+
+# --- the fast path: a repeated call skips validation too ---------------------------------------------------
+# A call plan's key is built from the validated Problem; building that Problem (describing every operand,
+# checking shapes, dtypes, devices and aliasing) was ~70% of a replayed call's host time (cProfile, CPU
+# tiles backend, 64^3 torch operands with out: 16 us per call of which validate 11). The outcome of
+# validation and planning is a function of what ``_sig`` reads from each container (pointer, shape,
+# strides, dtype, device) and of the scalars and options, so a call whose raw signature equals that of
+# an earlier call that was validated, planned and kept replays the same launches (on the CPU's BLAS: runs
+# the kept non-owning NumPy views, _HostCall). Only plain wp.array, torch.Tensor/Parameter and
+# numpy.ndarray operands that validation used as they are (no conj/neg or negative-stride copy) take it;
+# subclasses, scalars of other types and every first call take the full path.
+class _NewResult:
+    """How validate made the result of a call without ``out`` (a plain empty array of the caller's kind)."""
+
+    __slots__ = ("kind", "shape", "dtype", "device")
+
+    def __init__(self, p: Problem):
+        self.kind, self.shape, self.dtype = p.D.kind, tuple(p.D.shape), p.D.dtype
+        self.device = p.result.device
+
+    def allocate(self):
+        if self.kind == "torch":
+            return _torch().empty(self.shape, dtype=torch_dtype(self.dtype), device=self.device)
+        if self.kind == "numpy":
+            return np.empty(self.shape, dtype=self.dtype)
+        return wp.empty(self.shape, dtype=WP_DTYPES[self.dtype], device=self.device)
+
+
+def _sig(x):
+    """What validation and planning read from one operand, cheaply; None: not a fast-path operand."""
+    f = _SIGS.get(type(x))
+    if f is None:
+        f = _sig_of_type(type(x))
+    return f(x)
+
+
+def _sig_wp(x):
+    return (x.ptr, x.shape, x.strides, x.dtype, x.device.alias)
+
+
+def _sig_np(x):
+    return (x.__array_interface__["data"][0], x.shape, x.strides, x.dtype, x.flags.writeable)
+
+
+def _sig_torch(x):
+    return (x.data_ptr(), x.shape, x.stride(), x.dtype, x.device, x.is_neg())
+
+
+def _no_sig(x):
+    return None
+
+
+_SIGS = {wp.array: _sig_wp, np.ndarray: _sig_np}
+
+
+def _sig_of_type(t):
+    """The signature function for operands of type ``t`` (torch's types are known once torch is loaded;
+    anything else -- subclasses included -- takes the full path)."""
+    torch = _torch()
+    if torch is not None and t in (torch.Tensor, torch.nn.Parameter):
+        _SIGS[t] = _sig_torch
+        return _sig_torch
+    if torch is None:
+        return _no_sig  # not cached: torch may be imported later
+    _SIGS[t] = _no_sig
+    return _no_sig
+
+
+
+_SCALARS = (float, int)
+
+
+def _fast_key(a, b, c, out, alpha, beta, trans_a, trans_b, allow_tf32, config, opts, activation):
+    """``(key, stream)`` of a call that may take the fast path, or None."""
+    if not (opts.record_launches and _compat.HAS_RECORD_CMD) or type(alpha) not in _SCALARS \
+            or type(beta) not in _SCALARS or type(trans_a) is not bool or type(trans_b) is not bool:
+        return None
+    sa, sb = _sig(a), _sig(b)
+    if sa is None or sb is None:
+        return None
+    sc = so = None
+    if c is not None and (sc := _sig(c)) is None:
+        return None
+    if out is not None and (so := _sig(out)) is None:
+        return None
+    if type(a) is np.ndarray:
+        return _key_tuple(sa, sb, sc, so, alpha, beta, trans_a, trans_b, allow_tf32, config, opts, activation,
+                          None), None
+    dev = a.device
+    if type(a) is wp.array:
+        if dev.is_cpu:
+            stream = None
+        elif type(b) is wp.array and (out is None or type(out) is wp.array):
+            stream = dev.stream
+            if stream is None:  # a context another thread is still initialising: the full path waits
+                return None
+        else:
+            return None  # mixed containers: the full path decides the stream
+        handle = None if stream is None else stream.cuda_stream
+    elif dev.type == "cuda":
+        stream = _torch_stream(dev.index)
+        if stream is None:
+            return None
+        handle = stream.cuda_stream
+    else:
+        stream = handle = None
+    return _key_tuple(sa, sb, sc, so, alpha, beta, trans_a, trans_b, allow_tf32, config, opts, activation,
+                      handle), stream
+
+
+def _key_tuple(sa, sb, sc, so, alpha, beta, trans_a, trans_b, allow_tf32, config, opts, activation, handle):
+    return ("fast", sa, sb, sc, so, alpha, beta, trans_a, trans_b, bool(allow_tf32), config, opts, activation,
+            _cache_dir_env(), handle, threading.get_ident())
+
+
+# The tuning-cache directory variable, read without os.environ.get's per-call key encoding (~1 us on the
+# H100 host): CPython's os.environ keeps its encoded items in ``_data`` (updated by every assignment
+# through os.environ, monkeypatch.setenv included); elsewhere the plain lookup.
+_ENV_DATA = getattr(os.environ, "_data", None)
+
+
+_ENV_KEY = os.environ.encodekey("WARP_GEMM_CACHE_DIR") if hasattr(os.environ, "encodekey") else None
+
+
+def _cache_dir_env():
+    if _ENV_DATA is not None and _ENV_KEY is not None:
+        return _ENV_DATA.get(_ENV_KEY)
+    return os.environ.get("WARP_GEMM_CACHE_DIR")
+
+
+def _torch_stream(index: int):
+    """The Warp stream over torch's current stream on CUDA device ``index`` where the full path has made
+    one (``_warp_stream``), else None: the first call on a stream takes the full path, which also
+    initialises Warp (a Warp stream cannot be made before Warp is)."""
+    return _streams.peek((index, _torch()._C._cuda_getCurrentRawStream(index)))
+
+
+def _described_in_place(p: Problem, a, b, c, out) -> bool:
+    """Whether validation described every operand as the caller's own object (no resolution copy)."""
+    return p.A.obj is a and p.B.obj is b and (c is None or (p.C is not None and p.C.obj is c)) and \
+        (out is None or p.D.obj is out)
+
+
+def _replay(entry, stream, a, b, c, out) -> None:
+    if type(entry) is _HostCall:
+        entry.run(a, b, c, out)
+    else:
+        launches.replay(entry, stream)
+
+
+def _keep_fast(fk: tuple, p: Problem, out, cmds: tuple) -> None:
+    """Keep ``cmds`` under the fast key: for a call with ``out`` directly; for one without, the recipe of
+    its result and, per result address, the launches."""
+    if out is not None:
+        _fast.put(fk, cmds)
+    elif _sig(p.result) is not None:
+        _fast.put(fk, _NewResult(p))
+        _fast.put((fk, p.D.ptr), cmds)
+
+
+
+
+_fast = LRU(2048)  # the same launches under the calls' raw signatures (see "the fast path" below)
+
+
+# Warp stream wrappers of torch streams, by (device, CUDA stream handle): wp.stream_from_torch builds and
+# registers a new wp.Stream on every call. A cached wrapper keeps its torch stream object alive, so
+# the handle cannot be recycled for another stream while it is cached.
+_streams = LRU(64)
+
+
+def _warp_stream(ts):
+    key = (ts.device.index, ts.cuda_stream)
+    s = _streams.get(key)
+    if s is None:
+        s = wp.stream_from_torch(ts)
+        _streams.put(key, s)
+    return s
+
+
