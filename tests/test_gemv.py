@@ -695,7 +695,8 @@ def test_bands_defaults_gpu(M, N, K, batch, dtype, fused, rng, planned):
 def test_precompile_lists_the_gemv_family():
     """`warp-gemm precompile` builds both GEMV kinds per dtype and epilogue, whole-K and split (tf32: the
     exact float32 kernels, which the planner uses for tf32 calls)."""
-    from warp_gemm.tools.precompile import gemv_jobs, job_label
+    from warp_gemm.families.gemv.rules import precompile_jobs as gemv_jobs
+    from warp_gemm.tools.precompile import job_label
 
     jobs = gemv_jobs(["float16", "tf32"], ("scale", "axpby"))
     # per dtype and epilogue: rowdot whole-K and split; colsum whole-K at 512 and 1024 threads, split at 512;
@@ -713,7 +714,8 @@ def test_precompile_lists_the_gemv_family():
 
 @pytest.mark.skipif(not compat.HAS_COMPILE_AOT, reason="wp.compile_aot_module arrived in warp-lang 1.9")
 def test_precompile_builds_a_gemv_kernel_offline(tmp_path):
-    from warp_gemm.tools.precompile import build_one, gemv_jobs
+    from warp_gemm.families.gemv.rules import precompile_jobs as gemv_jobs
+    from warp_gemm.tools.precompile import build_one
 
     job = next(j for j in gemv_jobs(["float16"]) if j[1].kind == "colsum" and j[2])  # with the finishing pass
     _, _, err = build_one(job, [90], str(tmp_path))

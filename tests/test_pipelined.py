@@ -459,7 +459,8 @@ def test_precompile_lists_the_pipelined_family():
     """`warp-gemm precompile` builds the pipelined family's planner defaults (large and small problems,
     every layout and epilogue asked for) beside the tiled family's; exact float32 only its large-problem (SIMT)
     kernel."""
-    from warp_gemm.tools.precompile import job_label, pipelined_jobs
+    from warp_gemm.families.pipelined.rules import precompile_jobs as pipelined_jobs
+    from warp_gemm.tools.precompile import job_label
 
     if not P.has_native_tile_args():
         assert pipelined_jobs(["float16"]) == []
@@ -484,7 +485,8 @@ def test_precompile_lists_the_pipelined_family():
 
 @pytest.mark.skipif(not _compat.HAS_COMPILE_AOT, reason="wp.compile_aot_module arrived in warp-lang 1.9")
 def test_precompile_builds_a_pipelined_kernel_offline(tmp_path):
-    from warp_gemm.tools.precompile import build_one, pipelined_jobs
+    from warp_gemm.families.pipelined.rules import precompile_jobs as pipelined_jobs
+    from warp_gemm.tools.precompile import build_one
 
     jobs = [j for j in pipelined_jobs(["float16"]) if j[1].tn == 64]  # the small-problem configuration
     assert jobs

@@ -321,7 +321,8 @@ def test_precompile_lists_the_skinny_family():
     K-split, and the split-K plan's pipelined tiles of 16-row products (row-major A only)."""
     import types
 
-    from warp_gemm.tools.precompile import job_label, skinny_jobs
+    from warp_gemm.families.skinny.rules import precompile_jobs as skinny_jobs
+    from warp_gemm.tools.precompile import job_label
 
     if skinny.choose_spec(types.SimpleNamespace(is_cpu=False, sm_count=132), "float16", "N", "N", 2, 64, 64, 1,
                           "float16", "scale") is None:
@@ -346,7 +347,8 @@ def test_precompile_lists_the_skinny_family():
 @pytest.mark.skipif(not compat.HAS_COMPILE_AOT, reason="wp.compile_aot_module arrived in warp-lang 1.9")
 def test_precompile_builds_a_skinny_kernel_offline(tmp_path):
     """One K-split skinny job (the 8-row edge tile and the finishing pass) compiles for sm_90 offline."""
-    from warp_gemm.tools.precompile import build_one, skinny_jobs
+    from warp_gemm.families.skinny.rules import precompile_jobs as skinny_jobs
+    from warp_gemm.tools.precompile import build_one
 
     job = next((j for j in skinny_jobs(["float16"]) if j[0] == "skinny" and j[1].tm == 8 and j[2]), None)
     if job is None:

@@ -287,7 +287,7 @@ def test_saving_a_table_drops_call_plans(cache_dir):
 def test_shipped_pipe_configs_and_precompile(tmp_path, monkeypatch):
     """Pipe groups of the shipped tables: listed per dtype (bfloat16 borrows float16's), kept apart from
     the tiled configurations, and built by `warp-gemm precompile` in every layout asked for."""
-    from warp_gemm.tools.precompile import pipelined_jobs
+    from warp_gemm.families.pipelined.rules import precompile_jobs as pipelined_jobs
 
     data = tmp_path / "tuned_sm90.json"
     data.write_text(json.dumps({"format": 1, "entries": {

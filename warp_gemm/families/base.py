@@ -40,6 +40,10 @@ class Family:
     name: str
     plan: Callable | None
     launches: Callable | None
+    #: ``jobs(dtypes, layouts, epilogues) -> [job]``: the kernels ``warp-gemm precompile`` builds (a job is a tuple
+    #: whose first item names the family); ``job_kernels(job) -> [(kernel, block_dim)]``.
+    jobs: Callable | None = None
+    job_kernels: Callable | None = None
 
 
 @dataclass(frozen=True)

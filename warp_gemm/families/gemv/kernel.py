@@ -245,3 +245,15 @@ def _build_sum(spec: GemvSpec):
 
 
 
+
+
+def job_kernels(job: tuple) -> list:
+    """``[(kernel, block_dim)]`` of a precompile job ``("gemv", spec, partial)``: plain kernels, each module keyed by
+    its launch's block size (the finishing pass: Warp's default 256; the bands finish: BANDS_FINISH_WARPS warps)."""
+    spec, partial = job[1], job[2]
+    if spec.in_dtype == "bfloat16":
+        _compat.bf16_dtype()
+    finish = 32 * BANDS_FINISH_WARPS if spec.kind == "bands" else 256
+    return [(k, spec.block_dim if n == 0 else finish) for n, k in enumerate(kernels(spec, partial))]
+
+

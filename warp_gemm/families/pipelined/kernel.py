@@ -374,3 +374,13 @@ def _epilogue(spec: PipeSpec):
 
 
 
+
+
+def job_kernels(job: tuple) -> list:
+    """``[(kernel, block_dim)]`` of a precompile job ``("pipelined", spec)``."""
+    spec = job[1]
+    if spec.in_dtype == "bfloat16":
+        _compat.bf16_dtype()
+    return [(get_kernel(spec), spec.block_dim)]
+
+

@@ -9,8 +9,8 @@ from ... import _compat
 from ...config import configs as _config
 from ...config import tables
 from ...config.configs import PipeConfig
-from .launch import applies
-from .spec import PAD_AB, PAD_C, SMEM_LIMIT, default_spec, smem_bytes, tiny_batched, unfit
+from .launch import applies, has_native_tile_args
+from .spec import PAD_AB, PAD_C, SMEM_LIMIT, TINY_MIN_BATCH, default_spec, smem_bytes, tiny_batched, unfit
 
 
 def choose_pipe_spec(dev, in_dtype: str, out_dtype: str, tf32: bool, layout: str, epilogue: str, M: int, N: int,
@@ -59,7 +59,7 @@ def _with_pipe_config(spec, cfg: PipeConfig, device_is_cpu: bool):
 def pipe_spec(spec, cfg: PipeConfig, device_is_cpu: bool = False):
     """``spec`` (a ``pipelined.PipeSpec``) with ``cfg``'s tile shape, stages, block size and blocks per SM
     (dtypes, layouts, epilogue, paddings and chunk kept), or None where that kernel does not fit: more
-    shared memory than ``pipelined.SMEM_LIMIT`` or a spec the family refuses (``unfit``). On the
+    shared memory than ``SMEM_LIMIT`` or a spec the family refuses (``unfit``). On the
     CPU the block stays ``spec``'s (one thread) and there is no launch bound."""
     out = _with_pipe_config(spec, cfg, device_is_cpu)
     return None if unfit(out) else out
@@ -68,7 +68,7 @@ def pipe_spec(spec, cfg: PipeConfig, device_is_cpu: bool = False):
 def candidate_pipe_configs(dtype: str, tf32: bool = False) -> list[PipeConfig]:
     """The pipelined family's tuner candidates for ``dtype`` (``config.configs.PIPE_CANDIDATES``: 8-17
     around the measured bests) whose CUDA kernel fits in every layout: shared memory within
-    ``pipelined.SMEM_LIMIT`` with the dtype's default paddings, and the family's checks. Exact float32: the
+    ``SMEM_LIMIT`` with the dtype's default paddings, and the family's checks. Exact float32: the
     SIMT kernel's (the planner's choice for its large problems on CUDA)."""
     out = []
     for cfg in _config.pipe_candidate_list(dtype, tf32):
@@ -149,3 +149,48 @@ def plan(ctx):
         return None
     return replace(base, family="pipelined", family_spec=spec, c_into_d=ctx.c_into_d, stage=stage,
                    fused_activation=base.activation is not None)
+
+
+def precompile_jobs(dtypes: list[str], layouts: tuple[str, ...] = ("NN",),
+                   epilogues: tuple[str, ...] = ("scale",)) -> list[tuple]:
+    """``("pipelined", PipeSpec)`` for the pipelined family's kernels the planner picks on CUDA: each
+    dtype's large- and small-problem configuration (``kernels.default_spec``, the H100 table)
+    and every configuration of the shipped tuning table's ``|pipe`` groups (applied over the default as
+    the planner does: ``families.pipelined.rules.pipe_spec``; other layouts borrow NN's, bfloat16 float16's), per layout
+    and epilogue, output in the input dtype. Exact float32: only its large-problem kernel (the SIMT kernel on CUDA
+    since round 12; smaller problems stay on the tiled family). Nothing where this Warp cannot run the family."""
+    if not has_native_tile_args():
+        return []
+    jobs = []
+    for dt in dtypes:
+        tf32 = dt == "tf32"
+        base = "float32" if tf32 else dt
+        if tf32 and not _compat.HAS_TF32:
+            continue
+        exact32 = base == "float32" and not tf32
+        for lay in layouts:
+            for epi in epilogues:
+                # 8192: the large configuration; 1024: the small one (64 output tiles of 128x128); 1536: the
+                # 96-row tiles of 16-bit inputs where 128-row tiles waste a wave; 512: their 64x32 tiles for
+                # grids under half the SMs; 32 with K 32 / 128: the 32x32 tiles (32- and 64-deep K) of batched
+                # 16-bit products of sides 17-32 (tiny_batched); 8192 with K 256: 16-bit 128x128 tiles
+                # with few K steps (256 threads, pipelined.SHORT_K_STEPS) 
+                for side, k in ((8192, None), (8192, 256), (1024, None), (1536, None), (512, None), (32, 32),
+                                (32, 128)):
+                    if exact32 and (side, k) != (8192, None):
+                        continue
+                    if side == 32 and not tiny_batched(base, side, side, k, TINY_MIN_BATCH):
+                        continue
+                    spec = default_spec(base, base, tf32=tf32, layout=lay, epilogue=epi, M=side, N=side, K=k)
+                    if any(j[1] == spec for j in jobs):
+                        continue
+                    if smem_bytes(spec) <= SMEM_LIMIT:
+                        jobs.append(("pipelined", spec))
+                base_spec = default_spec(base, base, tf32=tf32, layout=lay, epilogue=epi)
+                for cfg in tables.shipped_pipe_configs(dt):
+                    spec = pipe_spec(base_spec, cfg)
+                    if spec is not None and not any(j[1] == spec for j in jobs):
+                        jobs.append(("pipelined", spec))
+    return jobs
+
+

@@ -394,3 +394,17 @@ def finish_launch(D, W, C, alpha, beta, splits: int, batch: int, c_nb: int, acc_
     cc = C if C is not None else D
     inputs = [D, W, cc, float(alpha), float(beta), splits, batch, c_nb if C is not None else 1, int(C is not None)]
     return _finish_kernel(acc_dtype, out_dtype), (batch, D.shape[1], D.shape[2]), inputs, None
+
+
+def job_kernels(job: tuple) -> list:
+    """``[(kernel, block_dim)]`` of a precompile job ``("skinny", spec, partial)`` (with K split: its finishing pass,
+    a plain kernel at Warp's default block size)."""
+    spec, partial = job[1], job[2]
+    if spec.in_dtype == "bfloat16":
+        _compat.bf16_dtype()
+    out = [(get_kernel(spec, partial), spec.block_dim)]
+    if partial:
+        out.append((finish_kernel(spec.acc_dtype, spec.out_dtype), 256))
+    return out
+
+

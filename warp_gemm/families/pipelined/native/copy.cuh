@@ -129,12 +129,12 @@ ${FALLBACK}
         for (int b = 0; b < 4; ++b) s[b] = ok ? g[b] : (char)0;
 #endif
     }
-//! snippet wait_proxy
+//! snippet wait_proxy template
 
-    // Wait until at most {N} cp.async groups of this thread are pending, make its copies visible to the async
+    // Wait until at most ${N} cp.async groups of this thread are pending, make its copies visible to the async
     // proxy (wgmma reads shared memory through it), then to the block. CPU: only the block barrier.
 #if defined(__CUDA_ARCH__)
-    asm volatile("cp.async.wait_group {N};\n" ::);
+    asm volatile("cp.async.wait_group ${N};\n" ::);
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 #endif
     WP_TILE_SYNC();
