@@ -2,11 +2,11 @@
 //! snippet gemm template
 //! Assumes: an sm_90a build (wgmma, setmaxnreg; compiled with wp.config.cuda_arch_suffix = "a"); a block of
 //! 128 * (1 + ${NC}) threads in one dimension (warpgroup 0 the producer, 1..${NC} the consumers) with
-//! __launch_bounds__(block, 1); `buf` a shared tile of at least ${SMEM} bytes (stages rounded up to a
+//! __launch_bounds__(block, 1); `buf` a shared tile of at least ${SMEM} bytes (stages aligned up to a
 //! 1024-byte boundary here, then ${ST} stages of ${STAGE} bytes, then 2 x ${ST} mbarriers); `tma_a`, `tma_b`
-//! device addresses of 64-byte-aligned CUtensorMaps (tma.py) with 128-byte swizzle: A (K, M, batch) box
-//! (64, ${BM}, 1); B stored (K, N, batch) box (64, ${BN}, 1) (layout T, K-major) or (N, K, batch) box (64, 64, 1)
-//! (layout N, N-major); both operands 16-bit (${IN_T}); C and D (batch, M, N) views of the output type, any
+//! device addresses of 64-byte-aligned CUtensorMaps (tma.py; dims innermost first), 128-byte swizzle: A (K, M, batch) box
+//! (64, ${BM}, 1); B (K, N, batch) box (64, ${BN}, 1) (B stored (N, K): layout T, K-major) or (N, K, batch) box
+//! (64, 64, 1) (B stored (K, N): layout N, N-major); both operands 16-bit (${IN_T}); C and D (batch, M, N) views of the output type, any
 //! strides (pairs of outputs are stored as one access where D's columns are contiguous and aligned).
 //! The CPU branch is empty: the family never runs on the CPU (rules.applies refuses it).
 #if defined(__CUDA_ARCH__)
