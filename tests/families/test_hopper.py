@@ -1,0 +1,273 @@
+"""The Hopper family (warp_gemm/families/hopper): TMA + wgmma kernels on an sm_90 GPU against float64, its rules, and
+its offline sm_90a build.
+
+GPU tests need CUDA sm_90 (H100/H200) and skip elsewhere: every output is NaN-prefilled, inputs are fresh random
+draws (``randn * K**-0.25``), the bound is the package's tolerance model. The operands are 3-D Warp views whose rows
+are padded to a multiple of 8 elements (16 bytes, TMA's rule) when K or N is odd, as the planner's staging makes
+them; D may be a column view of a wider array whose other columns must stay untouched. The CPU tests check what the
+rules refuse and that the kernels build offline for sm_90a (no GPU needed).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import os
+import re
+import zlib
+
+import numpy as np
+import pytest
+import warp as wp
+from conftest import CudaLike, make, to_f64
+
+from warp_gemm import _compat
+from warp_gemm.families import hopper as H
+from warp_gemm.tools.tolerance import compare, random_operands, round_to
+
+_compat.init()
+
+
+def _sm90():
+    if wp.get_cuda_device_count() == 0:
+        return None
+    d = wp.get_device("cuda:0")
+    return d if d.arch == 90 else None
+
+
+DEV = _sm90()
+needs_sm90 = pytest.mark.skipif(DEV is None, reason="needs a CUDA sm_90 GPU (H100/H200)")
+HAS_BF16 = _compat.HAS_BF16
+
+
+def _rng(request) -> np.random.Generator:
+    salt = int(os.environ.get("WARP_GEMM_TEST_SEED", "0") or 0)
+    return np.random.default_rng(zlib.crc32(request.node.nodeid.encode()) + salt)
+
+
+def _ld8(n: int) -> int:
+    return -(-n // 8) * 8
+
+
+def _view(x: np.ndarray, dtype: str, device, ld: int | None = None) -> wp.array:
+    """A 3-D Warp view of ``x`` (nb, rows, cols) on ``device``; ``ld`` > cols: a column slice of a wider array whose
+    other columns hold finite junk (7.0) that must never be read or written."""
+    nb, rows, cols = x.shape
+    if ld is None or ld == cols:
+        return make(x, dtype, "warp", device)
+    wide = np.full((nb, rows, ld), 7.0)
+    wide[:, :, :cols] = x
+    return make(wide, dtype, "warp", device)[:, :, :cols]
+
+
+def _run(spec: H.HopperSpec, M, N, K, rng, *, batch=1, a_nb=1, b_nb=1, c_nb=1, alpha=1.25, beta=-0.5, ldd=None,
+         grid=None):
+    """Run ``spec`` on fresh operands on the GPU; returns (D as float64, float64 reference)."""
+    dt, ot = spec.in_dtype, spec.out_dtype
+    nb = max(a_nb, b_nb, batch)
+    a, b = random_operands(M, N, K, dt, rng, batch=nb)
+    a, b = a[:a_nb], b[:b_nb]
+    b_st = np.swapaxes(b, 1, 2) if spec.layout_b == "T" else b
+    A = _view(a, dt, DEV, _ld8(K))
+    B = _view(b_st, dt, DEV, _ld8(b_st.shape[2]))
+    c = round_to(rng.standard_normal((c_nb, M, N)), ot) if spec.epilogue == "axpby" else None
+    C = make(c, ot, "warp", DEV) if c is not None else None
+    D = _view(np.full((batch, M, N), np.nan), ot, DEV, ldd)
+    for k, dim, inputs, block in H.launch_args(spec, A, B, C, D, alpha, beta, M, N, K, batch, a_nb, b_nb,
+                                               c_nb if c is not None else 1, grid=grid):
+        wp.launch_tiled(k, dim=list(dim), inputs=inputs, block_dim=block, device=DEV)
+    wp.synchronize_device(DEV)
+    if ldd is not None and ldd != N:
+        wide = wp.array(ptr=D.ptr, dtype=D.dtype, shape=(batch, M, ldd), device=DEV)
+        np.testing.assert_array_equal(to_f64(wide)[:, :, N:], 7.0)  # nothing written past N
+    ai, bi = np.minimum(np.arange(batch), a_nb - 1), np.minimum(np.arange(batch), b_nb - 1)
+    ref = alpha * np.matmul(a[ai], b[bi])
+    if c is not None:
+        ref = ref + beta * c[np.minimum(np.arange(batch), c_nb - 1)]
+    return to_f64(D), ref
+
+
+def _check(out, ref, dtype):
+    cmp = compare(out, ref, dtype)
+    assert cmp.ok, str(cmp)
+
+
+def _spec(in_dtype="float16", out_dtype="float16", layout_b="T", epilogue="scale", **over) -> H.HopperSpec:
+    return H.HopperSpec(in_dtype=in_dtype, out_dtype=out_dtype, layout_b=layout_b, epilogue=epilogue, **over)
+
+
+_IN = ["float16"] + (["bfloat16"] if HAS_BF16 else [])
+SHAPES = [  # M, N, K
+    pytest.param(4096, 4096, 4096, id="M4096-N4096-K4096"),
+    pytest.param(4095, 4095, 4095, id="M4095-N4095-K4095"),
+    pytest.param(4097, 4097, 4097, id="M4097-N4097-K4097"),
+    pytest.param(1023, 1025, 1027, id="M1023-N1025-K1027"),
+    pytest.param(1, 333, 520, id="M1-N333-K520"),
+    pytest.param(257, 1, 129, id="M257-N1-K129"),
+    pytest.param(130, 300, 40, id="M130-N300-K40"),  # K under one K tile (64)
+    pytest.param(64, 72, 8, id="M64-N72-K8"),
+]
+
+
+@pytest.mark.gpu
+@needs_sm90
+@pytest.mark.parametrize("layout_b", ["T", "N"])
+@pytest.mark.parametrize("in_dtype", _IN)
+@pytest.mark.parametrize("M,N,K", SHAPES)
+def test_default_tiles_against_float64(M, N, K, in_dtype, layout_b, request):
+    """The default kernel (128x256x64, 4 stages, persistent grid) on tile multiples, tile +- 1, odd shapes, a single
+    row / column and K under one K tile, both B layouts, the input dtype as output (alpha 1.25)."""
+    spec = _spec(in_dtype, in_dtype, layout_b)
+    out, ref = _run(spec, M, N, K, _rng(request))
+    _check(out, ref, in_dtype)
+
+
+@pytest.mark.gpu
+@needs_sm90
+@pytest.mark.parametrize("layout_b", ["T", "N"])
+@pytest.mark.parametrize("in_dtype,out_dtype", [("float16", "float32")] + (
+    [("bfloat16", "float32"), ("bfloat16", "bfloat16")] if HAS_BF16 else []) + [("float16", "float16")])
+def test_axpby_batched_broadcast_strided_output(in_dtype, out_dtype, layout_b, request):
+    """alpha * A @ op(B) + beta * C over 3 batch entries with A broadcast, D a column view of a wider array (its
+    other columns untouched, pairs stored one by one where D's rows are not aligned), odd M, N, K."""
+    spec = _spec(in_dtype, out_dtype, layout_b, "axpby")
+    out, ref = _run(spec, 301, 517, 203, _rng(request), batch=3, a_nb=1, b_nb=3, c_nb=3, ldd=517 + 3)
+    _check(out, ref, out_dtype)
+
+
+@pytest.mark.gpu
+@needs_sm90
+@pytest.mark.parametrize("over", [
+    {"bm": 128, "bn": 128, "stages": 6}, {"bm": 256, "bn": 128, "stages": 4}, {"bm": 128, "bn": 256, "stages": 3},
+    {"setmaxnreg": False}, {"consumers": 1, "bm": 128, "bn": 128, "stages": 4}], ids=lambda o: H.HopperSpec(**o).key)
+@pytest.mark.parametrize("layout_b", ["T", "N"])
+def test_other_tiles(over, layout_b, request):
+    """The tile shapes, stage counts and warpgroup splits the benchmarks compare, batch 2, C broadcast."""
+    spec = _spec("float16", "float32", layout_b, "axpby", **over)
+    out, ref = _run(spec, 515, 771, 333, _rng(request), batch=2, a_nb=2, b_nb=2, c_nb=1)
+    _check(out, ref, "float32")
+
+
+@pytest.mark.gpu
+@needs_sm90
+@pytest.mark.parametrize("grid", [1, 7, None])
+def test_persistent_grid_sizes(grid, request):
+    """One block walking every tile, a grid that divides no count, and one block per output tile (the
+    non-persistent launch): the same result."""
+    spec = _spec("float16", "float32", "T")
+    M, N, K = 777, 1100, 300
+    if grid is None:
+        grid = -(-M // spec.bm) * -(-N // spec.bn) * 2
+    out, ref = _run(spec, M, N, K, _rng(request), batch=2, a_nb=2, b_nb=1, grid=grid)
+    _check(out, ref, "float32")
+
+
+@pytest.mark.gpu
+@needs_sm90
+def test_rules_accept_aligned_and_refuse_odd_rows_on_the_gpu():
+    """On the GPU, contiguous 4096^3 operands apply; K = 4095 contiguous rows do not (16-byte rows)."""
+    for K, ok in ((4096, True), (4095, False)):
+        A = wp.zeros((1, 256, K), dtype=wp.float16, device=DEV)
+        B = wp.zeros((1, 384, K), dtype=wp.float16, device=DEV)
+        D = wp.zeros((1, 256, 384), dtype=wp.float16, device=DEV)
+        got = H.applies(DEV, "float16", "float16", "N", "T", 256, 384, K, 1, A, B, D, False)
+        assert isinstance(got, H.HopperSpec) == ok, got
+
+
+# --- CPU: what the rules refuse, the specs the factory refuses, the offline sm_90a build -----------------------------
+def _cpu_views(M=256, N=384, K=512, ld_a=None, off_a=0, col_stride_b=False):
+    cpu = "cpu"
+    A = wp.zeros((1, M, (ld_a or K) + off_a), dtype=wp.float16, device=cpu)[:, :, off_a:off_a + K]
+    Bw = wp.zeros((1, N, 2 * K if col_stride_b else K), dtype=wp.float16, device=cpu)
+    B = Bw[:, :, ::2] if col_stride_b else Bw
+    D = wp.zeros((1, M, N), dtype=wp.float16, device=cpu)
+    return A, B, D
+
+
+def test_rules_refuse_cpu_and_other_gpus():
+    A, B, D = _cpu_views()
+    why = H.applies(wp.get_device("cpu"), "float16", "float16", "N", "T", 256, 384, 512, 1, A, B, D, False)
+    assert isinstance(why, str) and "CUDA sm_90" in why
+    ampere = CudaLike()
+    ampere.arch = 80
+    why = H.applies(ampere, "float16", "float16", "N", "T", 256, 384, 512, 1, A, B, D, False)
+    assert isinstance(why, str) and "sm_80" in why
+
+
+@pytest.mark.parametrize("kw,args,match", [
+    ({"off_a": 1}, {}, "base address"),
+    ({"ld_a": 4095, "M": 8, "K": 4095}, {"K": 4095}, "row stride"),
+    ({"col_stride_b": True}, {}, "columns are not contiguous"),
+    ({}, {"in_dtype": "float32"}, "float16 and bfloat16"),
+    ({}, {"out_dtype": "float64"}, "out_dtype"),
+    ({}, {"layout_a": "T"}, "layout_a"),
+    ({}, {"K": 0}, "K == 0"),
+])
+def test_rules_refuse_with_the_reason(kw, args, match):
+    """On an sm_90 stand-in device (the planner's CudaLike; nothing launched): misaligned bases, rows that are not
+    16-byte multiples (TMA), strided columns, other dtypes and layouts, K == 0 -- each refused with its reason."""
+    A, B, D = _cpu_views(**kw)
+    call = {"in_dtype": "float16", "out_dtype": "float16", "layout_a": "N", "layout_b": "T", "M": A.shape[1], "N": B.shape[1],
+                "K": A.shape[2], "batch": 1}
+    call.update(args)
+    why = H.applies(CudaLike(), call["in_dtype"], call["out_dtype"], call["layout_a"], call["layout_b"], call["M"],
+                    call["N"], call["K"], call["batch"], A, B, D, False)
+    assert isinstance(why, str) and match in why, why
+
+
+def test_rules_accept_aligned_operands_with_the_default_spec():
+    A, B, D = _cpu_views(M=4096, N=4096, K=4096)
+    spec = H.applies(CudaLike(), "float16", "float16", "N", "T", 4096, 4096, 4096, 1, A, B, D, True)
+    assert isinstance(spec, H.HopperSpec), spec
+    assert spec == H.default_spec("float16", "float16", "T", 4096, 4096, 4096, 1, 132, True)
+    assert (spec.bm, spec.bn, spec.epilogue) == (128, 256, "axpby") and H.unfit(spec) == ""
+
+
+@pytest.mark.parametrize("over,match", [
+    ({"in_dtype": "float32"}, "float16 and bfloat16"), ({"layout_a": "T"}, "layout_a"),
+    ({"bm": 96}, "bm 96"), ({"bn": 320}, "bn 320"), ({"bm": 256, "bn": 256}, "bn 256"),
+    ({"stages": 5}, "shared memory"), ({"cluster": 2}, "cluster"), ({"consumer_regs": 248}, "setmaxnreg")])
+def test_unfit_specs_are_refused_before_any_compile(over, match):
+    spec = dataclasses.replace(H.HopperSpec(), **over)
+    assert match in H.unfit(spec)
+    with pytest.raises(ValueError, match=re.escape(match)):
+        H.snippet(spec)
+
+
+def test_launch_refuses_on_the_cpu():
+    A, B, D = _cpu_views()
+    with pytest.raises(ValueError, match="sm_90"):
+        H.launch_args(H.HopperSpec(), A, B, None, D, 1.0, 0.0, 256, 384, 512, 1, 1, 1, 1)
+
+
+_OFFLINE = [H.HopperSpec(), H.HopperSpec(layout_b="N", out_dtype="float32", epilogue="axpby")] + (
+    [H.HopperSpec(in_dtype="bfloat16", out_dtype="bfloat16", bm=256, bn=128, epilogue="axpby")] if HAS_BF16 else [])
+
+
+@pytest.mark.skipif(not (_compat.HAS_COMPILE_AOT and _compat.HAS_CUDA_ARCH_SUFFIX and _compat.HAS_TILE_EMPTY),
+                    reason="offline sm_90a builds need wp.compile_aot_module, cuda_arch_suffix and tile_empty")
+@pytest.mark.parametrize("spec", _OFFLINE, ids=lambda s: s.key)
+def test_cuda_build_offline_sm90a(spec, tmp_path):
+    """The kernel compiles for sm_90a with no GPU (cubin, and PTX where compile_aot_module writes it); the PTX keeps
+    the sums in registers (no local memory), moves registers with setmaxnreg, copies with 3-D bulk tensor copies and
+    multiplies with wgmma m64n{bn}k16 of the spec's types and B transpose bit."""
+    k = H.get_kernel(spec)
+    k.module.options["block_dim"] = spec.block_dim
+    old = wp.config.cuda_arch_suffix
+    wp.config.cuda_arch_suffix = "a"
+    try:
+        wp.compile_aot_module(k.module, arch=[90], module_dir=str(tmp_path / "cubin"))
+        assert any(p.suffix == ".cubin" and "sm90a" in p.name for p in (tmp_path / "cubin").rglob("*"))
+        if "use_ptx" not in inspect.signature(wp.compile_aot_module).parameters:
+            return
+        wp.compile_aot_module(k.module, arch=[90], module_dir=str(tmp_path / "ptx"), use_ptx=True)
+    finally:
+        wp.config.cuda_arch_suffix = old
+    ptx = "".join(p.read_text(errors="replace") for p in (tmp_path / "ptx").rglob("*.ptx"))
+    t = {"float16": "f16", "bfloat16": "bf16"}[spec.in_dtype]
+    assert ".target sm_90a" in ptx and ".local" not in ptx
+    assert "setmaxnreg.dec.sync.aligned.u32 40" in ptx and "setmaxnreg.inc.sync.aligned.u32 232" in ptx
+    assert "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes" in ptx
+    wg = re.findall(rf"wgmma\.mma_async\.sync\.aligned\.m64n(\d+)k16\.f32\.{t}\.{t}[^;]*, (\d);", ptx)
+    assert wg and {int(n) for n, _ in wg} == {spec.bn}, wg[:2]
+    assert {int(tb) for _, tb in wg} == {int(spec.layout_b == "N")}

@@ -1,0 +1,145 @@
+"""The Hopper kernel factory: one Warp tile kernel per :class:`HopperSpec`, its body the ``native/gemm.cuh`` snippet.
+
+The kernel is a Warp tile kernel (``wp.launch_tiled``, one block of ``spec.block_dim`` threads per output-tile
+sequence) whose only statements are a ``wp.tile_empty`` shared buffer (Warp sizes the block's dynamic shared
+memory from it) and one ``wp.func_native`` call that does the whole GEMM (native/gemm.cuh). Tile sizes, dtypes and
+the B layout are compile-time constants filled into the template; ``__launch_bounds__(block, 1)`` gives ptxas the
+register cap that ``setmaxnreg`` needs. Modules compile for sm_90a (wgmma and setmaxnreg are arch-specific):
+:func:`load` sets ``wp.config.cuda_arch_suffix`` while the module loads.
+"""
+
+
+import functools
+import pathlib
+import string
+import threading
+
+import warp as wp
+
+from warp_gemm import _compat
+
+from .spec import ITEM_BYTES, PTX_TYPES, HopperSpec, unfit
+
+_lock = threading.RLock()
+_NATIVE = pathlib.Path(__file__).resolve().parent / "native"
+
+
+@functools.cache
+def _snippets(cuh: str) -> dict[str, str]:
+    """The ``//! snippet NAME [template] [nonl]`` sections of ``native/<cuh>`` (the format of the package's other
+    families: ``//!`` lines right after the header are documentation; "nonl" drops the final newline)."""
+    out: dict[str, str] = {}
+    name, flags, body, in_doc = None, (), [], False
+
+    def close():
+        if name is not None:
+            text = "".join(body)
+            out[name] = text[:-1] if "nonl" in flags and text.endswith("\n") else text
+
+    for line in (_NATIVE / cuh).read_text().splitlines(keepends=True):
+        if line.startswith("//! snippet "):
+            close()
+            words = line.split()[2:]
+            name, flags, body, in_doc = words[0], tuple(words[1:]), [], True
+            continue
+        if name is None or (in_doc and line.startswith("//!")):
+            continue
+        in_doc = False
+        body.append(line)
+    close()
+    return out
+
+
+def _fill(text: str, **fields) -> str:
+    return string.Template(text).substitute(**fields)
+
+
+def snippet(spec: HopperSpec) -> str:
+    """The CUDA body of ``spec``'s kernel (native/gemm.cuh filled in)."""
+    why = unfit(spec)
+    if why:
+        raise ValueError(f"hopper.kernel: cannot build {spec}: {why}")
+    sn = _snippets("gemm.cuh")
+    nr = spec.bn // 2
+    out_t = {"float16": "f16", "bfloat16": "bf16"}.get(spec.out_dtype)
+    store = _fill(sn["store_16"], OUT_T=out_t) if out_t else sn["store_f32"]
+    axpby = ""
+    if spec.epilogue == "axpby":
+        axpby = sn["axpby_" + {"float16": "f16", "bfloat16": "bf16", "float32": "f32"}[spec.out_dtype]]
+    b_mn = spec.layout_b == "N"
+    fields = {
+        "BM": spec.bm, "BN": spec.bn, "ST": spec.stages, "NC": spec.consumers, "WGM": spec.wg_m, "STAGE": spec.stage_bytes,
+        "SMEM": spec.smem_bytes, "IN_T": PTX_TYPES[spec.in_dtype], "OUT_BYTES": ITEM_BYTES[spec.out_dtype],
+        "B_MN": int(b_mn), "B_STEP": "2048u" if b_mn else "32u", "B_LBO": "8192" if b_mn else "16",
+        "DREGS": ", ".join(f"%{i}" for i in range(nr)), "NA": nr, "NB": nr + 1, "NS": nr + 2,
+        "DOUTS": ", ".join(f'"+f"(d[h][{i}])' for i in range(nr)), "AXPBY": axpby, "STORE": store,
+        "PRODUCER_SETMAXNREG": (f'asm volatile("setmaxnreg.dec.sync.aligned.u32 {spec.producer_regs};\\n");'
+                             if spec.setmaxnreg else ""),
+        "CONSUMER_SETMAXNREG": (f'asm volatile("setmaxnreg.inc.sync.aligned.u32 {spec.consumer_regs};\\n");'
+                             if spec.setmaxnreg else "")}
+    return _fill(sn["gemm"], **fields)
+
+
+def _wp_dtype(name: str):
+    return {"float16": wp.float16, "float32": wp.float32}.get(name) or _compat.bf16_dtype()
+
+
+def smem_rows(spec: HopperSpec) -> int:
+    """Rows of 64 float16 (128 bytes) of the kernel's shared tile."""
+    return -(-spec.smem_bytes // 128)
+
+
+@functools.cache
+def _build(spec: HopperSpec):
+    OT = _wp_dtype(spec.out_dtype)
+    rows = smem_rows(spec)
+
+    def stub(buf: wp.tile(dtype=wp.float16, shape=(rows, 64)), tma_a: wp.uint64, tma_b: wp.uint64,
+             C: wp.array3d(dtype=OT), D: wp.array3d(dtype=OT), alpha: float, beta: float, M: int, N: int, K: int,
+             batch: int, a_nb: int, b_nb: int, c_nb: int, tiles_m: int, tiles_n: int, group_m: int, t0: int,
+             grid: int): ...
+
+    stub.__name__ = stub.__qualname__ = spec.key + "_body"
+    body = wp.func_native(snippet(spec))(stub)
+
+    def kern(tma_a: wp.uint64, tma_b: wp.uint64, C: wp.array3d(dtype=OT), D: wp.array3d(dtype=OT), alpha: float,
+             beta: float, M: int, N: int, K: int, batch: int, a_nb: int, b_nb: int, c_nb: int, tiles_m: int,
+             tiles_n: int, group_m: int, grid: int):
+        buf = wp.tile_empty(shape=(rows, 64), dtype=wp.float16, storage="shared")
+        body(buf, tma_a, tma_b, C, D, alpha, beta, M, N, K, batch, a_nb, b_nb, c_nb, tiles_m, tiles_n, group_m,
+             wp.tid(), grid)
+
+    return _compat.make_kernel(kern, spec.key, launch_bounds=(spec.block_dim, 1))
+
+
+def get_kernel(spec: HopperSpec):
+    """The Warp kernel of ``spec`` (built once per spec; nothing is compiled until it loads)."""
+    with _lock:
+        return _build(spec)
+
+
+_loaded: set = set()
+
+
+def load(spec: HopperSpec, device) -> None:
+    """Load ``spec``'s module on ``device`` compiled for sm_90a. Warp reads ``wp.config.cuda_arch_suffix`` when it
+    compiles, so it is "a" while this module loads (under the factory lock) and restored after; later launches find
+    the module loaded. For that moment the setting is process-wide: a module another thread compiles meanwhile for a
+    GPU before sm_90 would fail (the family's launches load their module before their first launch, not in it)."""
+    key = (spec, str(device))
+    if key in _loaded:
+        return
+    if getattr(device, "arch", 0) != 90 or not _compat.HAS_CUDA_ARCH_SUFFIX:
+        raise ValueError(f"hopper.kernel.load: {spec.key} needs an sm_90 GPU (H100/H200) and a Warp with "
+                         f"wp.config.cuda_arch_suffix; got {device} (sm_{getattr(device, 'arch', 0)})")
+    k = get_kernel(spec)
+    with _lock:
+        if key in _loaded:
+            return
+        old = wp.config.cuda_arch_suffix
+        wp.config.cuda_arch_suffix = "a"
+        try:
+            k.module.load(device, spec.block_dim)
+        finally:
+            wp.config.cuda_arch_suffix = old
+        _loaded.add(key)

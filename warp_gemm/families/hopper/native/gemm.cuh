@@ -1,0 +1,237 @@
+//! Hopper GEMM body: TMA loads into 128-byte-swizzled stages, wgmma.mma_async, warp-specialised persistent blocks.
+//! snippet gemm template
+//! Assumes: an sm_90a build (wgmma, setmaxnreg; compiled with wp.config.cuda_arch_suffix = "a"); a block of
+//! 128 * (1 + ${NC}) threads in one dimension (warpgroup 0 the producer, 1..${NC} the consumers) with
+//! __launch_bounds__(block, 1); `buf` a shared tile of at least ${SMEM} bytes (stages aligned up to a
+//! 1024-byte boundary here, then ${ST} stages of ${STAGE} bytes, then 2 x ${ST} mbarriers); `tma_a`, `tma_b`
+//! device addresses of 64-byte-aligned CUtensorMaps (tma.py; dims innermost first), 128-byte swizzle: A (K, M, batch) box
+//! (64, ${BM}, 1); B (K, N, batch) box (64, ${BN}, 1) (B stored (N, K): layout T, K-major) or (N, K, batch) box
+//! (64, 64, 1) (B stored (K, N): layout N, N-major); both operands 16-bit (${IN_T}); C and D (batch, M, N) views of the output type, any
+//! strides (pairs of outputs are stored as one access where D's columns are contiguous and aligned).
+//! The CPU branch is empty: the family never runs on the CPU (rules.applies refuses it).
+#if defined(__CUDA_ARCH__)
+#if !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#error "warp_gemm's hopper kernels need an sm_90a build (wp.config.cuda_arch_suffix = 'a' while the module loads)"
+#endif
+    // D[b] = alpha * A[b] @ op(B[b]) (+ beta * C[b]) for output tiles t0, t0 + grid, ... of ${BM} x ${BN}, taken
+    // in grouped order (group_m tile rows per group, column by column inside a group: neighbouring blocks share
+    // A rows and B columns in L2). Warpgroup 0 is the producer: its thread 0 streams the K tiles of every tile of
+    // the block's sequence through ${ST} stages (full[s]: the stage's bytes arrived, one arrival plus the
+    // transaction count; empty[s]: both consumers are done with it, ${NC} arrivals). Consumer warpgroup c
+    // (1..${NC}) multiplies rows 64 ${WGM} (c - 1) .. 64 ${WGM} c - 1 of the tile by all ${BN} columns: ${WGM}
+    // m64n${BN}k16 wgmma per k16 step, float32 sums in registers, one wgmma group kept in flight (a stage is
+    // released once the group after it is issued and the group reading it is complete), then the epilogue
+    // straight from the registers while the producer already loads the next tile's stages.
+    // Measured (H200, fp16 in, float32 out, B = W.T, 4096^3 / 8192^3, cuBLAS 701 / 656 in the same process): the
+    // warp-specialised pipeline with one block per tile runs 647 / 633 TFLOP/s against 530 / 553 for the feasibility
+    // probe's design (every warpgroup waits on each stage, wgmma wait 0 and a block barrier per K step). The
+    // persistent grid (624 / 625) and setmaxnreg (without: 637 / 641) measured no gain inside the 10% spread seen
+    // between two processes for one kernel; both stay as the reference designs have them.
+    constexpr int BM = ${BM}, BN = ${BN}, BK = 64, ST = ${ST}, NC = ${NC}, WGM = ${WGM}, NR = BN / 2;
+    constexpr unsigned A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE = A_BYTES + B_BYTES;
+    const unsigned s_raw = (unsigned)__cvta_generic_to_shared(buf.data.ptr);
+    const unsigned sbase = (s_raw + 1023u) & ~1023u;  // the 128-byte swizzle repeats every 1024 bytes
+    const unsigned full0 = sbase + ST * STAGE, empty0 = full0 + 8 * ST;
+    const int tid = threadIdx.x;
+    const int wg = tid / 128;
+    const int tiles_mn = tiles_m * tiles_n;
+    const int total = batch * tiles_mn;
+    const int k_tiles = (K + BK - 1) / BK;
+
+    auto wait = [](unsigned bar, unsigned parity) {
+        unsigned done;
+        do {
+            asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                         "selp.u32 %0, 1, 0, p;\n}\n" : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+        } while (!done);
+    };
+    // output tile t -> batch entry, tile row, tile column (grouped order, Triton tutorial 03's GROUP_SIZE_M)
+    auto tile_of = [&](int t, int& b, int& tm, int& tn) {
+        b = t / tiles_mn;
+        const int r = t - b * tiles_mn;
+        const int per = group_m * tiles_n;
+        const int first = (r / per) * group_m;
+        const int rows = tiles_m - first < group_m ? tiles_m - first : group_m;
+        tm = first + (r % per) % rows;
+        tn = (r % per) / rows;
+    };
+
+    if (tid == 0) {
+        for (int s = 0; s < ST; ++s) {
+            asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" :: "r"(full0 + 8 * s) : "memory");
+            asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(empty0 + 8 * s), "r"(NC) : "memory");
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+
+    if (wg == 0) {
+        // ---- producer ----
+        ${PRODUCER_SETMAXNREG}
+        if (tid == 0) {
+            // the maps were written to global memory by a host copy (generic proxy); TMA reads them through
+            // the tensormap proxy
+            asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;\n" :: "l"(tma_a) : "memory");
+            asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;\n" :: "l"(tma_b) : "memory");
+            unsigned s = 0, ph = 0;
+            for (int t = t0; t < total; t += grid) {
+                int b, tm, tn;
+                tile_of(t, b, tm, tn);
+                const int ba = a_nb == 1 ? 0 : b;
+                const int bb = b_nb == 1 ? 0 : b;
+                for (int kt = 0; kt < k_tiles; ++kt) {
+                    wait(empty0 + 8 * s, ph ^ 1);  // a fresh barrier passes parity 1 at once
+                    const unsigned fb = full0 + 8 * s, sa = sbase + s * STAGE, sb = sa + A_BYTES;
+                    // the full box bytes count even where the box reaches past the tensor (zero-filled)
+                    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n"
+                                 :: "r"(fb), "r"(STAGE) : "memory");
+                    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                                 " [%0], [%1, {%2, %3, %4}], [%5];\n"
+                                 :: "r"(sa), "l"(tma_a), "r"(kt * BK), "r"(tm * BM), "r"(ba), "r"(fb) : "memory");
+#if ${B_MN}
+                    // B stored (K, N): BN / 64 boxes of 64 K rows x 64 columns (128 bytes), 8 KB apart
+#pragma unroll
+                    for (int j = 0; j < BN / 64; ++j)
+                        asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                                     " [%0], [%1, {%2, %3, %4}], [%5];\n"
+                                     :: "r"(sb + 8192u * j), "l"(tma_b), "r"(tn * BN + 64 * j), "r"(kt * BK),
+                                        "r"(bb), "r"(fb) : "memory");
+#else
+                    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                                 " [%0], [%1, {%2, %3, %4}], [%5];\n"
+                                 :: "r"(sb), "l"(tma_b), "r"(kt * BK), "r"(tn * BN), "r"(bb), "r"(fb) : "memory");
+#endif
+                    if (++s == ST) { s = 0; ph ^= 1; }
+                }
+            }
+        }
+    } else {
+        // ---- consumers ----
+        ${CONSUMER_SETMAXNREG}
+        const int c = wg - 1;
+        const int lt = tid % 128, w = lt / 32, l = lt % 32;
+        // wgmma shared-memory descriptors (128-byte swizzle, bits 62-63 = 1): start / 16 in bits 0-13, the
+        // leading byte offset / 16 in 16-29, the stride byte offset / 16 in 32-45. K-major stages (A; B of
+        // layout T): rows of 128 bytes (64 K elements), 8-row groups 1024 bytes apart (SBO), LBO unused (1);
+        // a k16 step starts 32 bytes on. N-major B (layout N): K rows of 128 bytes (64 columns), 8-row groups
+        // 1024 bytes apart (SBO), the next 64 columns 8192 bytes on (LBO); a k16 step starts 2048 bytes on.
+        auto desc = [](unsigned addr, unsigned long long lbo) -> unsigned long long {
+            return (unsigned long long)((addr & 0x3FFFFu) >> 4) | ((lbo >> 4) << 16) | (64ull << 32) | (1ull << 62);
+        };
+        float d[WGM][NR];
+#pragma unroll
+        for (int h = 0; h < WGM; ++h)
+#pragma unroll
+            for (int i = 0; i < NR; ++i) d[h][i] = 0.0f;
+        unsigned s = 0, ph = 0;
+        for (int t = t0; t < total; t += grid) {
+            int b, tm, tn;
+            tile_of(t, b, tm, tn);
+            int prev = -1;
+            for (int kt = 0; kt < k_tiles; ++kt) {
+                wait(full0 + 8 * s, ph);
+                const unsigned sa = sbase + s * STAGE + (unsigned)(c * WGM) * 8192u;
+                const unsigned sb = sbase + s * STAGE + A_BYTES;
+                asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+                for (int kk = 0; kk < BK / 16; ++kk) {
+                    const unsigned long long db = desc(sb + ${B_STEP} * kk, ${B_LBO});
+                    const int acc = (kt | kk) != 0;  // the tile's first k16 step overwrites the sums
+#pragma unroll
+                    for (int h = 0; h < WGM; ++h) {
+                        const unsigned long long da = desc(sa + 8192u * h + 32u * kk, 16);
+                        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %${NS}, 0;\n"
+                                     "wgmma.mma_async.sync.aligned.m64n${BN}k16.f32.${IN_T}.${IN_T} "
+                                     "{${DREGS}}, %${NA}, %${NB}, p, 1, 1, 0, ${B_MN};\n}\n"
+                                     : ${DOUTS}
+                                     : "l"(da), "l"(db), "r"(acc));
+                    }
+                }
+                asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+                if (prev >= 0) {
+                    asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+                    if (lt == 0) asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(empty0 + 8 * prev) : "memory");
+                }
+                prev = (int)s;
+                if (++s == ST) { s = 0; ph ^= 1; }
+            }
+            asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+            if (lt == 0) asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(empty0 + 8 * prev) : "memory");
+            // the sums are written by the asynchronous wgmma: no read of them may move above its wait
+#pragma unroll
+            for (int h = 0; h < WGM; ++h)
+#pragma unroll
+                for (int i = 0; i < NR; ++i) asm volatile("" : "+f"(d[h][i]) :: "memory");
+
+            // ---- epilogue: thread (w, l) holds, per m64 block h and j < BN / 8, d[h][4 j + 2 e + q] at row
+            // 16 w + l / 4 + 8 e, column 8 j + 2 (l % 4) + q of the block (wgmma's D fragment) ----
+            char* dbase = (char*)D.data + (size_t)b * (size_t)D.strides[0];
+            const char* cbase = (const char*)C.data + (size_t)(c_nb == 1 ? 0 : b) * (size_t)C.strides[0];
+            const size_t dcs = (size_t)D.strides[2], ccs = (size_t)C.strides[2];
+            const bool pair = dcs == ${OUT_BYTES} &&
+                ((((unsigned long long)(size_t)D.data) | (unsigned long long)D.strides[1] |
+                  (unsigned long long)(batch > 1 ? D.strides[0] : 0)) % (2 * ${OUT_BYTES})) == 0;
+            const int r0 = tm * BM + c * WGM * 64 + 16 * w + l / 4;
+            const int c0 = tn * BN + 2 * (l % 4);
+#pragma unroll
+            for (int h = 0; h < WGM; ++h) {
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    const int r = r0 + 64 * h + 8 * e;
+                    if (r >= M) continue;
+                    char* drow = dbase + (size_t)r * (size_t)D.strides[1];
+                    const char* crow = cbase + (size_t)r * (size_t)C.strides[1];
+                    (void)crow;
+                    (void)ccs;
+#pragma unroll
+                    for (int j = 0; j < NR / 4; ++j) {
+                        const int col = c0 + 8 * j;
+                        if (col >= N) continue;
+                        float v0 = alpha * d[h][4 * j + 2 * e];
+                        float v1 = alpha * d[h][4 * j + 2 * e + 1];
+                        const bool two = col + 1 < N;
+${AXPBY}
+${STORE}
+                    }
+                }
+            }
+        }
+    }
+#endif
+//! snippet axpby_f32 nonl
+                        v0 += beta * *(const float*)(crow + (size_t)col * ccs);
+                        if (two) v1 += beta * *(const float*)(crow + (size_t)(col + 1) * ccs);
+//! snippet axpby_f16 nonl
+                        {
+                            float x;
+                            asm("cvt.f32.f16 %0, %1;" : "=f"(x) : "h"(*(const unsigned short*)(crow + (size_t)col * ccs)));
+                            v0 += beta * x;
+                            if (two) {
+                                asm("cvt.f32.f16 %0, %1;" : "=f"(x) : "h"(*(const unsigned short*)(crow + (size_t)(col + 1) * ccs)));
+                                v1 += beta * x;
+                            }
+                        }
+//! snippet axpby_bf16 nonl
+                        v0 += beta * __uint_as_float((unsigned)*(const unsigned short*)(crow + (size_t)col * ccs) << 16);
+                        if (two) v1 += beta * __uint_as_float((unsigned)*(const unsigned short*)(crow + (size_t)(col + 1) * ccs) << 16);
+//! snippet store_f32 nonl
+                        if (two && pair) {
+                            *(float2*)(drow + (size_t)col * 4) = make_float2(v0, v1);
+                        } else {
+                            *(float*)(drow + (size_t)col * dcs) = v0;
+                            if (two) *(float*)(drow + (size_t)(col + 1) * dcs) = v1;
+                        }
+//! snippet store_16 template nonl
+                        if (two && pair) {
+                            unsigned u;  // cvt packs its first source into the upper half
+                            asm("cvt.rn.${OUT_T}x2.f32 %0, %1, %2;" : "=r"(u) : "f"(v1), "f"(v0));
+                            *(unsigned*)(drow + (size_t)col * 2) = u;
+                        } else {
+                            unsigned short u0, u1;
+                            asm("cvt.rn.${OUT_T}.f32 %0, %1;" : "=h"(u0) : "f"(v0));
+                            *(unsigned short*)(drow + (size_t)col * dcs) = u0;
+                            if (two) {
+                                asm("cvt.rn.${OUT_T}.f32 %0, %1;" : "=h"(u1) : "f"(v1));
+                                *(unsigned short*)(drow + (size_t)(col + 1) * dcs) = u1;
+                            }
+                        }

@@ -1,0 +1,88 @@
+"""When the Hopper family applies, and its default kernel for a problem."""
+
+from __future__ import annotations
+
+from warp_gemm import _compat
+
+from .spec import IN_DTYPES, ITEM_BYTES, OUT_DTYPES, HopperSpec, unfit
+
+_TMA_ALIGN = 16  # TMA: global base addresses and byte strides are multiples of 16
+_TMA_MAX_STRIDE = 1 << 40
+_MAX_DIM = (1 << 31) - 1  # tile coordinates are 32-bit in the kernel
+
+
+def default_spec(in_dtype: str, out_dtype: str, layout_b: str, M: int, N: int, K: int, batch: int, sm_count: int = 132,
+                 use_c: bool = False) -> HopperSpec:
+    """The kernel for a problem of this shape (measured on an H200, fp16, cuBLAS in the same process):
+    128x256 tiles, 4 stages, 2 consumer warpgroups: 624/625 TFLOP/s at 4096^3/8192^3 (B = W.T, float32 output) against
+    601/606 for 128x128 with 6 stages and 633/634 for 256x128 (3 stages: 638/641, inside the 10% spread of one kernel
+    between two processes, so the reference design's 4 stages stay).
+    Fewer 128x256 tiles than SMs: 128x128 tiles, 6 stages (twice the blocks): 406 TFLOP/s at 1024x1024x16384 and 354 at
+    333x4096x4096 (B = W.T) against 219 and 226 with 128x256 and 350 and 304 with one 128x128 consumer warpgroup."""
+    epi = "axpby" if use_c else "scale"
+    tiles = batch * (-(-M // 128)) * (-(-N // 256))
+    if tiles < sm_count:
+        return HopperSpec(in_dtype, out_dtype, "N", layout_b, bm=128, bn=128, stages=6, epilogue=epi)
+    return HopperSpec(in_dtype, out_dtype, "N", layout_b, bm=128, bn=256, stages=4, epilogue=epi)
+
+
+def _operand_reason(name: str, view, item: int) -> str:
+    """Why a 3-D Warp view cannot be a TMA source ("" when it can)."""
+    if view is None:
+        return f"{name} is missing"
+    if view.ndim != 3:
+        return f"{name} must be a 3-D view (batch, rows, cols); got {view.ndim}-D"
+    nb, rows = int(view.shape[0]), int(view.shape[1])
+    s0, s1, s2 = (int(s) for s in view.strides)
+    if s2 != item:
+        return f"{name}'s columns are not contiguous (column stride {s2} bytes, element {item})"
+    if int(view.ptr) % _TMA_ALIGN:
+        return f"{name}'s base address 0x{int(view.ptr):x} is not a multiple of 16 bytes (TMA)"
+    if s1 % _TMA_ALIGN or not 0 < s1 < _TMA_MAX_STRIDE:
+        return f"{name}'s row stride {s1} bytes is not a positive multiple of 16 (TMA; K or N not a multiple of 8?)"
+    if nb > 1 and (s0 % _TMA_ALIGN or not 0 < s0 < _TMA_MAX_STRIDE):
+        return f"{name}'s batch stride {s0} bytes is not a positive multiple of 16 (TMA)"
+    if rows * s1 >= _TMA_MAX_STRIDE and nb == 1:
+        return f"{name} spans {rows * s1} bytes: over TMA's 2^40-byte stride range"
+    return ""
+
+
+def applies(device, in_dtype: str, out_dtype: str, layout_a: str, layout_b: str, M: int, N: int, K: int, batch: int,
+            A_view, B_view, D_view, use_c: bool) -> HopperSpec | str:
+    """The family's kernel for this problem, or the reason it does not apply (a str).
+
+    Needs: a CUDA sm_90 device (H100/H200) and a Warp that compiles sm_90a modules and passes shared tiles to native
+    snippets; 16-bit inputs, a float16/bfloat16/float32 output; A stored (M, K) row-major; B stored (K, N) ("N") or
+    (N, K) ("T"); M, N, K >= 1; A and B views with unit column strides, 16-byte aligned base addresses and row (and
+    batch) strides (TMA's rule: contiguous operands need K, and N for layout N, multiples of 8). D (and C) may have
+    any strides."""
+    if not getattr(device, "is_cuda", False):
+        return f"device {device}: the family runs on CUDA sm_90 GPUs only"
+    if getattr(device, "arch", 0) != 90:
+        return f"device {device} is sm_{getattr(device, 'arch', 0)}: TMA + wgmma kernels are built for sm_90a"
+    if not (_compat.HAS_CUDA_ARCH_SUFFIX and _compat.HAS_TILE_EMPTY and _compat.HAS_LAUNCH_BOUNDS
+            and _compat.HAS_TILE_FUNC_ARGS):
+        return (f"warp-lang {_compat.WARP_VERSION} lacks cuda_arch_suffix, tile_empty, launch_bounds or tile "
+                f"arguments of native functions (1.19 has them)")
+    if in_dtype not in IN_DTYPES:
+        return f"in_dtype {in_dtype}: the family multiplies float16 and bfloat16"
+    if out_dtype not in OUT_DTYPES:
+        return f"out_dtype {out_dtype}: one of {OUT_DTYPES}"
+    if layout_a != "N":
+        return f"layout_a {layout_a}: A must be stored (M, K) row-major"
+    if layout_b not in ("N", "T"):
+        return f"layout_b {layout_b}: N or T"
+    if min(M, N, K, batch) < 1:
+        return f"M={M} N={N} K={K} batch={batch}: empty problems and K == 0 go to the other families"
+    if max(M, N, K) > _MAX_DIM:
+        return f"M={M} N={N} K={K}: dimensions must fit 32-bit coordinates"
+    item = ITEM_BYTES[in_dtype]
+    for name, view in (("A", A_view), ("B", B_view)):
+        why = _operand_reason(name, view, item)
+        if why:
+            return why
+    if D_view is None or D_view.ndim != 3:
+        return "D must be a 3-D view (batch, M, N)"
+    spec = default_spec(in_dtype, out_dtype, layout_b, M, N, K, batch, _compat.sm_count(device), use_c)
+    why = unfit(spec)
+    return why or spec

@@ -1,0 +1,101 @@
+"""TMA tensor maps (``CUtensorMap``) for the Hopper kernels, built by the CUDA driver and kept in device memory.
+
+Warp generates the kernel's signature, so a map cannot be a ``__grid_constant__`` parameter: each map is encoded on
+the host by ``cuTensorMapEncodeTiled`` (the driver library through ctypes, no new dependency), copied into a
+128-byte device buffer (Warp allocations are at least 256-byte aligned; the driver asks for 64) and acquired in
+the kernel with ``fence.proxy.tensormap::generic.acquire.gpu``. Maps are cached by (device, pointer, dtype,
+dims, strides, box): a call on operands seen before costs a dictionary lookup.
+"""
+
+from __future__ import annotations
+
+import collections
+import ctypes
+import threading
+
+import numpy as np
+import warp as wp
+
+# CUtensorMapDataType: 16-bit operands are copied as bits, so float16 and bfloat16 share UINT16 (its
+# out-of-bounds fill, zero, is the zero of both)
+_DT_UINT16 = 1
+_SWIZZLE_128B = 3
+_L2_PROMOTION_256B = 3  # 256-byte L2 promotion, as the probe and CUTLASS's sm90 TMA loads use
+_MAX_MAPS = 4096  # 128 bytes of device memory each
+
+_lock = threading.Lock()
+_maps: collections.OrderedDict = collections.OrderedDict()
+_encoder = []
+
+
+def _encode_fn():
+    """``cuTensorMapEncodeTiled`` from the driver library (loaded on first use)."""
+    if not _encoder:
+        try:
+            lib = ctypes.CDLL("libcuda.so.1")
+        except OSError:
+            lib = ctypes.CDLL("nvcuda.dll")  # Windows
+        fn = lib.cuTensorMapEncodeTiled
+        fn.restype = ctypes.c_int
+        u64p, u32p = ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_uint32)
+        fn.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32, ctypes.c_void_p, u64p, u64p, u32p, u32p,
+                       ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int]
+        _encoder.append(fn)
+    return _encoder[0]
+
+
+def encode(ptr: int, dims: tuple[int, ...], strides: tuple[int, ...], box: tuple[int, ...]) -> bytes:
+    """The 128 bytes of a tiled 16-bit tensor map: ``dims`` innermost first (elements), ``strides`` the byte
+    strides of dims 1.. (multiples of 16), ``box`` the copied box (elements; the innermost 64 = 128 bytes, the
+    128-byte swizzle's span). Raises ValueError with the driver's error code when the driver refuses."""
+    rank = len(dims)
+    raw = (ctypes.c_uint8 * 192)()
+    p = (ctypes.addressof(raw) + 63) & ~63  # the driver writes the map to a 64-byte aligned address
+    err = _encode_fn()(ctypes.c_void_p(p), _DT_UINT16, rank, ctypes.c_void_p(ptr),
+                       (ctypes.c_uint64 * rank)(*dims), (ctypes.c_uint64 * (rank - 1))(*strides),
+                       (ctypes.c_uint32 * rank)(*box), (ctypes.c_uint32 * rank)(*([1] * rank)),
+                       0, _SWIZZLE_128B, _L2_PROMOTION_256B, 0)
+    if err != 0:
+        raise ValueError(f"hopper.tma.encode: cuTensorMapEncodeTiled returned CUresult {err} for ptr=0x{ptr:x} "
+                         f"dims={dims} strides={strides} box={box}")
+    return ctypes.string_at(p, 128)
+
+
+def tensor_map(view: wp.array, box_rows: int, box_cols: int = 64) -> int:
+    """Device address of the map of a 3-D 16-bit Warp view ``(nb, rows, cols)`` (unit column stride, row and batch
+    strides multiples of 16 bytes) with a ``(box_cols, box_rows, 1)`` box. A batch of one gets a stride covering
+    the rows (the map's strides must be multiples of 16 bytes; a broadcast view's stride 0 is not)."""
+    nb, rows, cols = (int(s) for s in view.shape)
+    s0, s1 = int(view.strides[0]), int(view.strides[1])
+    if nb == 1:
+        s0 = s1 * rows
+    key = (str(view.device), int(view.ptr), (cols, rows, nb), (s1, s0), (box_cols, box_rows, 1))
+    with _lock:
+        hit = _maps.get(key)
+        if hit is not None:
+            _maps.move_to_end(key)
+            return hit.ptr
+    blob = encode(int(view.ptr), (cols, rows, nb), (s1, s0), (box_cols, box_rows, 1))
+    arr = wp.array(np.frombuffer(blob, dtype=np.uint64).copy(), dtype=wp.uint64, device=view.device)
+    # the copy is on Warp's stream of the device; the kernel may run on another (torch's): finish it first
+    wp.synchronize_device(view.device)
+    with _lock:
+        hit = _maps.get(key)
+        if hit is not None:
+            return hit.ptr
+        _maps[key] = arr
+        if len(_maps) > _MAX_MAPS:
+            # a launched kernel may still read the oldest map: wait for its device before freeing it
+            old = next(iter(_maps))
+            wp.synchronize_device(old[0])
+            _maps.popitem(last=False)
+        return arr.ptr
+
+
+def clear() -> None:
+    """Drop every cached map (frees their device memory once no kernel uses them)."""
+    with _lock:
+        devices = {k[0] for k in _maps}
+        for d in devices:
+            wp.synchronize_device(d)
+        _maps.clear()
