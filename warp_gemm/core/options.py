@@ -48,6 +48,9 @@ class Options:
     #: The pipelined family's own products (mma.sync for 16-bit and tf32, SIMT for exact float32) in its default
     #: configurations on CUDA; False: ``tile_matmul``'s kernels (how the benchmarks time the MathDx path).
     pipe_snippets: bool = True
+    #: The Hopper family (TMA + wgmma, sm_90) for the large 16-bit products it takes (``hopper.rules.plan``); False:
+    #: those go to the pipelined family as on other GPUs.
+    hopper: bool = True
     #: The mma.sync / SIMT kernels' "scale" epilogue through the free A stages in 16-byte stores
     #: (``pipelined.staged_store``); False: each thread stores its own outputs.
     staged_store: bool = True

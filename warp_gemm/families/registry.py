@@ -5,6 +5,8 @@ from __future__ import annotations
 from .base import Family
 from .composite import peel, splitpipe
 from .gemv import kernel as _gemv_kernel
+from .hopper import launch as _hopper_launch
+from .hopper import rules as _hopper_rules
 from .gemv import launch as _gemv_launch
 from .gemv import rules as _gemv_rules
 from .pipelined import kernel as _pipelined_kernel
@@ -16,10 +18,11 @@ from .small import launch as _small_launch
 from .small import rules as _small_rules
 from .tiled import launch as _tiled_launch
 
-#: Planner order: batched small outputs, matrix-vector, a small side split over K, skinny, the pipelined family
+#: Planner order: large 16-bit products on sm_90 (TMA + wgmma), batched small outputs, matrix-vector, a small side split over K, skinny, the pipelined family
 #: (its edges peeled where that saves a wave); the tiled family takes the rest (``plan`` None: core.plan's
 #: fallback).
 REGISTRY: tuple[Family, ...] = (
+    Family("hopper", _hopper_rules.plan, _hopper_launch.launches),
     Family("small", _small_rules.plan, _small_launch.launches),
     Family("gemv", _gemv_rules.plan, _gemv_launch.launches, 
            lambda dtypes, layouts, epilogues: _gemv_rules.precompile_jobs(dtypes, epilogues), _gemv_kernel.job_kernels),

@@ -54,3 +54,11 @@ def launch_args(spec: HopperSpec, A, B, C, D, alpha: float, beta: float, M: int,
     inputs = [ta, tb, C if C is not None else D, D, float(alpha), float(beta), int(M), int(N), int(K), int(batch),
               int(a_nb), int(b_nb), int(c_nb if C is not None else 1), tiles_m, tiles_n, max(1, int(group_m)), g]
     return [(k, (g,), inputs, spec.block_dim)]
+
+
+def launches(plan, p, Dk, alpha: float, beta: float, env) -> list:
+    """``[(kernel, dim, inputs, block_dim, tiled)]`` for a planned problem (``rules.plan``)."""
+    Av, Bv, Cv, c_nb = env.views(plan, p, Dk)
+    spec = plan.family_spec
+    return [(*args, True) for args in launch_args(spec, Av, Bv, Cv if spec.epilogue == "axpby" else None, Dk, alpha,
+                                                   beta, plan.M, plan.N, p.K, p.batch, Av.shape[0], Bv.shape[0], c_nb)]

@@ -25,6 +25,7 @@ _MAX_MAPS = 4096  # 128 bytes of device memory each
 
 _lock = threading.Lock()
 _maps: collections.OrderedDict = collections.OrderedDict()
+_retired: list = []  # maps dropped from the lookup, kept alive (see tensor_map)
 _encoder = []
 
 
@@ -85,17 +86,14 @@ def tensor_map(view: wp.array, box_rows: int, box_cols: int = 64) -> int:
             return hit.ptr
         _maps[key] = arr
         if len(_maps) > _MAX_MAPS:
-            # a launched kernel may still read the oldest map: wait for its device before freeing it
-            old = next(iter(_maps))
-            wp.synchronize_device(old[0])
-            _maps.popitem(last=False)
+            # dropped from the lookup but never freed: a kept call plan (core/execute.py) or a captured CUDA graph
+            # may still launch with its address; 128 bytes per operand set, as the workspaces are kept
+            _retired.append(_maps.popitem(last=False)[1])
         return arr.ptr
 
 
 def clear() -> None:
-    """Drop every cached map (frees their device memory once no kernel uses them)."""
+    """Drop every cached map from the lookup (kept alive: a kept call plan may still name one)."""
     with _lock:
-        devices = {k[0] for k in _maps}
-        for d in devices:
-            wp.synchronize_device(d)
+        _retired.extend(_maps.values())
         _maps.clear()
