@@ -24,7 +24,7 @@ def _plan_split_pipe(base, p: Problem, la: str, lb: str, epi: str, c_into_d: boo
     rules_dev = types.SimpleNamespace(is_cpu=False) if dev.is_cpu and want == "splitpipe" else dev
     # Measured and checked on the H100 for a small M with A in row-major storage only: with A stored
     # transposed (layout T) the 16-row pipelined tiles gave wrong products on CUDA (rel. error 0.3,
-    # tests/test_small_skinny.py::test_split_pipe_composition, xfail there) -- never planned.
+    # tests/families/test_small_skinny.py::test_split_pipe_composition, xfail there) -- never planned.
     if la != "N" or base.M > base.N:
         return None
     cfg = skinny.split_pipe_config(rules_dev, p.in_dtype, la, lb, base.M, base.N, p.K, p.batch, p.out_dtype, epi)
