@@ -271,3 +271,30 @@ def test_cuda_build_offline_sm90a(spec, tmp_path):
     wg = re.findall(rf"wgmma\.mma_async\.sync\.aligned\.m64n(\d+)k16\.f32\.{t}\.{t}[^;]*, (\d);", ptx)
     assert wg and {int(n) for n, _ in wg} == {spec.bn}, wg[:2]
     assert {int(tb) for _, tb in wg} == {int(spec.layout_b == "N")}
+
+
+def test_planner_takes_the_family_on_sm90(monkeypatch):
+    """The planner (a CUDA-like sm_90 device, no launch): large 16-bit products with A stored (M, K) go to the Hopper
+    family, rows that are not 16-byte aligned staged first; options(hopper=False), small products and float32
+    inputs do not."""
+    import numpy as np
+    from conftest import cuda_like_problem
+
+    from warp_gemm.core.options import Options
+    from warp_gemm.core.plan import make_plan
+
+    def fam(M, N, K, dtype=np.float16, trans_b=False, **opts):
+        a = np.zeros((M, K), dtype)
+        b = np.zeros((N, K) if trans_b else (K, N), dtype)
+        plan = make_plan(cuda_like_problem(monkeypatch, a, b, trans_b), 1.0, 0.0, False, None, Options(**opts))
+        return plan
+
+    big = fam(4096, 4096, 4096)
+    assert big.family == "hopper" and big.family_spec.bn == 256 and big.stage == (False, False)
+    assert fam(4096, 4096, 4096, trans_b=True).family_spec.layout_b == "T"
+    odd = fam(4095, 4095, 4095)
+    assert odd.family == "hopper" and odd.stage == (True, True)
+    assert fam(1024, 1024, 16384).family_spec.bn == 128  # fewer 128x256 tiles than SMs
+    assert fam(4096, 4096, 4096, hopper=False).family == "pipelined"
+    assert fam(512, 512, 512).family != "hopper"
+    assert fam(4096, 4096, 4096, dtype=np.float32).family != "hopper"

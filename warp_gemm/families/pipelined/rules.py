@@ -9,6 +9,7 @@ from ... import _compat
 from ...config import configs as _config
 from ...config import tables
 from ...config.configs import PipeConfig
+from ...core.options import options
 from .launch import applies, has_native_tile_args
 from .spec import PAD_AB, PAD_C, SMEM_LIMIT, TINY_MIN_BATCH, default_spec, smem_bytes, tiny_batched, unfit
 
@@ -132,7 +133,8 @@ def plan(ctx):
     M, N, K = base.M, base.N, p.K
     tiles = p.batch * -(-M // 128) * -(-N // 128)
     exact32 = p.in_dtype == "float32" and not tf32
-    simt32 = exact32 and not dev.is_cpu and opts.pipe_snippets and base.activation is None
+    # the snippet products as default_spec sees them (warp_gemm.options in force)
+    simt32 = exact32 and not dev.is_cpu and options().pipe_snippets and base.activation is None
     if exact32 and want is None and not (simt32 and tiles >= SIMT_MIN_TILES):
         # exact float32 through tile_matmul (MathDx SIMT) is no faster here than in the tiled family (32 against
         # 32.5 TFLOP/s); the SIMT kernel wins from 1024 tiles (4096^3: 44.9) and loses at 64 (1000^3: 17.8 / 19.1)
