@@ -1,6 +1,7 @@
 """The package's layering (docs/design.md): imports go one way, and there are no cycles.
 
-    __init__ / __main__ / tools  ->  api, tile  ->  torch (custom ops)  ->  autograd  ->  core  ->  kernels  ->  config  ->  _compat
+    __init__ / __main__ / tools  ->  api, tile, compat  ->  torch (custom ops)  ->  autograd  ->  core  ->  kernels  ->
+    config  ->  _compat
 
 Every import is read from the source (module level and inside functions), so a lazy import that runs
 back up a layer is caught too.
@@ -13,7 +14,7 @@ import pathlib
 
 PKG = pathlib.Path(__file__).resolve().parent.parent / "warp_gemm"
 
-RANK = {"_compat": 0, "config": 1, "kernels": 2, "core": 3, "autograd": 4, "torch": 4.5, "api": 5, "tile": 5,
+RANK = {"_compat": 0, "config": 1, "kernels": 2, "core": 3, "autograd": 4, "torch": 4.5, "api": 5, "tile": 5, "compat": 5,
         "tools": 6, "__init__": 7, "__main__": 7}
 
 
