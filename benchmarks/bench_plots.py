@@ -1,4 +1,5 @@
-"""``python benchmarks/bench_plots.py ROWS.json DIR``: :mod:`warp_gemm.bench.plots` (imported: that module)."""
+"""``python benchmarks/bench_plots.py ROWS.json DIR``: :mod:`warp_gemm.tools.bench.plots` (imported: that
+module)."""
 
 import pathlib
 import sys
@@ -6,7 +7,7 @@ import sys
 if __package__ in (None, ""):
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
-from warp_gemm.bench import plots  # noqa: E402
+from warp_gemm.tools.bench import plots  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(plots.main())

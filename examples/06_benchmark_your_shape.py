@@ -9,7 +9,7 @@ and 80th percentiles and TFLOP/s (2*M*N*K / median).
     python examples/06_benchmark_your_shape.py --device cpu --m 1023 --n 1025 --k 1027 --dtype float32
     python examples/06_benchmark_your_shape.py --shape 16x8192x8192 --dtype bfloat16 --allow-tf32
 
-For many shapes, configurations and plots use the benchmark runner, benchmarks/run.py.
+For many shapes, configurations and plots use the benchmark runner, ``warp-gemm bench``.
 """
 
 from __future__ import annotations

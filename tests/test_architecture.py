@@ -1,8 +1,8 @@
 """The package's layering (docs/design.md): imports go one way, and there are no cycles.
 
-    __init__ / __main__ / tools  ->  api, tile  ->  torch (custom ops)  ->  autograd  ->  planner (core.plan,
-    core.execute)  ->  families  ->  core (problem, operands, options, launches, ...)  ->  families.common  ->  config
-    ->  _compat
+    __init__ / __main__ / tools  ->  api, tile, compat  ->  torch (custom ops)  ->  autograd  ->  planner (core.plan,
+    core.execute, core.fastpath)  ->  families  ->  core (problem, operands, options, launches, ...)  ->
+    families.common  ->  config  ->  _compat
 
 Every import is read from the source (module level and inside functions), so a lazy import that runs
 back up a layer is caught too.

@@ -1,4 +1,4 @@
-"""Smoke test of the benchmark runner (``warp_gemm.bench.runner``, ``warp-gemm bench``): ``--quick --device cpu``
+"""Smoke test of the benchmark runner (``warp_gemm.tools.bench.runner``, ``warp-gemm bench``): ``--quick --device cpu``
 in-process, and ``benchmarks/run.py`` as the checkout's shim onto it.
 
 CI runs no GPU, so this covers the CPU timer, the correctness gate, the table, --json and --plot; it takes
@@ -17,14 +17,14 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _load_runner():
-    from warp_gemm.bench import runner
+    from warp_gemm.tools.bench import runner
 
     return runner
 
 
 def test_checkout_shim_is_the_runner():
     """``benchmarks/run.py``, imported by name as the probes do, is the packaged runner itself."""
-    from warp_gemm.bench import runner
+    from warp_gemm.tools.bench import runner
 
     sys.path.insert(0, str(ROOT / "benchmarks"))
     try:

@@ -49,7 +49,7 @@ def test_dtype_errors_name_the_spellings(text):
 
 def test_every_command_uses_the_one_parser():
     """check, bench, tune, precompile and the parallel builds all take the short and the long names."""
-    from warp_gemm.bench import compile_parallel, runner
+    from warp_gemm.tools.bench import compile_parallel, runner
     from warp_gemm.tools import check, precompile
 
     assert [d.label for d in runner.parse_dtypes("fp16,bfloat16,tf32,double")] == ["float16", "bfloat16", "tf32",

@@ -204,6 +204,50 @@ def test_init_serialises_warp_init(monkeypatch):
     assert state == {"calls": 1, "inside": 0, "max_inside": 1}, state
 
 
+class _HalfInitialisedDevice:
+    """A CUDA device as Warp 1.19 leaves it while another thread is inside ``Device.context``: the context
+    is published, the stream not yet (``_init_streams`` runs after). ``publish()`` completes it."""
+
+    is_cuda, is_cpu, alias = True, False, "cuda:99"
+
+    def __init__(self):
+        self.stream = None
+        self.context = object()
+
+    def publish(self):
+        self.stream = type("Stream", (), {"cuda_stream": 1234})()
+
+
+def test_init_waits_for_a_stream_another_thread_is_creating(monkeypatch):
+    """``_compat.init(device)`` returns only once the device's stream exists (docs/reliability.md, threads,
+    defect 2): warp_gemm then never reads ``device.stream`` as None (``'NoneType' object has no attribute
+    'cuda_stream'``)."""
+    import threading
+    import time
+
+    dev = _HalfInitialisedDevice()
+    monkeypatch.setattr(_compat, "_ready_devices", set())
+    timer = threading.Timer(0.2, dev.publish)  # the other thread finishes Warp's _init_streams
+    t0 = time.monotonic()
+    timer.start()
+    try:
+        _compat.init(dev)
+        stream_when_init_returned, waited = dev.stream, time.monotonic() - t0
+    finally:
+        timer.join()
+    assert stream_when_init_returned is not None, "init returned while the device had no stream"
+    assert waited >= 0.19 and stream_when_init_returned.cuda_stream == 1234
+    assert dev.alias in _compat._ready_devices
+
+
+def test_init_gives_up_waiting_after_the_bound(monkeypatch):
+    dev = _HalfInitialisedDevice()
+    monkeypatch.setattr(_compat, "_ready_devices", set())
+    monkeypatch.setattr(_compat, "STREAM_WAIT_S", 0.05)
+    _compat.init(dev)  # returns (Warp's own error will follow at the first use of the stream)
+    assert dev.stream is None
+
+
 def _run_shared_worker(tmp_path, device: str):
     env = dict(os.environ)
     env["WARP_CACHE_PATH"] = str(tmp_path / "warp-cache")  # cold: every module compiles and loads here

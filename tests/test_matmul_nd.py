@@ -104,3 +104,54 @@ def test_nd_bad_out_leaves_out_untouched():
     with pytest.raises(ValueError, match=r"out has shape \[2, 3, 4, 5\]"):
         warp_gemm.matmul(a, b, out=out)
     assert np.isnan(out).all()
+
+
+_NO_TORCH = """
+import sys
+sys.modules["torch"] = None  # torch cannot be imported in this process
+import numpy as np, warp as wp, warp_gemm
+from warp_gemm.tools.tolerance import compare
+rng = np.random.default_rng()
+for sa, sb in [((2, 1, 6, 7), (1, 3, 7, 5)), ((2, 1, 6, 7), (3, 7, 5)), ((1, 3, 6, 7), (2, 1, 7, 5))]:
+    a, b = rng.standard_normal(sa).astype(np.float32), rng.standard_normal(sb).astype(np.float32)
+    ref = np.matmul(a.astype(np.float64), b.astype(np.float64))
+    out = wp.array(np.full(ref.shape, np.nan, np.float32), device="cpu")
+    # A stored transposed (a strided view) as well: the copy reads any strides
+    at = wp.array(np.ascontiguousarray(np.swapaxes(a, -1, -2)), device="cpu").transpose((0, 1, 3, 2))
+    for A in (wp.array(a, device="cpu"), at):
+        warp_gemm.matmul(A, wp.array(b, device="cpu"), out=out)
+        c = compare(out.numpy().astype(np.float64), ref, "float32")
+        assert c.ok, (sa, sb, c)
+assert "torch" not in sys.modules or sys.modules["torch"] is None
+print("OK")
+"""
+
+
+def test_wp_broadcast_copies_need_no_torch():
+    """A wp.array broadcast along some but not all batch dimensions is copied by Warp: torch is not
+    importable in the process that runs it."""
+    import os
+    import subprocess
+    import sys
+
+    root = str(__import__("pathlib").Path(__file__).resolve().parent.parent)
+    proc = subprocess.run([sys.executable, "-c", _NO_TORCH], capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "PYTHONPATH": root})
+    assert proc.returncode == 0 and "OK" in proc.stdout, proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_wp_broadcast_copy_16bit(dtype):
+    from conftest import make, to_f64
+
+    from warp_gemm import _compat
+    from warp_gemm.tools.tolerance import round_to
+
+    if dtype == "bfloat16" and not _compat.HAS_BF16:
+        pytest.skip("bfloat16 needs warp-lang >= 1.13")
+    rng = np.random.default_rng(np.random.SeedSequence().entropy % 2**32)
+    a = round_to(rng.standard_normal((2, 1, 6, 7)) * 7**-0.25, dtype)
+    b = round_to(rng.standard_normal((1, 3, 7, 5)) * 7**-0.25, dtype)
+    out = make(np.full((2, 3, 6, 5), np.nan), dtype, "warp", "cpu")
+    warp_gemm.matmul(make(a, dtype, "warp", "cpu"), make(b, dtype, "warp", "cpu"), out=out)
+    assert compare(to_f64(out), np.matmul(a, b), dtype).ok

@@ -51,9 +51,9 @@ __all__ = [
 
 def __getattr__(name):
     # ``warp_gemm.torch`` (custom ops, Linear) is imported on first use: importing warp_gemm must not
-    # import torch.
-    if name == "torch":
+    # import torch. ``warp_gemm.compat`` (the wp.matmul drop-ins) likewise, on first use.
+    if name in ("torch", "compat"):
         import importlib
 
-        return importlib.import_module("warp_gemm.torch")
+        return importlib.import_module(f"warp_gemm.{name}")
     raise AttributeError(f"module 'warp_gemm' has no attribute {name!r}")

@@ -17,6 +17,7 @@ import importlib
 import inspect
 import os
 import threading
+import time
 
 import warp as wp
 
@@ -172,9 +173,11 @@ def init(device=None) -> None:
     before it creates the device's stream (``Device.context`` then ``_init_streams``): a second thread
     that uses the device in that window finds ``device.stream`` None (``AttributeError: 'NoneType'
     object has no attribute 'cuda_stream'`` in ``wp.array``/``wp.copy``; 6 of 24 eight-thread runs on an
-    H100). warp_gemm acquires contexts here, under a lock, before it touches a device; programs that
-    build Warp arrays from several threads should call ``warp_gemm.init()`` once in the main thread
-    first (docs/reliability.md)."""
+    H100). warp_gemm acquires contexts here, under a lock, before it touches a device, and when another
+    thread (one of the caller's, outside this lock) is inside that window it waits for the stream
+    (``_await_stream``) rather than go on to a launch that would read it. Programs that build Warp arrays
+    from several threads should call ``warp_gemm.init()`` once in the main thread first: Warp's own calls
+    in those threads are not covered (docs/reliability.md)."""
     global _initialised
     if not _initialised:
         with _init_lock:
@@ -189,7 +192,21 @@ def init(device=None) -> None:
             with _init_lock:
                 if dev.alias not in _ready_devices:
                     dev.context  # noqa: B018 -- acquires the context and creates its streams
+                    _await_stream(dev)
                     _ready_devices.add(dev.alias)
+
+
+#: How long :func:`init` waits for another thread to finish creating a device's streams (seconds).
+STREAM_WAIT_S = 10.0
+
+
+def _await_stream(dev) -> None:
+    """Return once ``dev.stream`` exists. ``Device.context`` returns as soon as a context is published,
+    which another thread may have done without yet creating the streams (Warp 1.19's order): until it
+    has, ``dev.stream`` is None. After ``STREAM_WAIT_S`` the caller goes on (and meets Warp's error)."""
+    deadline = time.monotonic() + STREAM_WAIT_S
+    while getattr(dev, "stream", None) is None and time.monotonic() < deadline:
+        time.sleep(0.001)
 
 
 def quiet() -> None:

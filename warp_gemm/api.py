@@ -22,8 +22,8 @@ def matmul(a, b, *, out=None, allow_tf32: bool = False, config: Config | None = 
     matrix·vector) and any number of broadcast leading dimensions, e.g. ``(B, H, S, D) @ (B, H, D, S)``,
     presented to the 2-D/3-D GEMM as views without copies where the strides allow
     (``core/broadcast.py``); ``out`` then has the result's shape. For ``wp.array`` operands Warp has no
-    0-d arrays (a vector·vector product is refused), an operand that needs a broadcast copy is copied
-    through torch (or refused without it), and gradients (``wp.Tape``) cover 2-D and 3-D operands only.
+    0-d arrays (a vector·vector product is refused), an operand that needs a broadcast copy is copied by
+    Warp (no torch needed), and gradients (``wp.Tape``) cover 2-D and 3-D operands only.
     dtypes: float16, bfloat16, float32, float64 (both operands the same); 16-bit inputs accumulate in
     float32, float64 in float64. The result has the input dtype (or ``out``'s), the caller's container
     type (``wp.array``, ``torch.Tensor``, ``numpy.ndarray``; that of ``a``) and device.
@@ -209,13 +209,28 @@ def _present(x, view, row: bool):
             v = raw_view(x.ptr, x.dtype, tuple(view.shape), tuple(s * item for s in view.strides), x.device)
             v._wg_base = x  # the view owns nothing: keep x alive with it
             return v
-        if torch is None:
-            raise ValueError(f"matmul: a wp.array of shape {list(x.shape)} broadcast to "
-                             f"{list(view.expand_shape)} needs a copy, which warp_gemm makes through torch "
-                             "(not installed): pass it with the full batch shape")
-        t = _present(wp.to_torch(x), view, row)
-        return wp.from_torch(t.contiguous(), dtype=x.dtype)
+        return _broadcast_copy_wp(x, view, row)
     return x  # not an array: validation names it
+
+
+def _broadcast_copy_wp(x, view, row: bool):
+    """``x`` (a wp.array; 1-D promoted to a row or a column) broadcast to ``view.expand_shape``, copied into
+    a new contiguous wp.array by Warp (a stride-0 view copied with ``wp.copy``) and seen as ``view.shape``.
+    Warp arrays have at most 4 dimensions, as does ``expand_shape`` for Warp operands."""
+    import warp as wp
+
+    shape, strides = tuple(x.shape), tuple(x.strides)
+    if len(shape) == 1:  # (K,) as the row (1, K) or the column (K, 1)
+        shape, strides = ((1, shape[0]), (0, strides[0])) if row else ((shape[0], 1), (strides[0], 0))
+    full = tuple(view.expand_shape)
+    lead = len(full) - len(shape)
+    shape, strides = (1,) * lead + shape, (0,) * lead + strides
+    bstrides = tuple(0 if n == 1 and f != 1 else st for n, f, st in zip(shape, full, strides))
+    src = wp.array(ptr=x.ptr, dtype=x.dtype, shape=full, strides=bstrides, capacity=x.capacity, device=x.device)
+    src._wg_base = x  # the view owns nothing: keep x alive with it
+    dst = wp.empty(full, dtype=x.dtype, device=x.device)
+    wp.copy(dst, src)
+    return dst.reshape(tuple(view.shape))
 
 
 def _new_like(a, shape, b):

@@ -4,6 +4,7 @@ Both seen on Warp 1.19; warp_gemm works around them (docs/reliability.md#threads
 
     WARP_CACHE_PATH=$(mktemp -d) python benchmarks/probes/warp_thread_races.py load     # Module.load race
     python benchmarks/probes/warp_thread_races.py context                              # lazy context race
+    python benchmarks/probes/warp_thread_races.py window                               # the same, made certain
 
 ``load``: eight threads make the first ``wp.launch(..., record_cmd=True)`` of one kernel at once (cold
 kernel cache). ``wp.launch`` takes the kernel hooks from the executable *its* ``Module.load`` returned;
@@ -17,12 +18,18 @@ referenced by nobody, is collected, and unloads its CUDA module: replaying the r
 created the device's stream, so a thread can see ``device.stream`` None (AttributeError
 'NoneType' object has no attribute 'cuda_stream').
 
+``window``: the ``context`` race with its window held open: ``Device._init_streams`` is wrapped to sleep
+0.5 s first (standing for the scheduler switching threads between Warp's two steps); one thread acquires
+the context while the main thread, 0.1 s later, asks for the device's stream. Expected on every run:
+AttributeError 'NoneType' object has no attribute 'cuda_stream'.
+
 Prints one line: ``RESULT {"mode": ..., "errors": [...]}`` (empty errors: the race did not show).
 """
 import gc
 import json
 import sys
 import threading
+import time
 
 import warp as wp
 
@@ -83,6 +90,25 @@ elif MODE == "context":
         t.start()
     for t in threads:
         t.join()
+elif MODE == "window":
+    dev = wp.get_device("cuda:0")
+    real_init_streams = type(dev)._init_streams
+
+    def slow_init_streams(self):
+        time.sleep(0.5)
+        real_init_streams(self)
+
+    type(dev)._init_streams = slow_init_streams
+    first = threading.Thread(target=lambda: dev.context)  # publishes the context, then sleeps, then streams
+    first.start()
+    time.sleep(0.1)
+    for what, use in (("wp.get_stream", lambda: wp.get_stream("cuda:0").cuda_stream),
+                      ("wp.zeros", lambda: wp.zeros(3, dtype=float, device="cuda:0"))):
+        try:
+            use()
+        except Exception as e:  # noqa: BLE001
+            errors.append(f"{what}: {type(e).__name__}: {str(e)[:160]}")
+    first.join()
 else:
-    sys.exit(f"unknown mode {MODE!r}: load | context")
+    sys.exit(f"unknown mode {MODE!r}: load | context | window")
 print("RESULT " + json.dumps({"mode": MODE, "warp": wp.config.version, "errors": errors}))

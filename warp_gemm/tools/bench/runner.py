@@ -5,7 +5,7 @@
     warp-gemm bench --shapes bench-square --dtype fp16,tf32 --providers warp_gemm,torch
     warp-gemm bench --shapes 4096x4096x4096 --dtype bf16 --sweep --json rows.json --plot plots/
 
-Also ``python -m warp_gemm.bench.runner`` and, in a checkout, ``python benchmarks/run.py``. Every
+Also ``python -m warp_gemm.tools.bench.runner`` and, in a checkout, ``python benchmarks/run.py``. Every
 provider's result is checked against a float64 reference (a sample of rows for large shapes) before it
 is timed; a wrong provider gets a "WRONG" row and no number. See benchmarks/README.md.
 """
@@ -41,7 +41,7 @@ from warp_gemm.tools.shapes import Shape
 
 # The folder `git` runs in for the header's commit: the checkout this package is in (an installed copy
 # has none, and its rows say "unknown").
-ROOT = Path(__file__).resolve().parent.parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 
 MB = 1 << 20
 REF_ROWS = 64  # rows of the float64 reference for a large product (all N columns)
@@ -650,7 +650,7 @@ def first_call_in_child(row: Row, provider: WarpGemmProvider, dtype: DType, devi
     env = dict(os.environ)
     if cache_dir is not None:
         env["WARP_CACHE_PATH"] = cache_dir
-    proc = subprocess.run([sys.executable, "-m", "warp_gemm.bench.runner", "--_first-call", json.dumps(spec)],
+    proc = subprocess.run([sys.executable, "-m", "warp_gemm.tools.bench.runner", "--_first-call", json.dumps(spec)],
                           env=env, capture_output=True, text=True, timeout=3600)
     for line in reversed(proc.stdout.splitlines()):
         if line.startswith(FIRST_CALL_MARKER):
@@ -818,7 +818,7 @@ def parse_args(argv: list[str] | None, prog: str | None = None) -> argparse.Name
     p.add_argument("--cold", action="store_true", help="also time warp_gemm's first call in fresh processes: "
                    "with an empty kernel cache (cold compile) and with the normal one (cached)")
     p.add_argument("--precompile", type=int, default=0, metavar="N", help="first build every candidate "
-                   "configuration of the dtypes in N parallel processes (warp_gemm.bench.compile_parallel), so "
+                   "configuration of the dtypes in N parallel processes (warp_gemm.tools.bench.compile_parallel), so "
                    "that neither --sweep nor the default choice compiles serially while timing")
     p.add_argument("--json", metavar="PATH", help="write the header and all rows as JSON")
     p.add_argument("--plot", metavar="DIR", help="write TFLOP/s figures (PNG), one per dtype (needs matplotlib)")
@@ -925,7 +925,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     print(header_line(header), flush=True)
 
     if args.precompile and "warp_gemm" in args.providers:
-        from warp_gemm.bench.compile_parallel import precompile_sweep
+        from warp_gemm.tools.bench.compile_parallel import precompile_sweep
 
         precompile_sweep(args.device, [d.label for d in dtypes], workers=args.precompile)
 
@@ -948,7 +948,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         write_json(args.json, header, rows, skipped)
         print(f"# wrote {args.json}")
     if args.plot:
-        from warp_gemm.bench.plots import write_plots
+        from warp_gemm.tools.bench.plots import write_plots
 
         title = f"{header['gpu'] or header['cpu']} | commit {header['commit']}"
         for path in write_plots(rows, args.plot, title):

@@ -2,7 +2,7 @@
 
 Each figure has a line panel (TFLOP/s against size, a line per provider) for the square shapes and a
 grouped-bar panel for each of the odd, skinny, transformer and batched sets (and one for any other
-shapes, e.g. --quick's). Re-plot a saved run with ``python -m warp_gemm.bench.plots rows.json DIR``
+shapes, e.g. --quick's). Re-plot a saved run with ``python -m warp_gemm.tools.bench.plots rows.json DIR``
 (matplotlib: the ``bench`` extra).
 """
 
@@ -124,7 +124,7 @@ def write_plots(rows: list[Any], out_dir: str | Path, title: str = "") -> list[P
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 2:
-        print("usage: python -m warp_gemm.bench.plots ROWS.json OUT_DIR", file=sys.stderr)
+        print("usage: python -m warp_gemm.tools.bench.plots ROWS.json OUT_DIR", file=sys.stderr)
         return 2
     data = json.loads(Path(argv[0]).read_text())
     h = data.get("header", {})

@@ -6,8 +6,8 @@ fresh spawned process (no CUDA context survives a fork) that imports warp_gemm a
 ``warp_gemm.precompile_config(config, dtype, device, layout=..., epilogue=..., tf32=...)``; Warp writes
 each module to its kernel cache, where the timing process then loads it (~0.2 s instead of ~60 s).
 
-    python -m warp_gemm.bench.compile_parallel --device cuda:0 --dtype fp16,bf16,tf32,fp32 --workers 16
-    python -m warp_gemm.bench.compile_parallel --dtype fp16 --configs 0,3 --layouts NN,NT
+    python -m warp_gemm.tools.bench.compile_parallel --device cuda:0 --dtype fp16,bf16,tf32,fp32 --workers 16
+    python -m warp_gemm.tools.bench.compile_parallel --dtype fp16 --configs 0,3 --layouts NN,NT
 
 ``warp-gemm bench --sweep --precompile N`` calls :func:`precompile_sweep` before timing.
 """
