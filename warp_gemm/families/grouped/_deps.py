@@ -38,3 +38,4 @@ from warp_gemm.kernels.pipelined import (  # noqa: F401
     smem_bytes,
     staged_store,
 )
+from warp_gemm.autograd import CONSUMES_OUTPUT_GRAD, _tape_paused as tape_paused, accumulate, active_tape  # noqa: F401
