@@ -13,8 +13,8 @@ import pathlib
 
 PKG = pathlib.Path(__file__).resolve().parent.parent / "warp_gemm"
 
-RANK = {"_compat": 0, "config": 1, "kernels": 2, "core": 3, "autograd": 4, "torch": 4.5, "api": 5, "tile": 5,
-        "tools": 6, "__init__": 7, "__main__": 7}
+RANK = {"_compat": 0, "config": 1, "kernels": 2, "families": 2.5, "core": 3, "autograd": 4, "torch": 4.5, "api": 5,
+        "grouped": 5, "tile": 5, "tools": 6, "__init__": 7, "__main__": 7}
 
 
 def _modules() -> dict[str, pathlib.Path]:

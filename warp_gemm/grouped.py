@@ -44,9 +44,9 @@ def grouped_mm(mat_a, mat_b, *, offs=None, bias=None, out_dtype=None, allow_tf32
         from warp_gemm.torch import grouped_ops
 
         return grouped_ops.grouped_mm(mat_a, mat_b, offs=offs, bias=bias, out_dtype=out_dtype, allow_tf32=allow_tf32)
-    from warp_gemm.families.grouped.api import grouped_mm_core
+    from warp_gemm.core import grouped as _core
 
-    return grouped_mm_core(mat_a, mat_b, offs, bias, out_dtype, allow_tf32)
+    return _core.grouped_mm(mat_a, mat_b, offs, bias, out_dtype, allow_tf32)
 
 
 def grouped_matmul(list_a, list_b, *, out=None, allow_tf32: bool = False):
@@ -68,9 +68,79 @@ def grouped_matmul(list_a, list_b, *, out=None, allow_tf32: bool = False):
         from warp_gemm.torch import grouped_ops
 
         return grouped_ops.grouped_matmul(list_a, list_b, allow_tf32=allow_tf32)
-    from warp_gemm.families.grouped import api, tape
+    from warp_gemm.autograd import active_tape
+    from warp_gemm.core import grouped as _core
 
-    t = tape.active_tape()
-    if t is not None:
-        return tape.grouped_matmul_tape(t, list_a, list_b, out, allow_tf32)
-    return api.grouped_matmul_core(list_a, list_b, out, allow_tf32)
+    tape = active_tape()
+    if tape is not None:
+        return _grouped_matmul_tape(tape, list_a, list_b, out, allow_tf32)
+    return _core.grouped_matmul(list_a, list_b, out, allow_tf32)
+
+
+# --- wp.Tape -----------------------------------------------------------------------------------------------------
+# The forward runs with the tape paused (the grouped kernel is forward-only) and records one backward function:
+# dA_i += dD_i @ B_i^T and dB_i += A_i^T @ dD_i, each list one grouped launch into temporaries of the accumulation
+# dtype, then added into the .grad arrays (one small launch per array). As for matmul, an output's gradient is
+# consumed (zeroed) after use where Warp does so (retain_grad, 1.19+) unless the output retains it.
+def _grouped_matmul_tape(tape, list_a, list_b, out, allow_tf32: bool):
+    import warp as wp
+
+    from warp_gemm import autograd as _ag
+    from warp_gemm.core import grouped as _core
+    from warp_gemm.kernels.common import WP_DTYPES, acc_dtype_name
+
+    need_a = [isinstance(x, wp.array) and x.requires_grad for x in list_a]
+    need_b = [isinstance(x, wp.array) and x.requires_grad for x in list_b]
+    if not (any(need_a) or any(need_b)):
+        with _ag._tape_paused():
+            return _core.grouped_matmul(list_a, list_b, out, allow_tf32)
+    if out is not None and not all(isinstance(d, wp.array) and d.requires_grad for d in out):
+        raise ValueError("grouped_matmul: an operand has requires_grad=True and a wp.Tape is recording, but out is "
+                         "not a list of wp.arrays with requires_grad=True, so no gradient could flow back through "
+                         "it; allocate them with requires_grad=True (or leave out=None)")
+    with _ag._tape_paused():
+        results = _core.grouped_matmul(list_a, list_b, out, allow_tf32, requires_grad=True)
+    a, b = list(list_a), list(list_b)
+    names = {v: k for k, v in WP_DTYPES.items()}
+
+    def backward():
+        dev = results[0].device
+        with _ag._tape_paused(), wp.ScopedDevice(dev):
+            acc = WP_DTYPES[acc_dtype_name(names[a[0].dtype])]
+            grads = [d.grad for d in results]
+            for need, xs, left in ((need_a, a, True), (need_b, b, False)):
+                idx = [i for i, n in enumerate(need) if n and xs[i].size]
+                if not idx:
+                    continue
+                tmp = [wp.empty(xs[i].shape, dtype=acc, device=dev) for i in idx]
+                if left:  # dA_i = dD_i @ B_i^T
+                    _core.grouped_matmul([_cast(grads[i], a[i].dtype) for i in idx], [b[i].transpose() for i in idx],
+                                         tmp, allow_tf32)
+                else:  # dB_i = A_i^T @ dD_i
+                    _core.grouped_matmul([a[i].transpose() for i in idx], [_cast(grads[i], b[i].dtype) for i in idx],
+                                         tmp, allow_tf32)
+                for i, t in zip(idx, tmp):
+                    _ag.accumulate(xs[i].grad, t)
+            if _ag.CONSUMES_OUTPUT_GRAD:
+                for d in results:
+                    if not getattr(d, "retain_grad", False):
+                        d.grad.zero_()
+
+    arrays = [x for x, n in zip(a, need_a) if n] + [x for x, n in zip(b, need_b) if n] + list(results)
+    tape.record_func(backward, arrays=arrays)
+    return results
+
+
+def _cast(g, dtype):
+    """``g`` in ``dtype`` (a new array where it differs: a product takes one dtype)."""
+    import warp as wp
+
+    from warp_gemm.core.launches import convert
+    from warp_gemm.kernels.common import WP_DTYPES
+
+    if g.dtype == dtype:
+        return g
+    names = {v: k for k, v in WP_DTYPES.items()}
+    y = wp.empty(g.shape, dtype=dtype, device=g.device)
+    convert(y.reshape((1, *g.shape)), g.reshape((1, *g.shape)), names[dtype], names[g.dtype])
+    return y

@@ -16,7 +16,7 @@ from typing import Optional
 
 import torch
 
-from ..families.grouped import api as _api
+from ..core import grouped as _core
 
 _NS = "warp_gemm"
 
@@ -38,7 +38,7 @@ def _mm_shape(a, b, offs):
 # --- warp_gemm::grouped_mm --------------------------------------------------------------------------------------
 def _mm_impl(mat_a: torch.Tensor, mat_b: torch.Tensor, offs: Optional[torch.Tensor], bias: Optional[torch.Tensor],
              out_dtype: Optional[torch.dtype], allow_tf32: bool) -> torch.Tensor:
-    return _api.grouped_mm_core(mat_a, mat_b, offs, bias, out_dtype, allow_tf32)
+    return _core.grouped_mm(mat_a, mat_b, offs, bias, out_dtype, allow_tf32)
 
 
 _mm_op = torch.library.custom_op(f"{_NS}::grouped_mm", _mm_impl, mutates_args=())
@@ -112,7 +112,7 @@ _mm_op.register_autograd(_mm_backward, setup_context=_mm_setup)
 
 # --- warp_gemm::grouped_matmul -----------------------------------------------------------------------------------
 def _mat_impl(a: list[torch.Tensor], b: list[torch.Tensor], allow_tf32: bool) -> list[torch.Tensor]:
-    return _api.grouped_matmul_core(list(a), list(b), None, allow_tf32)
+    return _core.grouped_matmul(list(a), list(b), None, allow_tf32)
 
 
 _mat_op = torch.library.custom_op(f"{_NS}::grouped_matmul", _mat_impl, mutates_args=())
