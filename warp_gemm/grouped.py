@@ -123,10 +123,11 @@ def _grouped_matmul_tape(tape, list_a, list_b, out, allow_tf32: bool):
                     _ag.accumulate(xs[i].grad, t)
             if _ag.CONSUMES_OUTPUT_GRAD:
                 for d in results:
-                    if not getattr(d, "retain_grad", False):
+                    if d.size and not getattr(d, "retain_grad", False):
                         d.grad.zero_()
 
-    arrays = [x for x, n in zip(a, need_a) if n] + [x for x, n in zip(b, need_b) if n] + list(results)
+    # (the tape keeps these arrays' gradients; empty arrays have none to keep)
+    arrays = [x for x, n in zip(a + b, need_a + need_b) if n and x.size] + [r for r in results if r.size]
     tape.record_func(backward, arrays=arrays)
     return results
 

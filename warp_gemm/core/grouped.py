@@ -481,7 +481,7 @@ def grouped_matmul(list_a, list_b, out, allow_tf32: bool = False, spec=None, req
             i = int(wrong[0])
             raise ValueError(f"{LIST}: out[{i}] has shape {list(dsh[i])}; a[{i}] {list(ash[i])} @ b[{i}] "
                              f"{list(bsh[i])} is ({ms[i]}, {ns[i]})")
-        unit = (dst[:, 1] == 1) | (dsh[:, 1] <= 1)
+        unit = (dst[:, 1] == 1) | (dsh[:, 1] <= 1) | (dsh[:, 0] == 0)
         if not unit.all():
             i = int(np.nonzero(~unit)[0][0])
             raise ValueError(f"{LIST}: out[{i}] (shape {list(dsh[i])}, strides {list(dst[i])}) needs unit column "
@@ -506,7 +506,7 @@ def grouped_matmul(list_a, list_b, out, allow_tf32: bool = False, spec=None, req
 
 def _new_outputs(A0, dtype: str, ms: np.ndarray, ns: np.ndarray, requires_grad: bool):
     """``(results, pointers, row strides)`` of new ``(M_i, N_i)`` results in ``A0``'s container and device: views
-    of one buffer (torch, NumPy), or one wp.array each."""
+    of one buffer (NumPy), or one array each (torch: a custom operator's results may not alias each other)."""
     sizes = ms * ns
     offsets = np.concatenate(([0], np.cumsum(sizes)[:-1])).astype(np.int64)
     it = ITEMSIZE[dtype]
@@ -514,10 +514,9 @@ def _new_outputs(A0, dtype: str, ms: np.ndarray, ns: np.ndarray, requires_grad: 
     ld = np.maximum(ns, 1)
     if A0.kind == "torch":
         torch = _torch()
-        flat = torch.empty(total, dtype=A0.obj.dtype, device=A0.obj.device)
-        views = flat.split_with_sizes(sizes.tolist())
-        res = [v.view(m, n) for v, m, n in zip(views, ms.tolist(), ns.tolist())]
-        return res, flat.data_ptr() + offsets * it, ld
+        dt, dv = A0.obj.dtype, A0.obj.device
+        res = [torch.empty((m, n), dtype=dt, device=dv) for m, n in zip(ms.tolist(), ns.tolist())]
+        return res, np.array([r.data_ptr() for r in res], dtype=np.int64), ld
     if A0.kind == "numpy":
         flat = np.empty(total, dtype=np.dtype(dtype))
         res = [flat[o:o + s].reshape(m, n) for o, s, m, n in zip(offsets.tolist(), sizes.tolist(), ms.tolist(),
