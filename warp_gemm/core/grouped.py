@@ -373,9 +373,10 @@ def _columns(xs, name: str):
     first = _desc(xs[0], f"{name}[0]", LIST)
     kind = first.kind
     if kind == "torch":
-        bad = [i for i, x in enumerate(xs) if not isinstance(x, torch.Tensor)]
+        T = torch.Tensor
+        bad = [] if all(type(x) is T for x in xs) else [i for i, x in enumerate(xs) if not isinstance(x, T)]
         dts = {x.dtype for x in xs} if not bad else set()
-        devs = {x.device for x in xs} if not bad else set()
+        devs = {x.get_device() for x in xs} if not bad else set()
     elif kind == "warp":
         bad = [i for i, x in enumerate(xs) if not isinstance(x, wp.array)]
         dts = {x.dtype for x in xs} if not bad else set()
@@ -430,9 +431,11 @@ def _layouts(shapes: np.ndarray, strides: np.ndarray):
     return t_lay, ld, n_lay | t_lay
 
 
-def grouped_matmul(list_a, list_b, out, allow_tf32: bool = False, spec=None, requires_grad: bool = False):
+def grouped_matmul(list_a, list_b, out, allow_tf32: bool = False, spec=None, requires_grad: bool = False,
+                   separate: bool = False):
     """``[a_i @ b_i]`` into ``out`` (a list of ``(M_i, N_i)`` arrays) or new arrays of the operands' container
-    (``requires_grad``: new wp.arrays that take gradients); returns the list of results."""
+    (``requires_grad``: new wp.arrays that take gradients; ``separate``: torch results that are not views of one
+    buffer); returns the list of results."""
     if not isinstance(list_a, (list, tuple)) or not isinstance(list_b, (list, tuple)):
         raise TypeError(f"{LIST}: list_a and list_b must be lists of 2-D arrays; got {type(list_a).__name__} and "
                         f"{type(list_b).__name__}")
@@ -464,11 +467,11 @@ def grouped_matmul(list_a, list_b, out, allow_tf32: bool = False, spec=None, req
         for i in fix.tolist():
             la2[i] = _contiguous(la2[i], A0, LIST)[0]
             lb2[i] = _contiguous(lb2[i], B0, LIST)[0]
-        return grouped_matmul(la2, lb2, out, allow_tf32, spec, requires_grad)
+        return grouped_matmul(la2, lb2, out, allow_tf32, spec, requires_grad, separate)
     ms, ns, ks = ash[:, 0], bsh[:, 1], ash[:, 1]
     in_dt = A0.dtype
     if out is None:
-        results, dp, ldd = _new_outputs(A0, in_dt, ms, ns, requires_grad)
+        results, dp, ldd = _new_outputs(A0, in_dt, ms, ns, requires_grad, separate)
         out_dt = in_dt
     else:
         D0, dp, dsh, dst = _columns(list(out), "out")
@@ -504,25 +507,28 @@ def grouped_matmul(list_a, list_b, out, allow_tf32: bool = False, spec=None, req
     return results
 
 
-def _new_outputs(A0, dtype: str, ms: np.ndarray, ns: np.ndarray, requires_grad: bool):
+def _new_outputs(A0, dtype: str, ms: np.ndarray, ns: np.ndarray, requires_grad: bool, separate: bool):
     """``(results, pointers, row strides)`` of new ``(M_i, N_i)`` results in ``A0``'s container and device: views
-    of one buffer (NumPy), or one array each (torch: a custom operator's results may not alias each other)."""
+    of one buffer (torch, NumPy), or one array each (wp.array; torch with ``separate``: a custom operator's results
+    may not alias each other)."""
     sizes = ms * ns
     offsets = np.concatenate(([0], np.cumsum(sizes)[:-1])).astype(np.int64)
     it = ITEMSIZE[dtype]
-    total = int(sizes.sum())
     ld = np.maximum(ns, 1)
+    shapes = list(zip(ms.tolist(), ns.tolist()))
     if A0.kind == "torch":
         torch = _torch()
         dt, dv = A0.obj.dtype, A0.obj.device
-        res = [torch.empty((m, n), dtype=dt, device=dv) for m, n in zip(ms.tolist(), ns.tolist())]
-        return res, np.array([r.data_ptr() for r in res], dtype=np.int64), ld
+        if separate:
+            res = [torch.empty(s, dtype=dt, device=dv) for s in shapes]
+            return res, np.array([r.data_ptr() for r in res], dtype=np.int64), ld
+        flat = torch.empty(int(sizes.sum()), dtype=dt, device=dv)
+        res = [v.view(s) for v, s in zip(flat.split_with_sizes(sizes.tolist()), shapes)]
+        return res, flat.data_ptr() + offsets * it, ld
     if A0.kind == "numpy":
-        flat = np.empty(total, dtype=np.dtype(dtype))
-        res = [flat[o:o + s].reshape(m, n) for o, s, m, n in zip(offsets.tolist(), sizes.tolist(), ms.tolist(),
-                                                                   ns.tolist())]
+        flat = np.empty(int(sizes.sum()), dtype=np.dtype(dtype))
+        res = [flat[o:o + n].reshape(s) for o, n, s in zip(offsets.tolist(), sizes.tolist(), shapes)]
         return res, flat.ctypes.data + offsets * it, ld
     wdt = WP_DTYPES[dtype]
-    res = [wp.empty((m, n), dtype=wdt, device=A0.device, requires_grad=requires_grad)
-           for m, n in zip(ms.tolist(), ns.tolist())]
+    res = [wp.empty(s, dtype=wdt, device=A0.device, requires_grad=requires_grad) for s in shapes]
     return res, np.array([r.ptr or 0 for r in res], dtype=np.int64), ld

@@ -12,7 +12,6 @@ itself grouped products (the grouped_mm cases are closed under the backward: a 2
 gradients are a 2-D x 3-D and a 2-D x 2-D product with the same ``offs``, and so on).
 """
 
-from typing import Optional
 
 import torch
 
@@ -36,8 +35,8 @@ def _mm_shape(a, b, offs):
 
 
 # --- warp_gemm::grouped_mm --------------------------------------------------------------------------------------
-def _mm_impl(mat_a: torch.Tensor, mat_b: torch.Tensor, offs: Optional[torch.Tensor], bias: Optional[torch.Tensor],
-             out_dtype: Optional[torch.dtype], allow_tf32: bool) -> torch.Tensor:
+def _mm_impl(mat_a: torch.Tensor, mat_b: torch.Tensor, offs: torch.Tensor | None, bias: torch.Tensor | None,
+             out_dtype: torch.dtype | None, allow_tf32: bool) -> torch.Tensor:
     return _core.grouped_mm(mat_a, mat_b, offs, bias, out_dtype, allow_tf32)
 
 
@@ -50,7 +49,7 @@ def _mm_fake(mat_a, mat_b, offs, bias, out_dtype, allow_tf32):
 
 
 def _mm_setup(ctx, inputs, output):
-    mat_a, mat_b, offs, bias, out_dtype, allow_tf32 = inputs
+    mat_a, mat_b, offs, bias, _out_dtype, allow_tf32 = inputs
     ctx.save_for_backward(mat_a, mat_b, offs)
     ctx.bias_shape = None if bias is None else tuple(bias.shape)
     ctx.tf32 = allow_tf32
@@ -112,7 +111,7 @@ _mm_op.register_autograd(_mm_backward, setup_context=_mm_setup)
 
 # --- warp_gemm::grouped_matmul -----------------------------------------------------------------------------------
 def _mat_impl(a: list[torch.Tensor], b: list[torch.Tensor], allow_tf32: bool) -> list[torch.Tensor]:
-    return _core.grouped_matmul(list(a), list(b), None, allow_tf32)
+    return _core.grouped_matmul(list(a), list(b), None, allow_tf32, separate=True)
 
 
 _mat_op = torch.library.custom_op(f"{_NS}::grouped_matmul", _mat_impl, mutates_args=())
@@ -149,7 +148,7 @@ _mat_op.register_autograd(_mat_backward, setup_context=_mat_setup)
 
 # --- entry points -------------------------------------------------------------------------------------------------
 # Eager calls with nothing to record skip the dispatcher (ops.py: _direct, EAGER_FAST_PATH).
-from .ops import _direct  # noqa: E402
+from .ops import _direct
 
 
 def grouped_mm(mat_a, mat_b, *, offs=None, bias=None, out_dtype=None, allow_tf32: bool = False) -> torch.Tensor:
@@ -162,6 +161,6 @@ def grouped_mm(mat_a, mat_b, *, offs=None, bias=None, out_dtype=None, allow_tf32
 def grouped_matmul(list_a, list_b, *, allow_tf32: bool = False) -> list[torch.Tensor]:
     """:func:`warp_gemm.grouped_matmul` on torch tensors through the ``warp_gemm::grouped_matmul`` operator."""
     a, b = list(list_a), list(list_b)
-    if _direct(*a, *b):
-        return _mat_impl(a, b, bool(allow_tf32))
+    if _direct(*a, *b):  # (results may be views of one buffer here: no operator to forbid it)
+        return _core.grouped_matmul(a, b, None, bool(allow_tf32))
     return list(torch.ops.warp_gemm.grouped_matmul(a, b, bool(allow_tf32)))
