@@ -64,7 +64,7 @@ def grouped_matmul(list_a, list_b, *, out=None, allow_tf32: bool = False):
     a backward of two grouped launches (``dA_i += dD_i @ B_i^T``, ``dB_i += A_i^T @ dD_i``).
     """
     if out is None and isinstance(list_a, (list, tuple)) and isinstance(list_b, (list, tuple)) and list_a \
-            and _torch_all(*list_a, *list_b):
+            and list_b and _torch_all(list_a[0], list_b[0]):  # (every operand's container is checked later)
         from warp_gemm.torch import grouped_ops
 
         return grouped_ops.grouped_matmul(list_a, list_b, allow_tf32=allow_tf32)

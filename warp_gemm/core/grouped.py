@@ -10,6 +10,7 @@ with NumPy instead of the CPU twins of the GPU kernels (the offsets are in host 
 
 from __future__ import annotations
 
+import itertools
 import sys
 
 import numpy as np
@@ -375,8 +376,8 @@ def _columns(xs, name: str):
     if kind == "torch":
         T = torch.Tensor
         bad = [] if all(type(x) is T for x in xs) else [i for i, x in enumerate(xs) if not isinstance(x, T)]
-        dts = {x.dtype for x in xs} if not bad else set()
-        devs = {x.get_device() for x in xs} if not bad else set()
+        both = {(x.dtype, x.get_device()) for x in xs} if not bad else set()
+        dts, devs = {d for d, _ in both}, {v for _, v in both}
     elif kind == "warp":
         bad = [i for i, x in enumerate(xs) if not isinstance(x, wp.array)]
         dts = {x.dtype for x in xs} if not bad else set()
@@ -397,9 +398,15 @@ def _columns(xs, name: str):
         raise ValueError(f"{LIST}: the {name} operands are on several devices ({sorted(map(str, devs))}); put them "
                          "on one")
     if kind == "torch":
+        # (per-tensor attribute reads are most of a long list's host time: one pass each, no tuple copies)
+        n = len(xs)
+        if all(x.dim() == 2 for x in xs):
+            chain = itertools.chain.from_iterable
+            return (first, np.fromiter([x.data_ptr() for x in xs], np.int64, n),
+                    np.fromiter(chain([x.shape for x in xs]), np.int64, 2 * n).reshape(n, 2),
+                    np.fromiter(chain([x.stride() for x in xs]), np.int64, 2 * n).reshape(n, 2))
         shapes = [tuple(x.shape) for x in xs]
-        strides = [x.stride() for x in xs]
-        ptrs = [x.data_ptr() for x in xs]
+        strides = ptrs = []
     elif kind == "warp":
         it = ITEMSIZE[first.dtype]
         shapes = [tuple(x.shape) for x in xs]
