@@ -37,8 +37,10 @@ def group_ends(rng, G: int, avg: int, empty: bool = True) -> np.ndarray:
     """Cumulative ends of G groups of random sizes around ``avg``, a third of them empty when ``empty``."""
     sizes = rng.integers(1, 2 * avg + 1, G)
     if empty and G > 1:
-        sizes[rng.random(G) < 0.33] = 0
-        sizes[0] = 0  # the first group empty too (s = 0 = e)
+        gone = rng.random(G) < 0.33
+        gone[0] = True  # the first group empty (s = 0 = e)
+        gone[-1] = False  # and the last one not: some product always remains
+        sizes[gone] = 0
     return np.cumsum(sizes).astype(np.int32)
 
 
