@@ -28,6 +28,5 @@ from warp_gemm.kernels.pipelined import (  # noqa: F401
     _stub_store as stub_store,
     native_acc,
     native_store,
-    smem_bytes,
     staged_store,
 )

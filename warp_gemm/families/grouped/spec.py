@@ -24,7 +24,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-CASES = ("2d3d", "3d2d", "2d2d", "3d3d")
 #: what the groups split in each operand: matrix "rows", "cols", a 3-D "batch"
 SPLITS = {"2d3d": ("rows", "batch"), "3d2d": ("batch", "cols"), "2d2d": ("cols", "rows"),
           "3d3d": ("batch", "batch")}
