@@ -1,4 +1,4 @@
-"""The host BLAS family (warp_gemm/kernels/host.py): the CPU default path.
+"""The host BLAS family (warp_gemm/families/host/): the CPU default path.
 
 Every output is pre-filled with NaN (an element the path never wrote fails), inputs are fresh random
 draws rounded to the tested dtype, and results are compared with float64 references under the

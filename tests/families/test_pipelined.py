@@ -1,4 +1,4 @@
-"""The pipelined family (warp_gemm/kernels/pipelined.py) on its CPU twin against float64, and its
+"""The pipelined family (warp_gemm/families/pipelined/) on its CPU twin against float64, and its
 offline CUDA build.
 
 The CPU twin runs the same kernel: stage indexing, shared-buffer views, the grouped order, the copy

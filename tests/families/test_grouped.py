@@ -1,0 +1,512 @@
+"""The grouped family: warp_gemm.grouped_mm (torch.nn.functional.grouped_mm's four cases) and grouped_matmul.
+
+Every result is checked against a float64 loop over the groups (inputs rounded to the tested dtype first, the
+tolerance model of warp_gemm.tools.tolerance), in results pre-filled with NaN so an unwritten tile fails: new
+results are allocated through ``empty_like_caller``, which the ``nan_results`` fixture poisons. On the CPU the
+conftest runs the tile kernels (the CUDA kernels' twins); the ``cpu_host`` tests run the NumPy host path.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import warp as wp
+from conftest import DEVICES, kind_ok, make, nan_like, to_f64, torch
+
+import warp_gemm
+from warp_gemm.core import grouped as core_grouped
+from warp_gemm.families.grouped import rules
+from warp_gemm.tools.tolerance import compare, round_to
+
+CASES = ("2d3d", "3d2d", "2d2d", "3d3d")
+DTYPES = ("float16", "bfloat16", "float32", "float64")
+
+
+@pytest.fixture
+def nan_results(monkeypatch):
+    """New results come pre-filled with NaN."""
+
+    def poisoned(kind, ref, shape, dtype):
+        return nan_like(kind, shape, dtype, str(ref.device))
+
+    monkeypatch.setattr(core_grouped, "empty_like_caller", poisoned)
+
+
+# --- inputs and the float64 reference --------------------------------------------------------------------------
+def group_ends(rng, G: int, avg: int, empty: bool = True) -> np.ndarray:
+    """Cumulative ends of G groups of random sizes around ``avg``, a third of them empty when ``empty``."""
+    sizes = rng.integers(1, 2 * avg + 1, G)
+    if empty and G > 1:
+        gone = rng.random(G) < 0.33
+        gone[0] = True  # the first group empty (s = 0 = e)
+        gone[-1] = False  # and the last one not: some product always remains
+        sizes[gone] = 0
+    return np.cumsum(sizes).astype(np.int32)
+
+
+def _mat(x64, dtype, kind, device, transposed: bool):
+    """A container holding ``x64`` (last two dims), stored transposed when asked (then read as a view)."""
+    if not transposed:
+        return make(x64, dtype, kind, device)
+    st = make(np.ascontiguousarray(np.swapaxes(x64, -1, -2)), dtype, kind, device)
+    if kind == "torch":
+        return st.transpose(-2, -1)
+    if kind == "numpy":
+        return np.swapaxes(st, -1, -2)
+    axes = (0, 2, 1) if st.ndim == 3 else (1, 0)
+    return st.transpose(axes)
+
+
+def operands(case, rng, dtype, kind, device, G=3, M=37, N=29, K=45, avg=11, a_t=False, b_t=False, tail=3,
+             empty=True, multiple=1):
+    """``(mat_a, mat_b, offs, a64, b64, ends)`` for ``case``: float64 values already rounded to ``dtype``, scaled
+    so results have unit variance; ``ends`` None for 3d3d. The split dimension has ``tail`` extra entries (more
+    up to a ``multiple``)."""
+    ends = None if case == "3d3d" else group_ends(rng, G, avg, empty)
+    total = 0 if ends is None else int(ends[-1] if len(ends) else 0) + tail
+    total = -(-total // multiple) * multiple
+    if case == "2d3d":
+        ash, bsh, kk = (total, K), (G, K, N), K
+    elif case == "3d2d":
+        ash, bsh, kk = (G, M, K), (K, total), K
+    elif case == "2d2d":
+        ash, bsh, kk = (M, total), (total, N), max(avg, 1)
+    else:
+        ash, bsh, kk = (G, M, K), (G, K, N), K
+    s = kk ** -0.25
+    a64 = round_to(rng.standard_normal(ash) * s, dtype)
+    b64 = round_to(rng.standard_normal(bsh) * s, dtype)
+    a = _mat(a64, dtype, kind, device, a_t)
+    b = _mat(b64, dtype, kind, device, b_t)
+    offs = None if ends is None else _offs(ends, kind, device)
+    return a, b, offs, a64, b64, ends
+
+
+def _offs(ends, kind, device):
+    if kind == "numpy":
+        return ends.copy()
+    if kind == "torch":
+        return torch.tensor(ends, dtype=torch.int32, device=device)
+    return wp.array(ends, dtype=wp.int32, device=device)
+
+
+def reference(case, a64, b64, ends, G):
+    """The float64 loop over the groups (zeros after offs[-1])."""
+    if case == "3d3d":
+        return a64 @ b64
+    starts = np.concatenate(([0], ends[:-1])).astype(int) if len(ends) else []
+    if case == "2d3d":
+        out = np.zeros((a64.shape[0], b64.shape[2]))
+        for g, (s, e) in enumerate(zip(starts, ends)):
+            out[s:e] = a64[s:e] @ b64[g]
+    elif case == "3d2d":
+        out = np.zeros((a64.shape[1], b64.shape[1]))
+        for g, (s, e) in enumerate(zip(starts, ends)):
+            out[:, s:e] = a64[g] @ b64[:, s:e]
+    else:
+        out = np.zeros((G, a64.shape[0], b64.shape[1]))
+        for g, (s, e) in enumerate(zip(starts, ends)):
+            out[g] = a64[:, s:e] @ b64[s:e]
+    return out
+
+
+def check(out, ref, dtype, tf32=False):
+    c = compare(to_f64(out), ref, dtype, tf32)
+    assert c.ok, str(c)
+
+
+def _skip(kind, dtype, device):
+    why = kind_ok(kind, dtype, device)
+    if why:
+        pytest.skip(why)
+
+
+# --- the four cases ----------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("case", CASES)
+def test_cases_against_loop(case, dtype, device, rng, nan_results):
+    a, b, offs, a64, b64, ends = operands(case, rng, dtype, "torch", device)
+    out = warp_gemm.grouped_mm(a, b, offs=offs)
+    assert isinstance(out, torch.Tensor) and out.dtype == a.dtype and out.device == a.device
+    check(out, reference(case, a64, b64, ends, 3), dtype)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("layout", ["NT", "TN", "TT"])
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+@pytest.mark.parametrize("case", CASES)
+def test_layouts(case, dtype, layout, device, rng, nan_results):
+    """Transposed views (``W.transpose(-2, -1)`` of (G, N, K) weights, ``x.T``) read in place; a split along
+    the stored columns takes the checked copies."""
+    a, b, offs, a64, b64, ends = operands(case, rng, dtype, "torch", device, a_t=layout[0] == "T",
+                                          b_t=layout[1] == "T")
+    check(warp_gemm.grouped_mm(a, b, offs=offs), reference(case, a64, b64, ends, 3), dtype)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("kind", ["warp", "numpy"])
+@pytest.mark.parametrize("case", CASES)
+def test_containers(case, kind, device, rng, nan_results):
+    _skip(kind, "float32", device)
+    a, b, offs, a64, b64, ends = operands(case, rng, "float32", kind, device)
+    out = warp_gemm.grouped_mm(a, b, offs=offs)
+    assert type(out) is type(a) and tuple(out.shape) == reference(case, a64, b64, ends, 3).shape
+    check(out, reference(case, a64, b64, ends, 3), "float32")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("case", ["2d3d", "3d2d", "2d2d"])
+def test_hundreds_of_groups(case, device, rng, nan_results):
+    G = 300
+    a, b, offs, a64, b64, ends = operands(case, rng, "float32", "torch", device, G=G, M=9, N=13, K=7, avg=3)
+    check(warp_gemm.grouped_mm(a, b, offs=offs), reference(case, a64, b64, ends, G), "float32")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("case", CASES)
+def test_one_group(case, device, rng, nan_results):
+    a, b, offs, a64, b64, ends = operands(case, rng, "float16", "torch", device, G=1, avg=70, tail=0)
+    check(warp_gemm.grouped_mm(a, b, offs=offs), reference(case, a64, b64, ends, 1), "float16")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_all_groups_empty_and_tail(device, rng, nan_results):
+    """Every group empty: the result is the tail's zeros (no product at all)."""
+    a = torch.tensor(rng.standard_normal((5, 8)), dtype=torch.float32, device=device)
+    b = torch.tensor(rng.standard_normal((4, 8, 6)), dtype=torch.float32, device=device)
+    offs = torch.zeros(4, dtype=torch.int32, device=device)
+    out = warp_gemm.grouped_mm(a, b, offs=offs)
+    assert torch.equal(out.cpu(), torch.zeros(5, 6))
+    out = warp_gemm.grouped_mm(a.T.contiguous(), torch.tensor(rng.standard_normal((5, 3)), dtype=torch.float32,
+                                                                   device=device), offs=torch.zeros(2, dtype=torch.int32, device=device))
+    assert out.shape == (2, 8, 3) and torch.equal(out.cpu(), torch.zeros(2, 8, 3))  # K = 0 for every group
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_strided_both_ways_is_copied(device, rng, nan_results):
+    a, b, offs, a64, b64, ends = operands("2d3d", rng, "float32", "torch", device, K=20)
+    wide = torch.zeros(a.shape[0], 2 * a.shape[1], dtype=a.dtype, device=device)
+    wide[:, ::2] = a
+    check(warp_gemm.grouped_mm(wide[:, ::2], b, offs=offs), reference("2d3d", a64, b64, ends, 3), "float32")
+
+
+# --- bias, out_dtype, tf32 -----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("per_group", [False, True])
+@pytest.mark.parametrize("case", CASES)
+def test_bias(case, per_group, device, rng, nan_results):
+    if case == "3d2d" and per_group:
+        pytest.skip("a 3-D x 2-D product's bias is one row over its columns")
+    a, b, offs, a64, b64, ends = operands(case, rng, "float64", "torch", device)
+    ref = reference(case, a64, b64, ends, 3)
+    cols = ref.shape[-1]
+    bias64 = rng.standard_normal((3, cols) if per_group else (cols,))
+    bias = torch.tensor(bias64, dtype=torch.float64, device=device)
+    out = warp_gemm.grouped_mm(a, b, offs=offs, bias=bias)
+    if case == "2d3d":
+        starts = np.concatenate(([0], ends[:-1]))
+        for g, (s, e) in enumerate(zip(starts, ends)):
+            ref[s:e] += bias64[g] if per_group else bias64
+    elif case == "3d2d":
+        ref[:, :ends[-1]] += bias64[:ends[-1]]
+    else:
+        ref += bias64[:, None, :] if per_group else bias64
+    check(out, ref, "float64")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_out_dtype_float32(dtype, device, rng, nan_results):
+    a, b, offs, a64, b64, ends = operands("2d3d", rng, dtype, "torch", device, b_t=True)
+    out = warp_gemm.grouped_mm(a, b, offs=offs, out_dtype=torch.float32)
+    assert out.dtype == torch.float32
+    check(out, reference("2d3d", a64, b64, ends, 3), dtype)
+    c = compare(to_f64(out), reference("2d3d", a64, b64, ends, 3), "float32")
+    assert c.rel_fro < 1e-5, str(c)  # float32 sums, no 16-bit rounding of the result
+
+
+def test_tf32_kernel_on_cpu(rng, nan_results):
+    """The tf32 mma.sync kernel's CPU twin (CUDA takes it with allow_tf32=True; the CPU otherwise stays exact)."""
+    spec = rules.choose_spec("float32", "float32", True, "NT", True, 32, 32)
+    assert spec.tf32 and spec.mma
+    a, b, offs, a64, b64, ends = operands("2d3d", rng, "float32", "torch", "cpu", b_t=True)
+    out = core_grouped.grouped_mm(a, b, offs, None, None, True, spec=spec)
+    ref = reference("2d3d", a64, b64, ends, 3)
+    check(out, ref, "float32", tf32=True)
+    assert not compare(to_f64(out), ref, "float32").ok  # really rounded to tf32
+
+
+# --- the host path (the package's CPU default) and torch's own grouped_mm -------------------------------------------
+@pytest.mark.cpu_host
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("case", CASES)
+def test_host_path_and_torch_reference(case, dtype, rng):
+    # sizes of whole 16 bytes: torch's CPU grouped_mm refuses other strides
+    a, b, offs, a64, b64, ends = operands(case, rng, dtype, "torch", "cpu", M=40, N=24, K=48, b_t=case == "2d3d",
+                                          multiple=8)
+    out = warp_gemm.grouped_mm(a, b, offs=offs)
+    ref = reference(case, a64, b64, ends, 3)
+    check(out, ref, dtype)
+    F = torch.nn.functional
+    if hasattr(F, "grouped_mm") and dtype != "float64":
+        theirs = F.grouped_mm(a, b, offs=offs).double().numpy()
+        if case == "2d3d":  # torch leaves the rows after offs[-1] unwritten
+            theirs[ends[-1]:] = 0
+        elif case == "3d2d":
+            theirs[:, ends[-1]:] = 0
+        check(theirs, ref, dtype)
+
+
+# --- errors --------------------------------------------------------------------------------------------------------
+def _pair(rng, G=3):
+    a = torch.tensor(rng.standard_normal((10, 4)), dtype=torch.float32)
+    b = torch.tensor(rng.standard_normal((G, 4, 5)), dtype=torch.float32)
+    return a, b
+
+
+@pytest.mark.parametrize("offs, err, words", [
+    (torch.tensor([2, 4, 6], dtype=torch.int64) if torch else None, TypeError, ["int32", "int64"]),
+    (torch.tensor([[2, 4, 6]], dtype=torch.int32) if torch else None, ValueError, ["1-D", "[1, 3]"]),
+    (torch.tensor([4, 2, 6], dtype=torch.int32) if torch else None, ValueError, ["decreases", "index 1"]),
+    (torch.tensor([2, 4, 11], dtype=torch.int32) if torch else None, ValueError, ["past", "10"]),
+    (torch.tensor([-1, 4, 6], dtype=torch.int32) if torch else None, ValueError, [">= 0"]),
+    (torch.tensor([2, 6], dtype=torch.int32) if torch else None, ValueError, ["group counts", "2", "[3, 4, 5]"]),
+    (None, ValueError, ["need offs"]),
+])
+def test_offs_errors(offs, err, words, rng):
+    a, b = _pair(rng)
+    with pytest.raises(err) as e:
+        warp_gemm.grouped_mm(a, b, offs=offs)
+    assert "grouped_mm" in str(e.value) and all(w in str(e.value) for w in words), str(e.value)
+
+
+def test_operand_errors(rng):
+    a, b = _pair(rng)
+    offs = torch.tensor([2, 4, 6], dtype=torch.int32)
+    with pytest.raises(TypeError, match=r"grouped_mm: mat_a is float32\[10, 4\] but mat_b is float64"):
+        warp_gemm.grouped_mm(a, b.double(), offs=offs)
+    with pytest.raises(ValueError, match=r"grouped_mm: contraction dimensions differ"):
+        warp_gemm.grouped_mm(a, b.transpose(-2, -1), offs=offs)
+    with pytest.raises(ValueError, match=r"grouped_mm: offs is given, but 3-D x 3-D"):
+        warp_gemm.grouped_mm(b.transpose(-2, -1), b, offs=offs)
+    with pytest.raises(ValueError, match=r"grouped_mm: group counts differ: mat_a \[3, 5, 4\] has 3, mat_b \[2"):
+        warp_gemm.grouped_mm(b.transpose(-2, -1), b[:2])
+    with pytest.raises(TypeError, match=r"grouped_mm: mat_a is a torch array and mat_b a numpy array"):
+        warp_gemm.grouped_mm(a, b.numpy(), offs=offs)
+    with pytest.raises(TypeError, match=r"grouped_mm: out_dtype float16 is not available for float32"):
+        warp_gemm.grouped_mm(a, b, offs=offs, out_dtype=torch.float16)
+    with pytest.raises(ValueError, match=r"grouped_mm: bias has shape \[4\]"):
+        warp_gemm.grouped_mm(a, b, offs=offs, bias=torch.zeros(4))
+    with pytest.raises(TypeError, match=r"grouped_mm: .*int32"):
+        warp_gemm.grouped_mm(a.int(), b.int(), offs=offs)
+
+
+def test_bad_offs_on_the_device_make_nan(rng, monkeypatch, nan_results):
+    """Offsets in GPU memory are checked by the table kernel, not the host: bad ones make the whole result NaN.
+    (The CPU's host check is switched off here so that the device check runs.)"""
+    monkeypatch.setattr(core_grouped, "check_offs_values", lambda *a, **k: None)
+    a, b = _pair(rng)
+    for ends in ([4, 2, 6], [2, 4, 11], [-1, 4, 6]):
+        out = warp_gemm.grouped_mm(a, b, offs=torch.tensor(ends, dtype=torch.int32))
+        assert torch.isnan(out).all(), ends
+    out = warp_gemm.grouped_mm(a, b, offs=torch.tensor([2, 4, 6], dtype=torch.int32))
+    assert not torch.isnan(out).any()
+
+
+@pytest.mark.gpu
+def test_mixed_devices_refused(rng):
+    a, b = _pair(rng)
+    with pytest.raises(ValueError, match="grouped_mm: mat_a .* is on cpu and mat_b .* on cuda"):
+        warp_gemm.grouped_mm(a, b.cuda(), offs=torch.tensor([2, 4, 6], dtype=torch.int32))
+    with pytest.raises(ValueError, match="grouped_mm: offs is on cpu"):
+        warp_gemm.grouped_mm(a.cuda(), b.cuda(), offs=torch.tensor([2, 4, 6], dtype=torch.int32))
+
+
+# --- autograd and torch.compile --------------------------------------------------------------------------------------
+def _loop_torch(case, a, b, ends):
+    """The reference product with torch ops (differentiable), float64."""
+    if case == "3d3d":
+        return a @ b
+    starts = [0] + list(ends[:-1])
+    parts = []
+    if case == "2d3d":
+        out = [a[s:e] @ b[g] for g, (s, e) in enumerate(zip(starts, ends))]
+        tail = a.new_zeros((a.shape[0] - int(ends[-1]), b.shape[2]))
+        return torch.cat(out + [tail], 0)
+    if case == "3d2d":
+        out = [a[g] @ b[:, s:e] for g, (s, e) in enumerate(zip(starts, ends))]
+        tail = a.new_zeros((a.shape[1], b.shape[1] - int(ends[-1])))
+        return torch.cat(out + [tail], 1)
+    parts = [a[:, s:e] @ b[s:e] for s, e in zip(starts, ends)]
+    return torch.stack(parts)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("case", CASES)
+def test_autograd_against_float64(case, device, rng):
+    a, b, offs, a64, b64, ends = operands(case, rng, "float64", "torch", device, b_t=case == "2d3d")
+    a.requires_grad_()
+    b.requires_grad_()
+    out = warp_gemm.grouped_mm(a, b, offs=offs)
+    g = torch.tensor(rng.standard_normal(tuple(out.shape)), dtype=torch.float64, device=device)
+    out.backward(g)
+    a2 = a.detach().clone().requires_grad_()
+    b2 = b.detach().clone().requires_grad_()
+    _loop_torch(case, a2, b2, ends).backward(g)
+    check(a.grad, to_f64(a2.grad), "float64")
+    check(b.grad, to_f64(b2.grad), "float64")
+
+
+@pytest.mark.parametrize("case", ["2d3d", "3d2d", "3d3d"])
+def test_bias_gradient(case, rng):
+    a, b, offs, a64, b64, ends = operands(case, rng, "float64", "torch", "cpu")
+    cols = (b.shape[-1])
+    bias = torch.tensor(rng.standard_normal((3, cols) if case != "3d2d" else (cols,)), requires_grad=True)
+    out = warp_gemm.grouped_mm(a, b, offs=offs, bias=bias)
+    g = torch.tensor(rng.standard_normal(tuple(out.shape)))
+    out.backward(g)
+    if case == "2d3d":
+        starts = np.concatenate(([0], ends[:-1]))
+        want = np.stack([g.numpy()[s:e].sum(0) for s, e in zip(starts, ends)])
+    elif case == "3d2d":
+        want = g.numpy().sum(0)
+        want[ends[-1]:] = 0
+    else:
+        want = g.numpy().sum(1)
+    check(bias.grad, want, "float64")
+
+
+def test_compile_fullgraph_forward_and_backward(rng):
+    torch._dynamo.reset()
+    a, b, offs, a64, b64, ends = operands("2d3d", rng, "float64", "torch", "cpu", b_t=True)
+    a.requires_grad_()
+    f = torch.compile(lambda x, w, o: torch.relu(warp_gemm.grouped_mm(x, w, offs=o)) * 2.0, fullgraph=True,
+                      backend="aot_eager")
+    out = f(a, b, offs)
+    out.sum().backward()
+    a2 = a.detach().clone().requires_grad_()
+    want = torch.relu(_loop_torch("2d3d", a2, b, ends)) * 2.0
+    want.sum().backward()
+    check(out, to_f64(want), "float64")
+    check(a.grad, to_f64(a2.grad), "float64")
+
+
+def test_opcheck(rng):
+    import warp_gemm.torch  # noqa: F401 -- registers the operators
+    a, b, offs, *_ = operands("2d3d", rng, "float64", "torch", "cpu")
+    a.requires_grad_()
+    torch.library.opcheck(torch.ops.warp_gemm.grouped_mm.default, (a, b, offs, None, None, False))
+    la = [torch.randn(3, 4, dtype=torch.float64, requires_grad=True), torch.randn(2, 5, dtype=torch.float64)]
+    lb = [torch.randn(4, 2, dtype=torch.float64), torch.randn(5, 6, dtype=torch.float64, requires_grad=True)]
+    torch.library.opcheck(torch.ops.warp_gemm.grouped_matmul.default, (la, lb, False))
+
+
+# --- grouped_matmul --------------------------------------------------------------------------------------------------
+def _list(rng, n, dtype, kind, device, lo=1, hi=40, transposed=True):
+    """n products of random sizes lo..hi (some empty), a random half of the operands stored transposed."""
+    la, lb, ra, rb = [], [], [], []
+    for i in range(n):
+        m, k, nn = (int(x) for x in rng.integers(lo, hi + 1, 3))
+        if i == 1:
+            k = 0  # a product with K = 0 (zeros)
+        if i == 2:
+            m = 0  # an empty result
+        s = max(k, 1) ** -0.25
+        a64 = round_to(rng.standard_normal((m, k)) * s, dtype)
+        b64 = round_to(rng.standard_normal((k, nn)) * s, dtype)
+        la.append(_mat(a64, dtype, kind, device, transposed and rng.random() < 0.5))
+        lb.append(_mat(b64, dtype, kind, device, transposed and rng.random() < 0.5))
+        ra.append(a64)
+        rb.append(b64)
+    return la, lb, ra, rb
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("kind", ["torch", "warp", "numpy"])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float64"])
+def test_grouped_matmul_into_nan_outputs(dtype, kind, device, rng):
+    _skip(kind, dtype, device)
+    la, lb, ra, rb = _list(rng, 23, dtype, kind, device)
+    out = [nan_like(kind, (a.shape[0], b.shape[1]), dtype, device) for a, b in zip(ra, rb)]
+    res = warp_gemm.grouped_matmul(la, lb, out=out)
+    assert all(r is o for r, o in zip(res, out))
+    for o, a, b in zip(out, ra, rb):
+        check(o, a @ b, dtype)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_grouped_matmul_new_results_and_autograd(device, rng):
+    la, lb, ra, rb = _list(rng, 17, "float64", "torch", device)
+    for x in la + lb:
+        x.requires_grad_()
+    res = warp_gemm.grouped_matmul(la, lb)
+    gs = [torch.tensor(rng.standard_normal(tuple(r.shape)), dtype=torch.float64, device=device) for r in res]
+    for r, a, b in zip(res, ra, rb):
+        check(r, a @ b, "float64")
+    torch.autograd.backward(res, gs)
+    for x, y, g, a, b in zip(la, lb, gs, ra, rb):
+        check(x.grad, to_f64(g) @ b.T, "float64")
+        check(y.grad, a.T @ to_f64(g), "float64")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_grouped_matmul_tape(device, rng):
+    la, lb, ra, rb = _list(rng, 9, "float32", "warp", device, transposed=False)
+    la = [wp.array(x.numpy(), dtype=wp.float32, device=device, requires_grad=True) for x in la]
+    lb = [wp.array(x.numpy(), dtype=wp.float32, device=device, requires_grad=True) for x in lb]
+    tape = wp.Tape()
+    with tape:
+        res = warp_gemm.grouped_matmul(la, lb)
+    gs = [rng.standard_normal(tuple(r.shape)) for r in res]
+    tape.backward(grads={r: wp.array(g.astype(np.float32), dtype=wp.float32, device=device) for r, g in zip(res, gs)})
+    for x, y, g, a, b in zip(la, lb, gs, ra, rb):
+        check(x.grad, round_to(g, "float32") @ b.T, "float32")
+        check(y.grad, a.T @ round_to(g, "float32"), "float32")
+
+
+def test_grouped_matmul_errors_write_nothing(rng):
+    la, lb, ra, rb = _list(rng, 4, "float32", "torch", "cpu", transposed=False)
+    out = [nan_like("torch", (a.shape[0], b.shape[1]), "float32", "cpu") for a, b in zip(ra, rb)]
+    with pytest.raises(ValueError, match=r"grouped_matmul: product 3: .*inner dimensions differ"):
+        warp_gemm.grouped_matmul(la[:3] + [la[3]], lb[:3] + [torch.zeros(lb[3].shape[0] + 1, 2)], out=out)
+    with pytest.raises(TypeError, match=r"grouped_matmul: list_a\[0\] is float32.* but list_a\[2\] is float64"):
+        warp_gemm.grouped_matmul(la[:2] + [la[2].double()] + la[3:], lb, out=out)
+    with pytest.raises(ValueError, match=r"grouped_matmul: 4 left operands but 3 right"):
+        warp_gemm.grouped_matmul(la, lb[:3], out=out)
+    bad = list(out)
+    bad[1] = torch.zeros(out[1].shape[0] + 1, out[1].shape[1])
+    with pytest.raises(ValueError, match=r"grouped_matmul: out\[1\] has shape"):
+        warp_gemm.grouped_matmul(la, lb, out=bad)
+    assert all(torch.isnan(o).all() for o in out if o.numel())
+
+
+# --- CUDA: the MoE shapes at a small scale, on the CUDA tiles --------------------------------------------------------
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float32"])
+def test_moe_forward_cuda(dtype, rng, nan_results):
+    """(G, N, K) weights used as W.T, uneven token counts: 128x128 tiles, unchecked 16-byte copies."""
+    G, K, N = 8, 512, 384
+    a, b, offs, a64, b64, ends = operands("2d3d", rng, dtype, "torch", "cuda", G=G, K=K, N=N, avg=300, b_t=True,
+                                          tail=0)
+    check(warp_gemm.grouped_mm(a, b, offs=offs), reference("2d3d", a64, b64, ends, G), dtype)
+    if dtype == "float32":
+        check(warp_gemm.grouped_mm(a, b, offs=offs, allow_tf32=True), reference("2d3d", a64, b64, ends, G), dtype,
+              tf32=True)
+    F = torch.nn.functional
+    if dtype == "bfloat16" and hasattr(F, "grouped_mm"):
+        check(F.grouped_mm(a, b, offs=offs), reference("2d3d", a64, b64, ends, G), dtype)
+
+
+@pytest.mark.gpu
+def test_cuda_graph_capture(rng):
+    a, b, offs, a64, b64, ends = operands("2d3d", rng, "bfloat16", "torch", "cuda", K=64, N=64, b_t=True)
+    warp_gemm.grouped_mm(a, b, offs=offs)  # compile and load outside the capture
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g, stream=s):
+            out = warp_gemm.grouped_mm(a, b, offs=offs)
+    g.replay()
+    torch.cuda.synchronize()
+    check(out, reference("2d3d", a64, b64, ends, 3), "bfloat16")

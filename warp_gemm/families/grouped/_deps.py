@@ -1,0 +1,30 @@
+"""Everything the grouped family's kernels take from the rest of warp_gemm, in one place: the pipelined
+family's configuration record and its copy / product / store snippets, the stage copier, the kernel helpers.
+When those modules move, only the imports below change."""
+
+from warp_gemm import _compat  # noqa: F401
+from warp_gemm.families.common.kernels import ITEM_BYTES, WP_DTYPES, acc_dtype_name, grouped_tile  # noqa: F401
+from warp_gemm.families.common.native import fill  # noqa: F401
+from warp_gemm.families.common.native import func as native  # noqa: F401
+from warp_gemm.families.pipelined.kernel import _stage_copier as stage_copier  # noqa: F401
+from warp_gemm.families.pipelined.snippets import (  # noqa: F401
+    _COMMIT as COMMIT,
+    _WAIT as WAIT,
+    _ZERO_ACC as ZERO_ACC,
+    _copy_snippet as copy_snippet,
+    _copy_t_snippet as copy_t_snippet,
+    _mma_sync_snippet as mma_sync_snippet,
+    _own_store_snippet as own_store_snippet,
+    _simt_mma_snippet as simt_mma_snippet,
+    _staged_store_snippet as staged_store_snippet,
+    _store_snippet as store_snippet,
+    _stub_acc as stub_acc,
+    _stub_copy as stub_copy,
+    _stub_int as stub_int,
+    _stub_mma as stub_mma,
+    _stub_own_store as stub_own_store,
+    _stub_staged_store as stub_staged_store,
+    _stub_store as stub_store,
+)
+from warp_gemm.families.pipelined.spec import PipeSpec, native_acc, native_store, staged_store  # noqa: F401
+from warp_gemm.families.pipelined.spec import _check as check_pipe_spec  # noqa: F401
