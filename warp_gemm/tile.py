@@ -220,7 +220,7 @@ def _chunk(tk: int, tn: int, in_name: str, pad: int) -> int:
 
 @functools.cache
 def _build_pipelined(tm: int, tn: int, tk: int, in_name: str, acc_name: str, stages: int):
-    """The pipelined body: the K loop of warp_gemm's pipelined family (kernels/pipelined.py) inside the
+    """The pipelined body: the K loop of warp_gemm's pipelined family (families/pipelined/) inside the
     function. ``stages`` K tiles of A and B live in two shared buffers made here (block-shared for the
     call); the copy snippets start K tile k + stages - 1 while tile_matmul works on K tile k. The
     copies check the arrays' alignment at run time (``_copy_snippet(..., checked=True)``)."""

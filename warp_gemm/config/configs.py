@@ -187,7 +187,7 @@ def heuristic(device_is_cpu: bool, dtype: str, M: int, N: int, K: int, batch: in
 # --- the pipelined family's configurations ---------------------------------------------------------------
 @dataclass(frozen=True, order=True)
 class PipeConfig:
-    """What the autotuner searches in the pipelined family (``kernels/pipelined.py``): the output tile
+    """What the autotuner searches in the pipelined family (``families/pipelined/``): the output tile
     ``tm x tn``, the K tile ``tk``, the K tiles held in shared memory (``stages``, 2-8, as fit), threads per block
     and the blocks per SM the compiler must leave registers for (``min_blocks``, CUDA
     ``__launch_bounds__``; 0: no bound), and ``persistent`` (> 0: a grid of that many blocks per SM, each

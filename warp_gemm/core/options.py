@@ -33,7 +33,7 @@ class Options:
     #: The pipelined family's peeled last row/column (core/plan.py ``_peel``) on the CPU backend: whenever a
     #: side is one more than a multiple of the CPU twin's tiles (on CUDA a time model decides).
     peel_on_cpu: bool = False
-    #: CPU products: "host" (the BLAS NumPy/torch already have, kernels/host.py) or "tiles" (Warp's tile
+    #: CPU products: "host" (the BLAS NumPy/torch already have, families/host/) or "tiles" (Warp's tile
     #: kernels on the CPU backend: the GPU kernels' twin, how CI checks the kernel logic).
     cpu_backend: str = "host"
     #: Force one kernel family where it applies ("tiled", "pipelined", ...); None: the planner chooses.

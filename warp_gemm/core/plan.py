@@ -56,7 +56,7 @@ class Plan:
     # --- the other device families (pipelined, small, skinny, gemv): their spec; workspace is (shape, dtype)
     family_spec: object = None
     stage: tuple = (False, False)  # A / B copied into a cached buffer with 16-byte aligned rows first
-    activation: str | None = None  # applied to the result (kernels/epilogue.py)
+    activation: str | None = None  # applied to the result (families/common/epilogue.py)
     fused_activation: bool = False  # in the kernel's epilogue; else one elementwise pass after it
     # --- pipelined: the last row / column peeled off to the GEMV family (:func:`_peel`) ---
     peel: tuple = (0, 0)  # (rows, columns) peeled, 0..PEEL_MAX each; family_spec covers (M - rows) x (N - cols)

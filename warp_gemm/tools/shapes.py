@@ -122,7 +122,7 @@ BENCH_BATCHED = [_s(512, 512, 512, batch=32)]
 BENCH_QUICK = [_s(128, 128, 128), _s(127, 129, 131), _s(16, 512, 512)]
 # The pipelined family's tuner (warp-gemm tune --family pipelined): one shape per shape bucket where the
 # planner picks that family -- large squares, the one-wave small configuration (1000^3), the odd shape
-# and the 2-wave shape of the 96-row rule (kernels/pipelined.py), a batch of small products.
+# and the 2-wave shape of the 96-row rule (families/pipelined/), a batch of small products.
 TUNE_PIPE = [_s(4096, 4096, 4096), _s(8192, 8192, 8192), _s(2048, 2048, 2048), _s(1536, 1536, 1536),
              _s(1000, 1000, 1000), _s(512, 512, 512), _s(1023, 1025, 1027), _s(2048, 1024, 1024),
              _s(256, 256, 256, batch=64)]

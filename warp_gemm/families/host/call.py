@@ -13,7 +13,7 @@ from ..common import epilogue
 
 
 class _HostCall:
-    """One product on the CPU's BLAS (kernels/host.py) on zero-copy views of the operands' memory: torch's
+    """One product on the CPU's BLAS (families/host/) on zero-copy views of the operands' memory: torch's
     for all-torch calls, NumPy's otherwise (bfloat16 as its raw bits); the problem's own orientation (no
     layout swap: BLAS takes any strides). Kept by the fast path like a call's launches: the views of A,
     B and C are non-owning (``_np_raw``), valid for any later call whose operands have the same

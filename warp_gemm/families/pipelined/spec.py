@@ -64,7 +64,7 @@ class PipeSpec:
     pad_ab: int = 0  # extra columns (elements) of each shared A/B row
     pad_c: int = 0  # extra columns of the shared accumulator; 0: the accumulator tile is a register tile
     bias: bool = False  # add a broadcast bias row (1, N) of out_dtype before the activation
-    activation: str | None = None  # None/relu/gelu/gelu_tanh/silu/tanh (kernels/epilogue.py), last
+    activation: str | None = None  # None/relu/gelu/gelu_tanh/silu/tanh (families/common/epilogue.py), last
     persistent: int = 0  # > 0: a grid of persistent * SMs blocks, each looping over output tiles (see _build)
     simt: bool = False  # exact float32 through the _SIMT_MMA snippet (CUDA-core FMAs) instead of tile_matmul
     mma: int = 0  # > 0: 16-bit inputs through the _MMA_SYNC snippet (mma.sync tensor cores) in this many warps

@@ -49,7 +49,7 @@ class SkinnySpec:
     mathdx: bool = True  # False: Warp's scalar tile GEMM (module option enable_mathdx_gemm=False)
     # Extra columns of the shared A/B tiles and of the accumulator (MathDx only): dense tiles whose rows
     # are a multiple of 128 bytes start every row on the same bank and MathDx's fragment loads
-    # serialise (kernels/tiled.py measured 64 -> 234 TFLOP/s for the MathDx call alone). The tiles
+    # serialise (families/tiled/ measured 64 -> 234 TFLOP/s for the MathDx call alone). The tiles
     # are loaded whole (vectorized) into registers and assigned into the padded shared tiles.
     pad_ab: int = 0
     pad_c: int = 0
@@ -129,7 +129,7 @@ def choose_spec(device, dtype: str, layout_a: str, layout_b: str, M: int, N: int
     over 4 (see ``split_pipe_config`` for 5..16), an epilogue other than scale/axpby, or a Warp without
     ``tile_astype`` or tile parameters in functions (1.7). Where M <= N the kernel streams B (tiles
     ``side x 128``), else A (``128 x side``).
-    For batched products with both sides <= 32 prefer kernels/small.py. float32/float64/bfloat16 take
+    For batched products with both sides <= 32 prefer families/small/. float32/float64/bfloat16 take
     the fp16 rules (not measured separately). ``max_side`` 8: also sides 5..8 (scalar 8-row tiles), for
     the pipelined family's peeled edges."""
     if epilogue not in ("scale", "axpby") or layout_a not in ("N", "T") or layout_b not in ("N", "T"):

@@ -12,7 +12,7 @@ GEMM or Warp's scalar GEMM (module option ``enable_mathdx_gemm=False``, Warp 1.1
 under a second, MathDx kernels in 20-60 s); ``choose_spec`` picks the one measured faster at each
 size (benchmarks/small_skinny_bench.py). Where Warp lacks the option the MathDx GEMM is used.
 
-Layouts, batch broadcast (``A[min(b, a_nb - 1)]``) and the checked edge tiles follow kernels/tiled.py;
+Layouts, batch broadcast (``A[min(b, a_nb - 1)]``) and the checked edge tiles follow families/tiled/;
 M, N, K and the batch are runtime values, so one kernel serves every shape that fits its tiles.
 
 Since round 7 the planner gives batched 16-bit products of 17-32 output sides with 16-byte rows, K <= 128
@@ -61,7 +61,7 @@ class SmallSpec:
     mathdx: bool = True  # False: Warp's scalar tile GEMM (module option enable_mathdx_gemm=False)
     # Extra columns of the shared A/B tiles and of the accumulator (MathDx only): dense tiles whose rows
     # are a multiple of 128 bytes start every row on the same bank and MathDx's fragment loads
-    # serialise (kernels/tiled.py measured 64 -> 234 TFLOP/s for the MathDx call alone). The tiles
+    # serialise (families/tiled/ measured 64 -> 234 TFLOP/s for the MathDx call alone). The tiles
     # are loaded whole (vectorized) into registers and assigned into the padded shared tiles.
     pad_ab: int = 0
     pad_c: int = 0
