@@ -17,20 +17,28 @@ import warp as wp
 from warp_gemm import _compat
 from warp_gemm.config import tables
 from warp_gemm.core import launches
+from warp_gemm.core.fastpath import (  # noqa: F401
+    _described_in_place,
+    _fast,
+    _fast_key,
+    _keep_fast,
+    _NewResult,
+    _ptr,
+    _replay,
+    _warp_stream,
+)
 from warp_gemm.core.launches import convert, fill
 from warp_gemm.core.lru import LRU
 from warp_gemm.core.operands import ITEMSIZE, Operand, _torch, layout_view, torch_dtype, wp_view
 from warp_gemm.core.options import options
-from warp_gemm.core.fastpath import (_described_in_place, _fast, _fast_key, _keep_fast, _NewResult,  # noqa: F401
-                                      _ptr, _replay, _warp_stream)
 from warp_gemm.core.plan import Plan, make_plan
-from warp_gemm.core.workspaces import _staged, _zeroed_ints, workspace
-from warp_gemm.families.host.call import _HostCall
 from warp_gemm.core.problem import Problem, validate
+from warp_gemm.core.workspaces import _staged, _zeroed_ints, workspace
 from warp_gemm.families import registry as families
 from warp_gemm.families.base import Env
 from warp_gemm.families.common import epilogue
 from warp_gemm.families.common.kernels import WP_DTYPES
+from warp_gemm.families.host.call import _HostCall
 
 
 def run(a, b, c, alpha, beta, trans_a, trans_b, out, allow_tf32, config, fname, activation=None):

@@ -5,10 +5,10 @@ from __future__ import annotations
 from .base import Family
 from .composite import peel, splitpipe
 from .gemv import kernel as _gemv_kernel
-from .hopper import launch as _hopper_launch
-from .hopper import rules as _hopper_rules
 from .gemv import launch as _gemv_launch
 from .gemv import rules as _gemv_rules
+from .hopper import launch as _hopper_launch
+from .hopper import rules as _hopper_rules
 from .pipelined import kernel as _pipelined_kernel
 from .pipelined import rules as _pipelined_rules
 from .skinny import kernel as _skinny_kernel

@@ -15,10 +15,8 @@ from __future__ import annotations
 import argparse
 import datetime
 import gc
-import importlib
 import itertools
 import json
-import math
 import os
 import platform
 import re
@@ -26,8 +24,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import warnings
-from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -36,439 +32,116 @@ import numpy as np
 
 from warp_gemm.tools import dtypes as dtypes_mod
 from warp_gemm.tools import shapes as shapes_mod
-from warp_gemm.tools import tolerance
 from warp_gemm.tools.shapes import Shape
+
+from .env import (
+    DType,
+    Timing,
+    Unavailable,
+    _torch,
+    _try_import,
+    _wp,
+    align_warp_stream,
+    default_device,
+    is_cuda,
+    last_level_cache_bytes,
+    normalize_device,
+    parse_dtypes,
+    synchronize,
+    time_fn,
+    torch_on,
+    warm_up_gpu,
+)
+from .inputs import Inputs, check, input_set_count, make_inputs
+from .providers import (
+    NumpyProvider,
+    Provider,
+    TorchProvider,
+    TritonProvider,
+    WarpGemmProvider,
+    WpMatmulProvider,
+    sweep_providers,
+)
 
 # The folder `git` runs in for the header's commit: the checkout this package is in (an installed copy
 # has none, and its rows say "unknown").
 ROOT = Path(__file__).resolve().parents[3]
 
-MB = 1 << 20
-REF_ROWS = 64  # rows of the float64 reference for a large product (all N columns)
-FULL_REF_FLOPS = 1 << 28  # below this the whole product is checked
-MAX_INPUT_SETS = 1024
 FIRST_CALL_MARKER = "FIRST_CALL_JSON "
 
 
-def _try_import(name: str):
-    try:
-        return importlib.import_module(name)
-    except Exception:  # noqa: BLE001 - an optional dependency may fail in any way on import
-        return None
 
 
-_WP = None
 
 
-def quiet_warp(wp) -> None:
-    """Keep Warp's init banner and per-module load lines out of the table (warnings still show)."""
-    if hasattr(wp, "LOG_WARNING"):  # Warp >= 1.19 replaced config.quiet by a log level
-        wp.config.log_level = wp.LOG_WARNING
-    else:
-        wp.config.quiet = True
 
 
-def _wp():
-    """Warp, initialised once and quietly (imported lazily so `--help` stays fast)."""
-    global _WP
-    if _WP is None:
-        import warp as wp
 
-        quiet_warp(wp)
-        wp.init()
-        _WP = wp
-    return _WP
 
 
-def _torch():
-    return _try_import("torch")
 
 
-# ----------------------------------------------------------------------------------------------------------
-# dtypes
 
 
-@dataclass(frozen=True)
-class DType:
-    name: str  # a tolerance.DTYPES name
-    tf32: bool = False  # float32 inputs with TF32 tensor-core products allowed
 
-    @property
-    def label(self) -> str:
-        return "tf32" if self.tf32 else self.name
 
-    @property
-    def elem_bytes(self) -> int:
-        return {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}[self.name]
 
 
-def parse_dtypes(text: str) -> list[DType]:
-    """The dtypes of a ``--dtype`` list (:mod:`warp_gemm.tools.dtypes`: fp16, bf16, tf32, fp32, fp64, long names)."""
-    return [DType(*dtypes_mod.storage(name)) for name in dtypes_mod.parse_list(text)]
 
 
-def torch_dtype(dtype: DType):
-    torch = _torch()
-    return {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32,
-            "float64": torch.float64}[dtype.name]
 
 
-def numpy_dtype(dtype: DType):
-    if dtype.name == "bfloat16":
-        raise Unavailable("numpy has no bfloat16")
-    return np.dtype(dtype.name)
 
 
-class Unavailable(Exception):
-    """A provider or input path that cannot run this (device, dtype); becomes a skip, not an error."""
 
 
-# ----------------------------------------------------------------------------------------------------------
-# devices
 
 
-def is_cuda(device: str) -> bool:
-    return device.startswith("cuda")
 
 
-def default_device() -> str:
-    torch = _torch()
-    if torch is not None and torch.cuda.is_available():
-        return "cuda:0"
-    try:
-        return "cuda:0" if _wp().is_cuda_available() else "cpu"
-    except Exception:  # noqa: BLE001 - no Warp at all: let the providers report it
-        return "cpu"
 
 
-def normalize_device(device: str) -> str:
-    return "cuda:0" if device == "cuda" else device
 
 
-def torch_on(device: str) -> bool:
-    """Whether torch tensors can live on ``device`` (a CPU-only torch cannot hold CUDA inputs)."""
-    torch = _torch()
-    return torch is not None and (not is_cuda(device) or torch.cuda.is_available())
 
 
-def synchronize(device: str) -> None:
-    if not is_cuda(device):
-        return  # every CPU provider here is synchronous
-    torch = _torch()
-    if torch is not None and torch.cuda.is_available():
-        torch.cuda.synchronize(device)
-    if _WP is not None:
-        _WP.synchronize_device(device)
-
-
-def last_level_cache_bytes(device: str) -> int:
-    """The cache a small benchmark's inputs would otherwise stay in: the GPU's L2, or the CPU's L3."""
-    if is_cuda(device):
-        torch = _torch()
-        if torch_on(device):
-            size = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0)
-            if size:
-                return int(size)
-        return 50 * MB  # H100
-    for level in (3, 2):
-        path = Path(f"/sys/devices/system/cpu/cpu0/cache/index{level}/size")
-        try:
-            text = path.read_text().strip().upper()
-            return int(text.rstrip("KM")) * (1024 if text.endswith("K") else MB)
-        except (OSError, ValueError):
-            continue
-    return 32 * MB
-
-
-def align_warp_stream(device: str) -> None:
-    """Make Warp launch on torch's current stream: the CUDA timers record events on torch's stream, so a
-    kernel on Warp's own stream would be timed wrongly (or not at all)."""
-    if is_cuda(device) and torch_on(device):
-        wp, torch = _wp(), _torch()
-        wp.set_stream(wp.stream_from_torch(torch.cuda.current_stream(device)), device=device)
-
-
-def warm_up_gpu(device: str, seconds: float = 0.5) -> None:
-    """Keep the GPU busy for ``seconds`` before the first timed row: the first row of a run on a GPU that
-    had been idle showed a 2-4x p20-p80 spread (H100, fp16 1000^3: median 105 us against 54.5 us in
-    the rows after it; benchmarks/results/probes/bench_h100_s3_plans_small.json). With this warm-up: median
-    55.5 us, p80 still 84 us (bench_h100_s3_warmup_check.json)."""
-    if not (is_cuda(device) and torch_on(device)):
-        return
-    torch = _torch()
-    x = torch.randn(4096, 4096, device=device, dtype=torch.float16)
-    t = time.perf_counter()
-    while time.perf_counter() - t < seconds:
-        for _ in range(10):
-            x @ x
-        torch.cuda.synchronize(device)
-
-
-# ----------------------------------------------------------------------------------------------------------
-# inputs and the float64 reference
-
-
-@dataclass
-class Inputs:
-    """Several copies of one random (A, B), cycled through while timing so that small inputs are not served
-    from cache; ``ref`` is the float64 product of copy 0 on rows ``rows`` (all rows when ``rows`` is None)."""
-
-    sets: list[tuple[Any, Any]]  # torch tensors on the device, or host numpy arrays when torch cannot be used
-    rows: np.ndarray | None
-    ref: np.ndarray
-    set_bytes: int
-
-
-def input_set_count(shape: Shape, dtype: DType, cache_bytes: int) -> int:
-    """One set when A and B overflow the cache; else enough copies to exceed 4x the cache (200 MB on an
-    H100) so that every timed call reads its inputs from memory."""
-    set_bytes = (shape.M * shape.K + shape.K * shape.N) * max(shape.batch, 1) * dtype.elem_bytes
-    if set_bytes == 0 or 2 * set_bytes >= 2 * cache_bytes:  # i.e. 2*(MK+KN)*bytes >= 100 MB on an H100
-        return 1
-    return min(MAX_INPUT_SETS, math.ceil(4 * cache_bytes / set_bytes))
-
-
-def reference_rows(shape: Shape, rng: np.random.Generator) -> np.ndarray | None:
-    """Rows of C to check: all of them for a small product, else a random sample of REF_ROWS rows."""
-    if shape.M <= REF_ROWS or shape.flops <= FULL_REF_FLOPS:
-        return None
-    return np.sort(rng.choice(shape.M, size=REF_ROWS, replace=False))
-
-
-def make_inputs(shape: Shape, dtype: DType, device: str, n_sets: int, seed: int) -> Inputs:
-    rng = np.random.default_rng(seed)
-    rows = reference_rows(shape, rng)
-    if torch_on(device):
-        a, b, ref = _torch_operands(shape, dtype, device, rows, seed)
-    else:
-        a, b, ref = _numpy_operands(shape, dtype, rows, rng)
-    copies = [(a, b)] + [(a.clone(), b.clone()) if hasattr(a, "clone") else (a.copy(), b.copy())
-                         for _ in range(n_sets - 1)]
-    set_bytes = (a.size if isinstance(a, np.ndarray) else a.numel()) * dtype.elem_bytes
-    set_bytes += (b.size if isinstance(b, np.ndarray) else b.numel()) * dtype.elem_bytes
-    return Inputs(copies, rows, ref, set_bytes)
-
-
-def _torch_operands(shape: Shape, dtype: DType, device: str, rows: np.ndarray | None, seed: int):
-    """randn * K**-0.25 (tolerance.random_operands' scaling) drawn on the device, so large shapes cost no
-    host work; the reference uses the rounded operands, as the tolerance model expects."""
-    torch = _torch()
-    gen = torch.Generator(device=device).manual_seed(seed)
-    lead = (shape.batch,) if shape.batch else ()
-    draw_dtype = torch.float64 if dtype.name == "float64" else torch.float32
-    scale = max(shape.K, 1) ** -0.25
-
-    def draw(*dims: int):
-        return (torch.randn(lead + dims, generator=gen, device=device, dtype=draw_dtype) * scale).to(
-            torch_dtype(dtype))
-
-    a, b = draw(shape.M, shape.K), draw(shape.K, shape.N)
-    a_rows = a if rows is None else a[..., torch.as_tensor(rows, device=device), :]
-    ref = torch.matmul(a_rows.double(), b.double()).cpu().numpy()
-    return a, b, ref
-
-
-def _numpy_operands(shape: Shape, dtype: DType, rows: np.ndarray | None, rng: np.random.Generator):
-    a64, b64 = tolerance.random_operands(shape.M, shape.N, shape.K, dtype.name, rng, batch=shape.batch)
-    ref = (a64 if rows is None else a64[..., rows, :]) @ b64
-    return a64.astype(numpy_dtype(dtype)), b64.astype(numpy_dtype(dtype)), ref
-
-
-def to_float64(x, rows: np.ndarray | None = None) -> np.ndarray:
-    """A provider's result (torch tensor, wp.array or numpy array) as a host float64 numpy array, only the
-    given rows of each matrix (all when None). A wp.array goes through torch where it can (zero-copy),
-    so that only the sampled rows of a large result leave the GPU."""
-    torch = _torch()
-    if not isinstance(x, np.ndarray) and not hasattr(x, "detach") and torch is not None:
-        x = _wp().to_torch(x)
-    if hasattr(x, "detach"):  # torch
-        if rows is not None:
-            x = x[..., torch.as_tensor(rows, device=x.device), :]
-        return x.detach().to(dtype=torch.float64).cpu().numpy()
-    if not isinstance(x, np.ndarray):  # a wp.array without torch
-        wp = _wp()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # bfloat16 comes back as its raw uint16 bits, as wanted here
-            x = tolerance.bf16_bits_to_f64(x.numpy()) if x.dtype == wp.bfloat16 else x.numpy()
-    x = x if rows is None else x[..., rows, :]
-    return x.astype(np.float64)
-
-
-def check(out, inputs: Inputs, dtype: DType) -> tolerance.Comparison:
-    return tolerance.compare(to_float64(out, inputs.rows), inputs.ref, dtype.name, tf32=dtype.tf32)
-
-
-# ----------------------------------------------------------------------------------------------------------
-# providers
-
-
-def cycle_calls(sets: list[tuple[Any, Any]], call: Callable[[Any, Any], Any]) -> Callable[[], Any]:
-    """A no-argument callable that runs ``call`` on the next input set (set 0 first) and returns the
-    result."""
-    it = itertools.cycle(sets)
 
-    def fn():
-        a, b = next(it)
-        return call(a, b)
-
-    return fn
-
-
-def out_shape(shape: Shape) -> tuple[int, ...]:
-    return ((shape.batch,) if shape.batch else ()) + (shape.M, shape.N)
-
-
-def to_warp(x, device: str):
-    wp = _wp()
-    if isinstance(x, np.ndarray):
-        return wp.array(x, device=device)
-    return wp.from_torch(x)  # zero-copy view of the torch tensor
-
-
-def to_torch(x, device: str):
-    torch = _torch()
-    return torch.from_numpy(x).to(device) if isinstance(x, np.ndarray) else x
 
 
-def to_numpy(x) -> np.ndarray:
-    return x if isinstance(x, np.ndarray) else x.numpy()  # a CPU torch tensor: zero-copy
-
-
-class Provider:
-    """A GEMM implementation to time. ``available`` is asked once per (device, dtype); ``prepare`` builds a
-    callable that multiplies the next input set per call and returns the product."""
-
-    name = "provider"
-
-    def available(self, device: str, dtype: DType) -> tuple[bool, str]:
-        return True, ""
 
-    def prepare(self, shape: Shape, dtype: str, tf32: bool, device: str, inputs: Inputs) -> Callable[[], Any]:
-        raise NotImplementedError
-
 
-class WarpGemmProvider(Provider):
-    """warp_gemm.matmul on native wp.arrays (the library's own fast path), writing into a preallocated
-    ``out`` so that allocation is not timed. ``config`` pins one candidate configuration (--sweep)."""
 
-    def __init__(self, config: Any = None, config_index: int | None = None):
-        self.config = config
-        self.config_index = config_index  # position in candidate_configs(), to find it again in a child
-        self.name = "warp_gemm" if config is None else f"warp_gemm[{config}]"
-
-    def available(self, device, dtype):
-        wg = _try_import("warp_gemm")
-        if wg is None or not hasattr(wg, "matmul"):
-            return False, "warp_gemm.matmul is not importable"
-        return True, ""
-
-    def prepare(self, shape, dtype, tf32, device, inputs):
-        import warp_gemm
-
-        wp = _wp()
-        sets = [(to_warp(a, device), to_warp(b, device)) for a, b in inputs.sets]
-        out = wp.empty(out_shape(shape), dtype=sets[0][0].dtype, device=device)
-        extra = {} if self.config is None else {"config": self.config}
-        return cycle_calls(sets, lambda a, b: warp_gemm.matmul(a, b, out=out, allow_tf32=tf32, **extra))
-
-
-class TorchProvider(Provider):
-    """torch.matmul: cuBLAS(Lt) on CUDA, MKL/OpenBLAS-backed kernels on CPU."""
-
-    name = "torch"
-
-    def available(self, device, dtype):
-        if _torch() is None:
-            return False, "torch is not installed"
-        if not torch_on(device):
-            return False, "torch has no CUDA"
-        if dtype.tf32 and not is_cuda(device):
-            return False, "TF32 is a CUDA tensor-core mode"
-        return True, ""
-
-    def prepare(self, shape, dtype, tf32, device, inputs):
-        torch = _torch()
-        sets = [(to_torch(a, device), to_torch(b, device)) for a, b in inputs.sets]
-        out = torch.empty(out_shape(shape), dtype=sets[0][0].dtype, device=device)
-
-        def call(a, b):
-            # Set per call: the flag is process-global and other providers run in between.
-            torch.backends.cuda.matmul.allow_tf32 = tf32
-            return torch.matmul(a, b, out=out)
-
-        return cycle_calls(sets, call)
-
-
-class TritonProvider(Provider):
-    """warp_gemm.tools.reference.triton_matmul: Triton's tutorial-style GEMM, the comparison point that is not
-    a vendor library."""
-
-    name = "triton"
-
-    def available(self, device, dtype):
-        if not is_cuda(device):
-            return False, "Triton needs CUDA"
-        if not torch_on(device):
-            return False, "Triton needs torch with CUDA"
-        ref = _try_import("warp_gemm.reference")
-        if ref is None or not hasattr(ref, "triton_matmul"):
-            return False, "warp_gemm.tools.reference.triton_matmul is not importable"
-        return True, ""
-
-    def prepare(self, shape, dtype, tf32, device, inputs):
-        from warp_gemm.tools.reference import triton_matmul
-
-        sets = [(to_torch(a, device), to_torch(b, device)) for a, b in inputs.sets]
-        return cycle_calls(sets, lambda a, b: triton_matmul(a, b, allow_tf32=tf32))
-
-
-class NumpyProvider(Provider):
-    """numpy.matmul (BLAS for float32/float64; float16 has no BLAS and is slow)."""
-
-    name = "numpy"
-
-    def available(self, device, dtype):
-        if is_cuda(device):
-            return False, "numpy runs on the CPU only"
-        if dtype.name == "bfloat16":
-            return False, "numpy has no bfloat16"
-        if dtype.tf32:
-            return False, "numpy has no TF32"
-        return True, ""
-
-    def prepare(self, shape, dtype, tf32, device, inputs):
-        sets = [(to_numpy(a), to_numpy(b)) for a, b in inputs.sets]
-        out = np.empty(out_shape(shape), dtype=sets[0][0].dtype)
-        return cycle_calls(sets, lambda a, b: np.matmul(a, b, out=out))
-
-
-class WpMatmulProvider(Provider):
-    """The old ``wp.matmul(a, b, c, d, alpha, beta)`` (d = alpha*a@b + beta*c; CUTLASS on CUDA), removed after
-    Warp 1.6; batched shapes use its ``wp.batched_matmul`` sibling."""
-
-    name = "wp.matmul"
-
-    def available(self, device, dtype):
-        if not hasattr(_wp(), "matmul"):
-            return False, f"Warp {_wp().__version__} has no wp.matmul (removed after 1.6)"
-        if dtype.name == "bfloat16":
-            return False, "wp.matmul has no bfloat16"
-        if dtype.tf32:
-            return False, "wp.matmul has no plain TF32 mode"
-        return True, ""
-
-    def prepare(self, shape, dtype, tf32, device, inputs):
-        wp = _wp()
-        sets = [(to_warp(a, device), to_warp(b, device)) for a, b in inputs.sets]
-        c = wp.zeros(out_shape(shape), dtype=sets[0][0].dtype, device=device)
-        d = wp.empty_like(c)
-        fn = wp.batched_matmul if shape.batch else wp.matmul
-
-        def call(a, b):
-            fn(a, b, c, d, 1.0, 0.0)
-            return d
-
-        return cycle_calls(sets, call)
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
 
 
 PROVIDERS: dict[str, Provider] = {
@@ -477,91 +150,18 @@ PROVIDERS: dict[str, Provider] = {
 }
 
 
-def sweep_providers(device: str, dtype: DType) -> list[Provider]:
-    """One warp_gemm provider per candidate configuration of (device, dtype)."""
-    import warp_gemm
-
-    configs = warp_gemm.candidate_configs(device, dtype.name)
-    return [WarpGemmProvider(cfg, i) for i, cfg in enumerate(configs)]
 
 
-# ----------------------------------------------------------------------------------------------------------
-# timing
 
 
-@dataclass
-class Timing:
-    median_ms: float
-    p20_ms: float
-    p80_ms: float
-    reps: int | None = None  # None where the timer does not say (triton's do_bench)
 
 
-def quantiles(times_ms: list[float]) -> Timing:
-    med, p20, p80 = np.percentile(np.asarray(times_ms), [50, 20, 80])
-    return Timing(float(med), float(p20), float(p80), len(times_ms))
 
 
-def time_cpu(fn: Callable[[], Any], warmup_ms: float, rep_ms: float, min_reps: int = 3) -> Timing:
-    """Wall time per call: warm up for ``warmup_ms``, then repeat for ``rep_ms`` (at least ``min_reps``)."""
-    end = time.perf_counter() + warmup_ms / 1e3
-    while time.perf_counter() < end:
-        fn()
-    times: list[float] = []
-    end = time.perf_counter() + rep_ms / 1e3
-    while len(times) < min_reps or (time.perf_counter() < end and len(times) < 100_000):
-        t0 = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t0) * 1e3)
-    return quantiles(times)
 
 
-def time_cuda(fn: Callable[[], Any], device: str, warmup_ms: float, rep_ms: float) -> Timing:
-    """triton.testing.do_bench (L2 flushed between calls) where Triton imports, else a CUDA-event loop."""
-    testing = _try_import("triton.testing")
-    if testing is not None and torch_on(device):
-        torch = _torch()
-        with torch.cuda.device(device):  # do_bench records its events on the current device
-            med, p20, p80 = testing.do_bench(fn, warmup=warmup_ms, rep=rep_ms, quantiles=[0.5, 0.2, 0.8])
-        return Timing(float(med), float(p20), float(p80))
-    return time_cuda_events(fn, device, warmup_ms, rep_ms)
 
 
-def time_cuda_events(fn: Callable[[], Any], device: str, warmup_ms: float, rep_ms: float) -> Timing:
-    """One event pair per call, on torch's stream when torch has CUDA, else on Warp's."""
-    if torch_on(device):
-        torch = _torch()
-        new_event = lambda: torch.cuda.Event(enable_timing=True)  # noqa: E731
-        record = lambda e: e.record(torch.cuda.current_stream(device))  # noqa: E731
-        elapsed = lambda s, e: s.elapsed_time(e)  # noqa: E731
-    else:
-        wp = _wp()
-        new_event = lambda: wp.Event(device, enable_timing=True)  # noqa: E731
-        record = lambda e: wp.record_event(e)  # noqa: E731
-        elapsed = lambda s, e: wp.get_event_elapsed_time(s, e)  # noqa: E731
-
-    start, stop = new_event(), new_event()
-    record(start)
-    for _ in range(5):
-        fn()
-    record(stop)
-    synchronize(device)
-    estimate_ms = max(elapsed(start, stop) / 5, 1e-3)
-    for _ in range(max(1, int(warmup_ms / estimate_ms))):
-        fn()
-    pairs = [(new_event(), new_event()) for _ in range(max(3, int(rep_ms / estimate_ms)))]
-    for s, e in pairs:
-        record(s)
-        fn()
-        record(e)
-    synchronize(device)
-    return quantiles([elapsed(s, e) for s, e in pairs])
-
-
-def time_fn(fn: Callable[[], Any], device: str, warmup_ms: float, rep_ms: float) -> Timing:
-    if is_cuda(device):
-        return time_cuda(fn, device, warmup_ms, rep_ms)
-    return time_cpu(fn, warmup_ms, rep_ms)
 
 
 # ----------------------------------------------------------------------------------------------------------
