@@ -11,7 +11,6 @@ from ...core.problem import Problem
 from ..common.kernels import ITEM_BYTES
 from ..pipelined.rules import choose_pipe_spec
 
-
 # The peel's time model (H100, fp16, one block per SM): a 128-deep K step of a 128x128 block takes ~3.3 us
 # (4096^3: 846 us for 8 waves of 32 steps, runner), a 96x128 block pipelined.NARROW_COST of that; the GEMV
 # family streams its matrix at ~2.5 TB/s (fp16 1x4096x4096 colsum 32 MiB in ~13 us from DRAM), plus ~3 us a

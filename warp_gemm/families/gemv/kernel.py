@@ -4,15 +4,15 @@
 import dataclasses
 import functools
 import re
+
 import warp as wp
+
 from ... import _compat
 from .. import skinny
-from ..common.kernels import WP_DTYPES, func_name
 from ..common import native
+from ..common.kernels import WP_DTYPES, func_name
 from .snippets import _BANDS_SUM, _snippet
-from .spec import BANDS_FINISH_UNROLL, BANDS_FINISH_WARPS, GemvSpec, KINDS, _Named, _factory_lock
-
-
+from .spec import BANDS_FINISH_UNROLL, BANDS_FINISH_WARPS, KINDS, GemvSpec, _factory_lock, _Named
 
 
 def _finish_warps(spec: GemvSpec) -> int:

@@ -2,10 +2,11 @@
 
 # No `from __future__ import annotations`: Warp reads the kernels' annotations as objects.
 import warp as wp
+
 from .. import skinny
 from ..common.kernels import ITEM_BYTES, WP_DTYPES
 from .kernel import _finish_warps, bands_finish_kernel, get_kernel
-from .spec import BANDS_FINISHERS, GemvSpec, TARGET_WARPS_PER_SM, _ceil, _factory_lock, counters_len, splits
+from .spec import BANDS_FINISHERS, TARGET_WARPS_PER_SM, GemvSpec, _ceil, _factory_lock, counters_len, splits
 
 
 # --- launch ---------------------------------------------------------------------------------------------

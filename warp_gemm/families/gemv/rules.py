@@ -4,8 +4,19 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .spec import (BANDS_BLOCK, BANDS_UNROLL, BLOCK_DIM, COLSUM_BLOCK, COLSUM_BLOCK_ONE_WAVE, KINDS, GemvSpec,
-                   bands_choice, choose_spec, has_native_returns, workspace_shape)
+from .spec import (
+    BANDS_BLOCK,
+    BANDS_UNROLL,
+    BLOCK_DIM,
+    COLSUM_BLOCK,
+    COLSUM_BLOCK_ONE_WAVE,
+    KINDS,
+    GemvSpec,
+    bands_choice,
+    choose_spec,
+    has_native_returns,
+    workspace_shape,
+)
 
 
 def plan(ctx):

@@ -1,9 +1,9 @@
 """TODO"""
 
 # No `from __future__ import annotations`: Warp reads the kernels' annotations as objects.
+from ..common import native
 from ..common.kernels import ITEM_BYTES
 from .spec import BANDS_FINISH_UNROLL, GemvSpec
-from ..common import native
 
 _SNIPPETS = {**native.load(__file__, 'bands.cuh'), **native.load(__file__, 'colsum.cuh'), **native.load(__file__, 'rowdot.cuh')}
 

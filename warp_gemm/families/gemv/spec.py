@@ -2,15 +2,16 @@
 
 # No `from __future__ import annotations`: Warp reads the kernels' annotations as objects.
 import dataclasses
-import threading
 import functools
 import re
+import threading
 from dataclasses import dataclass
+
 import warp as wp
+
 from ... import _compat
 from ...core.options import options
 from ..common.kernels import ITEM_BYTES, WP_DTYPES, acc_dtype_name, cuda_source
-
 
 # --- configuration -------------------------------------------------------------------------------------
 LANES = 32  # CUDA: one warp per output element (rowdot) / column group (colsum)

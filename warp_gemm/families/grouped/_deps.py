@@ -9,21 +9,53 @@ from warp_gemm.families.common.native import func as native  # noqa: F401
 from warp_gemm.families.pipelined.kernel import _stage_copier as stage_copier  # noqa: F401
 from warp_gemm.families.pipelined.snippets import (  # noqa: F401
     _COMMIT as COMMIT,
+)
+from warp_gemm.families.pipelined.snippets import (
     _WAIT as WAIT,
+)
+from warp_gemm.families.pipelined.snippets import (
     _ZERO_ACC as ZERO_ACC,
+)
+from warp_gemm.families.pipelined.snippets import (
     _copy_snippet as copy_snippet,
+)
+from warp_gemm.families.pipelined.snippets import (
     _copy_t_snippet as copy_t_snippet,
+)
+from warp_gemm.families.pipelined.snippets import (
     _mma_sync_snippet as mma_sync_snippet,
+)
+from warp_gemm.families.pipelined.snippets import (
     _own_store_snippet as own_store_snippet,
+)
+from warp_gemm.families.pipelined.snippets import (
     _simt_mma_snippet as simt_mma_snippet,
+)
+from warp_gemm.families.pipelined.snippets import (
     _staged_store_snippet as staged_store_snippet,
+)
+from warp_gemm.families.pipelined.snippets import (
     _store_snippet as store_snippet,
+)
+from warp_gemm.families.pipelined.snippets import (
     _stub_acc as stub_acc,
+)
+from warp_gemm.families.pipelined.snippets import (
     _stub_copy as stub_copy,
+)
+from warp_gemm.families.pipelined.snippets import (
     _stub_int as stub_int,
+)
+from warp_gemm.families.pipelined.snippets import (
     _stub_mma as stub_mma,
+)
+from warp_gemm.families.pipelined.snippets import (
     _stub_own_store as stub_own_store,
+)
+from warp_gemm.families.pipelined.snippets import (
     _stub_staged_store as stub_staged_store,
+)
+from warp_gemm.families.pipelined.snippets import (
     _stub_store as stub_store,
 )
 from warp_gemm.families.pipelined.spec import PipeSpec, native_acc, native_store, staged_store  # noqa: F401

@@ -11,7 +11,6 @@ from ...core.problem import Problem
 from ..common import epilogue
 
 
-
 class _HostCall:
     """One product on the CPU's BLAS (families/host/) on zero-copy views of the operands' memory: torch's
     for all-torch calls, NumPy's otherwise (bfloat16 as its raw bits); the problem's own orientation (no

@@ -4,5 +4,25 @@ from . import launch, rules
 from .kernel import _factory_lock, get_kernel
 from .launch import applies, has_native_tile_args, has_warp_features, launch_args
 from .snippets import _COMMIT, _COPY, _WAIT, _copy_snippet, _from_sm80, _stub_copy, _stub_int
-from .spec import CHUNKS, MMA_TYPES, NARROW_COST, PAD_AB, PAD_C, PipeSpec, SHORT_K_STEPS, SMEM_LIMIT, TINY_MIN_BATCH, _check, default_spec, max_chunk, mma_warps, native_acc, native_store, smem_bytes, staged_store, tiny_batched, unfit
+from .spec import (
+    CHUNKS,
+    MMA_TYPES,
+    NARROW_COST,
+    PAD_AB,
+    PAD_C,
+    SHORT_K_STEPS,
+    SMEM_LIMIT,
+    TINY_MIN_BATCH,
+    PipeSpec,
+    _check,
+    default_spec,
+    max_chunk,
+    mma_warps,
+    native_acc,
+    native_store,
+    smem_bytes,
+    staged_store,
+    tiny_batched,
+    unfit,
+)
 from .stream_k import stream_k_sizes

@@ -3,16 +3,39 @@
 # No `from __future__ import annotations`: Warp reads the kernels' annotations as objects.
 import functools
 import threading
+
 import warp as wp
+
 from ... import _compat
-from ..common.kernels import ITEM_BYTES, WP_DTYPES, func_name, grouped_tile
 from ..common import native
-from .snippets import _COMMIT, _SK_ZERO, _SYNC, _WAIT, _WAIT_PROXY, _ZERO_ACC, _copy_snippet, _copy_t_snippet, _mma_sync_snippet, _own_store_snippet, _simt_mma_snippet, _staged_store_snippet, _store_snippet, _stub_acc, _stub_copy, _stub_int, _stub_mma, _stub_own_store, _stub_sk_zero, _stub_staged_store, _stub_store, _wgmma_snippet, persistent_tile
+from ..common.kernels import ITEM_BYTES, WP_DTYPES, func_name, grouped_tile
+from .snippets import (
+    _COMMIT,
+    _SK_ZERO,
+    _SYNC,
+    _WAIT,
+    _WAIT_PROXY,
+    _ZERO_ACC,
+    _copy_snippet,
+    _copy_t_snippet,
+    _mma_sync_snippet,
+    _own_store_snippet,
+    _simt_mma_snippet,
+    _staged_store_snippet,
+    _store_snippet,
+    _stub_acc,
+    _stub_copy,
+    _stub_int,
+    _stub_mma,
+    _stub_own_store,
+    _stub_sk_zero,
+    _stub_staged_store,
+    _stub_store,
+    _wgmma_snippet,
+    persistent_tile,
+)
 from .spec import ER, PipeSpec, _check, native_acc, native_store, staged_store
 from .stream_k import _stream_k_kernel
-
-
-
 
 # --- the kernel factory ---------------------------------------------------------------------------------
 _factory_lock = threading.Lock()

@@ -3,10 +3,12 @@
 # No `from __future__ import annotations`: Warp reads the kernels' annotations as objects.
 import dataclasses
 import functools
+
 import warp as wp
+
 from ... import _compat
-from ..common.kernels import ITEM_BYTES, WP_DTYPES, cuda_source
 from ..common import native
+from ..common.kernels import ITEM_BYTES, WP_DTYPES, cuda_source
 from .kernel import _factory_lock, get_kernel
 from .snippets import _stub_copy
 from .spec import CHUNKS, PipeSpec

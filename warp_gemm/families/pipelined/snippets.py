@@ -2,9 +2,10 @@
 
 # No `from __future__ import annotations`: Warp reads the kernels' annotations as objects.
 import warp as wp
-from ..common.kernels import ITEM_BYTES, grouped_tile
-from .spec import MMA_TYPES, PipeSpec, SIMT_TILE, mma_warps, simt_threads, wgmma_threads
+
 from ..common import native
+from ..common.kernels import ITEM_BYTES, grouped_tile
+from .spec import MMA_TYPES, SIMT_TILE, PipeSpec, mma_warps, simt_threads, wgmma_threads
 
 _SNIPPETS = {**native.load(__file__, 'copy.cuh'), **native.load(__file__, 'mma_sync.cuh'), **native.load(__file__, 'simt.cuh'), **native.load(__file__, 'store.cuh'), **native.load(__file__, 'stream_k.cuh'), **native.load(__file__, 'wgmma.cuh')}
 

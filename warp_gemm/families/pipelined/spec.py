@@ -2,12 +2,11 @@
 
 # No `from __future__ import annotations`: Warp reads the kernels' annotations as objects.
 from dataclasses import dataclass
+
 from ... import _compat
-from ..common.kernels import ITEM_BYTES, WP_DTYPES, acc_dtype_name
-from ..common import native
 from ...core.options import options
-
-
+from ..common import native
+from ..common.kernels import ITEM_BYTES, WP_DTYPES, acc_dtype_name
 
 # --- configuration -------------------------------------------------------------------------------------
 # Where it stands (H100, warp-lang 1.19.0, TFLOP/s, benchmarks/results/pipelined/): fp16 4096^3 NN 150,

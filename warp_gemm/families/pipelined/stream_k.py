@@ -2,9 +2,10 @@
 
 # No `from __future__ import annotations`: Warp reads the kernels' annotations as objects.
 import warp as wp
+
 from ... import _compat
-from ..common.kernels import WP_DTYPES
 from ..common import native
+from ..common.kernels import WP_DTYPES
 from .snippets import _SK_ADD, _SK_SPILL, _SK_ZERO, _stub_sk_slot, _stub_sk_zero, persistent_tile
 from .spec import PipeSpec
 

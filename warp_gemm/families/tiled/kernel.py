@@ -36,9 +36,15 @@ from dataclasses import dataclass
 import warp as wp
 
 from warp_gemm import _compat
-
-from warp_gemm.families.common.kernels import (ITEM_BYTES, WP_DTYPES, acc_dtype_name, epilogue_store, spec_types,  # noqa: F401
-                                      func_name, grouped_tile)
+from warp_gemm.families.common.kernels import (  # noqa: F401
+    ITEM_BYTES,
+    WP_DTYPES,
+    acc_dtype_name,
+    epilogue_store,
+    func_name,
+    grouped_tile,
+    spec_types,
+)
 
 # A clamped last K tile zeroes its overlap in chunks of this many bytes per row; the launcher clamps
 # only where the overlap is a whole number of chunks (core.plan.k_clamp).

@@ -14,7 +14,6 @@ from ...core.problem import Problem
 from ..common.kernels import ITEM_BYTES, acc_dtype_name
 from . import kernel as tiled
 
-
 NO_CLAMP = 2**30
 
 
