@@ -23,13 +23,13 @@ from warp_gemm.core.fastpath import (  # noqa: F401
     _fast_key,
     _keep_fast,
     _NewResult,
-    _ptr,
     _replay,
     _warp_stream,
 )
 from warp_gemm.core.launches import convert, fill
 from warp_gemm.core.lru import LRU
 from warp_gemm.core.operands import ITEMSIZE, Operand, _torch, layout_view, torch_dtype, wp_view
+from warp_gemm.core.operands import data_ptr as _ptr
 from warp_gemm.core.options import options
 from warp_gemm.core.plan import Plan, make_plan
 from warp_gemm.core.problem import Problem, validate
@@ -108,7 +108,11 @@ def _replay_stream(p: Problem):
     torch = _torch()
     if torch is not None and "torch" in (p.A.kind, p.B.kind, p.D.kind):
         return _warp_stream(torch.cuda.current_stream(dev.ordinal))
-    return dev.stream
+    stream = dev.stream
+    if stream is None:  # a context another thread is still setting up (Warp publishes it before its stream)
+        _compat.init(dev)
+        stream = dev.stream
+    return stream
 
 
 # --- call plans ----------------------------------------------------------------------------------------

@@ -12,7 +12,6 @@ from warp_gemm import _compat
 from warp_gemm.core import launches
 from warp_gemm.core.lru import LRU
 from warp_gemm.core.operands import _torch, torch_dtype
-from warp_gemm.core.operands import data_ptr as _ptr
 from warp_gemm.core.problem import Problem
 from warp_gemm.families.common.kernels import WP_DTYPES
 from warp_gemm.families.host.call import _HostCall

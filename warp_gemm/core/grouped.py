@@ -20,10 +20,10 @@ from warp_gemm import _compat
 from warp_gemm.core.launches import launch
 from warp_gemm.core.operands import ITEMSIZE, describe, empty_like_caller, raw_view
 from warp_gemm.core.options import options
+from warp_gemm.families.common.kernels import WP_DTYPES
 from warp_gemm.families.grouped import kernel as _kernel
 from warp_gemm.families.grouped import launch as _args
 from warp_gemm.families.grouped.spec import GroupedProblem, aligned, problem, typical_sizes
-from warp_gemm.families.common.kernels import WP_DTYPES
 
 MM = "grouped_mm"
 LIST = "grouped_matmul"

@@ -12,12 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from warp_gemm import _compat
-from warp_gemm.families import registry as families
 from warp_gemm.config import tables
 from warp_gemm.config.configs import Config
 from warp_gemm.core.operands import Operand, _layout, _needs_copy, as3d
 from warp_gemm.core.options import Options
 from warp_gemm.core.problem import Problem
+from warp_gemm.families import registry as families
 from warp_gemm.families import tiled
 from warp_gemm.families.base import Ctx
 from warp_gemm.families.common.kernels import acc_dtype_name

@@ -7,10 +7,10 @@ import threading
 
 import warp as wp
 
+from warp_gemm import _compat
 from warp_gemm.core import launches
 from warp_gemm.core.operands import ITEMSIZE, raw_view
 from warp_gemm.families.common.kernels import WP_DTYPES
-
 
 # --- cached workspaces -------------------------------------------------------------------------------------
 # One growing buffer per (device, stream, slot, thread): a call whose family needs a workspace gets a
@@ -52,7 +52,7 @@ def _cached_buffer(dev, nbytes: int, slot: str, zeroed: bool = False):
     at least twice its old size when too small, the old one kept (see above). ``zeroed``: allocated zero, for the
     slots whose kernels leave them zero (the fused GEMV's counters, stream-K's flags); a slot is always used one
     way."""
-    stream = 0 if dev.is_cpu else wp.get_stream(dev).cuda_stream
+    stream = 0 if dev.is_cpu else _stream_handle(dev)
     key = (dev.alias, stream, slot, threading.get_ident())
     with _ws_lock:
         buf = _workspaces.get(key)
@@ -63,6 +63,16 @@ def _cached_buffer(dev, nbytes: int, slot: str, zeroed: bool = False):
             buf = (wp.zeros if zeroed else wp.empty)(words, dtype=wp.float32, device=dev)
             _workspaces[key] = buf
     return buf
+
+
+def _stream_handle(dev) -> int:
+    """The device's current CUDA stream handle, waiting out a context another thread is still setting up (Warp
+    publishes the context before its stream: ``_compat.init``)."""
+    stream = dev.stream
+    if stream is None:
+        _compat.init(dev)
+        stream = wp.get_stream(dev)
+    return stream.cuda_stream
 
 
 def workspace(dev, shape: tuple, dtype: str, slot: str = "ws"):
