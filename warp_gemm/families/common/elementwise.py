@@ -9,6 +9,7 @@ import threading
 import warp as wp
 
 from warp_gemm import _compat
+from warp_gemm.families.common import native
 from warp_gemm.families.common.kernels import WP_DTYPES
 
 lock = threading.Lock()  # held while a factory builds (Warp's codegen is not thread-safe)
@@ -66,29 +67,7 @@ def fill_kernel(dtype: str):
 # against 112 us for convert_kernel's element-per-thread copy (benchmarks/probes/staging.py). A and B are
 # staged by one launch (a 1-D grid over both operands' chunks): the second launch cost ~2.7 us of a 45 us
 # fp16 1023x1025x1027 call (H100, benchmarks/results/round5/diag6.txt).
-_STAGE = r"""
-    // dst: (nb, r, cp) rows 16-byte aligned, cp a multiple of {E}; src: (nb, r, c) with any strides.
-    // t: the chunk's index in dst, row-major over (nb, r, cp / {E}).
-    const int per_row = dst.shape[2] / {E};
-    const int j = (t % per_row) * {E};
-    const int i = (t / per_row) % dst.shape[1];
-    const int b = t / (per_row * dst.shape[1]);
-    const int nc = src.shape[2];
-    const char* s = (const char*)src.data + (size_t)b * src.strides[0] + (size_t)i * src.strides[1];
-    char* d = (char*)dst.data + (size_t)b * dst.strides[0] + (size_t)i * dst.strides[1] + (size_t)j * {ITEM};
-#if defined(__CUDA_ARCH__)
-    __align__(16) {BITS} v[{E}];
-#else
-    {BITS} v[{E}];
-#endif
-    for (int e = 0; e < {E}; ++e)
-        v[e] = j + e < nc ? *(const {BITS}*)(s + (size_t)(j + e) * src.strides[2]) : ({BITS})0;
-#if defined(__CUDA_ARCH__)
-    *(uint4*)d = *(const uint4*)v;
-#else
-    memcpy(d, v, 16);
-#endif
-"""
+_STAGE = native.load(__file__, "stage.cuh")["stage"]
 _BITS = {2: "unsigned short", 4: "unsigned int", 8: "unsigned long long"}
 
 
@@ -103,7 +82,7 @@ def stage_kernel(dtype: str):
     def stub(dst: wp.array3d(dtype=T), src: wp.array3d(dtype=T), t: int): ...
 
     stub.__name__ = stub.__qualname__ = f"wg_stage_chunk_{dtype}"
-    chunk = wp.func_native(_STAGE.format(E=16 // item, ITEM=item, BITS=_BITS[item]))(stub)
+    chunk = wp.func_native(native.fill(_STAGE, E=16 // item, ITEM=item, BITS=_BITS[item]))(stub)
 
     def stage(dst_a: wp.array3d(dtype=T), src_a: wp.array3d(dtype=T), dst_b: wp.array3d(dtype=T),
               src_b: wp.array3d(dtype=T), n_a: int):
