@@ -9,15 +9,13 @@ from ..common import native
 from ..common.kernels import ITEM_BYTES, WP_DTYPES, acc_dtype_name
 
 # --- configuration -------------------------------------------------------------------------------------
-# Where it stands (H100, warp-lang 1.19.0, TFLOP/s, benchmarks/results/pipelined/): fp16 4096^3 NN 150,
-# NT 166 (cuBLAS 758); the same kernels with the copies removed (a diagnostic ceiling, DIAG=mmaonly)
-# run NN 234 / NT 261 at 4096^3 and 241 / 283 at 8192^3: the K loop reaches ~64% of tile_matmul's own rate
+# The tile_matmul kernels (H100, warp-lang 1.19.0, TFLOP/s): fp16 4096^3 NN 150, NT 166 (cuBLAS 758); the same
+# kernels with the copies removed (a copy-free ceiling) run NN 234 / NT 261 at 4096^3 and 241 / 283 at 8192^3: the K loop reaches ~64% of tile_matmul's own rate
 # per tile, so the copies are not fully hidden. The accumulator must be a shared tile (a register one
 # measured 111 against 150), which caps the tile at 128x128 with two 128-deep stages (204 KB of 227): every
 # SM then pulls 64 KB per 4.2 MFLOP K step. tf32 87 (ceiling 141-149), fp64 25 (36-37), exact fp32 28 (33-34).
 # Padding of the shared tiles, in elements: 16 bytes per A/B row for 16-bit data and tf32, 32 bytes for
-# float64, 32 bytes per accumulator row (bank conflicts in MathDx's fragment loads; H100 measurements in
-# _kernels.py: fp16 4096^3 50 -> 99 TFLOP/s in the tiled family). The async probe confirmed the
+# float64, 32 bytes per accumulator row (bank conflicts in MathDx's fragment loads: fp16 4096^3 50 -> 99 TFLOP/s in the tiled family, H100). The async probe confirmed the
 # accumulator pad: 8 floats 165.9 TFLOP/s, 4 floats 146.9 (fp16 4096^3, 128x128x128, 2 stages).
 # Exact float32 is dense in the tiled family (padding lost 26.0 -> 23.7 there); here the pad is a spec
 # field and the benchmark script measures both.
@@ -35,8 +33,8 @@ ER = 32
 CHUNKS = (16, 8, 4, 2)
 
 
-# K tiles in flight at most. 2-4 until round 15; cuBLAS's fp16 64 x 256^3 kernel keeps 6 stages of K 64 (Nsight
-# Compute, benchmarks/results/round15/ncu15.txt), where a 128x128x32 mma.sync block with 3 stages is latency-bound.
+# K tiles in flight at most: cuBLAS's fp16 64 x 256^3 kernel keeps 6 stages of K 64 (Nsight Compute, H100), where a
+# 128x128x32 mma.sync block with 3 stages is latency-bound.
 MAX_STAGES = 8
 
 
@@ -145,96 +143,100 @@ def default_spec(in_dtype: str, out_dtype: str | None = None, *, tf32: bool = Fa
                  epilogue: str = "scale", chunk: int = 16, device_is_cpu: bool = False, M: int | None = None,
                  N: int | None = None, batch: int = 1, sm_count: int = 132, K: int | None = None,
                  **over) -> PipeSpec:
-    """The measured best configuration per dtype on an H100 (warp-lang 1.19.0; benchmarks/results/
-    pipelined/pipelined_h100_r*.json, TFLOP/s at 4096^3 / 8192^3 / 1000^3, NN unless said); ``over``
-    replaces fields. With ``M``/``N`` given, problems whose 128x64 output tiles fit in one wave (1000^3:
-    128 tiles on 132 SMs) get the small-problem configuration; 16-bit inputs then take 64x32 tiles where
-    those 128x64 tiles fill under half the SMs, and 96-row tiles where 128-row ones waste most of a wave
-    (``_narrow_rows``), and outputs of at most 32x32 (batched small products) 32x32 tiles (K tiles of 64
-    where ``K`` > 32). On the CPU: 32x32x32 tiles, block 1, no
-    padding (nothing to tune, and compiles stay short)."""
+    """The measured best configuration per dtype on an H100 (warp-lang 1.19.0); ``over`` replaces fields. With
+    ``M``/``N`` given, problems whose 128x64 output tiles fit in one wave (1000^3: 128 tiles on 132 SMs) get the
+    small-problem configuration; 16-bit inputs then take 64x32 tiles where those 128x64 tiles fill under half the
+    SMs, 96-row tiles where 128-row ones waste most of a wave (``_narrow_rows``), and outputs of at most 32x32
+    (batched small products) 32x32 tiles (K tiles of 64 where ``K`` > 32). On the CPU: 32x32x32 tiles, block 1,
+    no padding (nothing to tune, and compiles stay short)."""
     out_dtype = out_dtype or in_dtype
-    # The small-problem configuration (128x64 tiles, one block per SM) only where its blocks fit in one
-    # wave: 1023x1025x1027 fp16 (136 blocks of 128x64 for 132 SMs) took 72.9 us against 58.7 with
-    # 128x128 tiles (72 blocks), 2048x1024x1024 51.0 against 37.5; 1000^3 (128 blocks) 26.5 against
-    # 37.4, 127x4099x1031 61.4 against 73.5 (H100, graph replay of the whole call,
-    # benchmarks/results/round4/small_waves.txt). Until round 4 the rule was "fewer 128x128 tiles than SMs".
+    # The small-problem configuration (128x64 tiles, one block per SM) only where its blocks fit in one wave:
+    # 1023x1025x1027 fp16 (136 blocks of 128x64 for 132 SMs) took 72.9 us against 58.7 with 128x128 tiles (72
+    # blocks); 1000^3 (128 blocks) 26.5 against 37.4 (H100, graph replay of the whole call).
     blocks64 = -(-M // 128) * -(-N // 64) * max(1, batch) if M is not None and N is not None else 1 << 30
-    small = blocks64 <= sm_count
-    # Grids that fill under half the SMs even with 128x64 tiles take 64x32 tiles (block 128, several per SM):
-    # 127x4099x1031 37.9 -> 30.8 us, 256x2048x2048 44.6 -> 31.2, 512x1024x1024 25.7 -> 19.7, 128x4096x4096
-    # 81.7 -> 53.7 (H100, graph replay of whole calls, benchmarks/results/round5/sw4.txt; 64x64 tiles and
-    # 128x32 within 10% of it). 1000^3 (128 blocks of 128x64) keeps 128x64: 26.4 against 35.7.
-    quarter = blocks64 <= sm_count // 2
-    narrow = not small and _narrow_rows(M, N, batch, sm_count)
+    grid = _Grid(small=blocks64 <= sm_count, quarter=blocks64 <= sm_count // 2,
+                 narrow=blocks64 > sm_count and _narrow_rows(M, N, batch, sm_count),
+                 short_k=K is not None and K <= SHORT_K_STEPS * 128, tiny=M is not None and N is not None
+                 and max(M, N) <= TINY_SIDE, deep_k=K is not None and K > 32)
+    snippets = options().pipe_snippets and not device_is_cpu and over.get("activation") is None
     if device_is_cpu:
         base = dict(tm=32, tn=32, tk=32, stages=2, block_dim=1, pad_ab=0, pad_c=0)
     elif in_dtype in ("float16", "bfloat16"):
-        # 128x128x128, 2 stages, one block/SM: NN 150/161, NT 166/167 (bf16 165/174), TT 154; 128x128x64
-        # with 3-4 stages 118-132, 128x128x96 s3 138/148, block 128 143/154, register acc 111/115.
-        # Small: 128x64x128 (128 blocks): 70 NN, 73 NT against 50-53 for 128x128x128.
-        # 96x128 where its waves are fewer (see _narrow_rows): 1023x1025x1027 52.2 us against 58.7, 1536^3
-        # 80.9 against 96.3.
-        # 128 threads for the large 128x128 tiles since the copies' fast path (before it 256 led): 4096^3 755 against
-        # 775 us cold, 8192^3 5618 against 5914, 4095^3 835 against 851 (results/round9/r18p.txt); NT 4096^3 711
-        # against 731, bf16 8192^3 5548 against 5814, 4097^3 847 against 899 (r19p.txt). tf32 and fp64 keep
-        # their tiles: 128 threads measured 58.3 against 96.0 (tf32 4096^3), 27.2-29.7 against 30.9 (fp64).
-        # Except where each tile has at most SHORT_K_STEPS K steps: its fixed cost (first copies, zero fill,
-        # epilogue) then weighs most, and 256 threads do it sooner: 64 x 256^3 22.6 us against 25.4 (graph
-        # replay), 28.7 against 31.1 cold (results/round10/r20q.txt).
-        short_k = K is not None and K <= SHORT_K_STEPS * 128
-        base = dict(tm=96 if narrow else 128, tn=64 if small else 128, tk=128, stages=2,
-                    block_dim=256 if narrow or small or short_k else 128, min_blocks=1, pad_ab=8, pad_c=8)
-        big = not (small or narrow or quarter or short_k or device_is_cpu)
-        if options().pipe_snippets and big and over.get("activation") is None:
-            # The mma.sync kernel (round 12; H100, benchmarks/results/round12/r23p.txt, cold L2, TFLOP/s, cuBLAS in
-            # the same process): 128x128x64 s3, 4 warps of 64x64, one block/SM bound: 4096^3 NN 303.8 / NT 305.0
-            # (tile_matmul 183.9 / 193.4), 8192^3 320.9 (195.6), bf16 8192^3 330.2 (196.2), 4095^3 staged 243.4
-            # (163.8; 1.61x cuBLAS). 128x128x32 s3 o2 299.8 / 298.9; 128x256x32 267 / 276; 8 warps 252. Its copy-free
-            # ceiling (DIAG_NO_REFILL, 128x128x32): 479 / 514. Small grids keep tile_matmul (1000^3 24.5 us against
-            # 23.4-37 for mma tiles; 64 x 256^3 28.7 against 26.0-34.1: within noise or worse).
-            base = dict(tm=128, tn=128, tk=64, stages=3, block_dim=128, min_blocks=1, pad_ab=8, pad_c=0, mma=4)
-        if quarter:
-            base.update(tm=64, tn=32, block_dim=128)
-        if M is not None and N is not None and max(M, N) <= TINY_SIDE:
-            # Batched small products (the planner sends 16-bit ones of sides 17-32 here, TINY_MIN_BATCH):
-            # one 32x32 tile per entry, 64 threads, many blocks per SM. H100, graph replay / cold L2 (cuBLAS
-            # cold), benchmarks/results/round7/r8p.txt: 4096 x 32^3 14.2 / 20.2 us (small family 19.9 / 27.2,
-            # cuBLAS 20.9); 1024 x 32^3 5.8 / 10.1 (9.9 / 19.7; 10.3); 256 x 32^3 4.5 / 8.0 (6.6 / 17.0;
-            # 7.2); 4096 x 24^3 14.0 / 18.5 (32.9 / 47.5; 20.7); 4096 x 32x32x128 with 64-deep K tiles
-            # 32.9 / 41.1, 32-deep 36.3 / 44.6 (61.0 / 66.9; 38.3). Block 32: within 5%, 128: slower cold.
-            base.update(tm=32, tn=32, tk=64 if K is not None and K > 32 else 32, block_dim=64, min_blocks=0)
+        base = _base_16bit(grid, snippets)
     elif in_dtype == "float32" and tf32:
-        # 128x128x64 s2: NN 82/85, NT 87/86-89; 128x128x32 s3/s4 66-68; block 512 76/79; 64x128x64 s3 52/54.
-        # Small: 128x64x64 s3: 44 NN, 45 NT (128x128x64: 32-33).
-        base = dict(tm=128, tn=64 if small else 128, tk=64, stages=3 if small else 2, block_dim=256, min_blocks=1,
-                    pad_ab=4, pad_c=8)
-        if options().pipe_snippets and not (small or device_is_cpu) and over.get("activation") is None:
-            # The mma.sync kernel, tf32 (round 12, results/round12/r24p.txt): 128x128x32 s3, 4 warps, two blocks/SM:
-            # 4096^3 NN 125.7 (tile_matmul 97.6), NT 145.1 (97.9), 4095^3 105.8 (88.0; 0.77x cuBLAS); 128x256x32
-            # 113.7 / 140.8, 8 warps 91.6-113.7. NN then copied B transposed 4 bytes at a time; since round 13 B is
-            # copied as stored and read with 32-bit loads (scalar_fragments): NN 140.3, 4095^3 120.0 (0.89x),
-            # 2048^3 130.8 (results/round13/r26p.txt); 128x64x32 s4 o3 and 128x128x32 s4 o1 103-116.
-            base = dict(tm=128, tn=128, tk=32, stages=3, block_dim=128, min_blocks=2, pad_ab=4, pad_c=0, mma=4)
+        base = _base_tf32(grid, snippets)
     elif in_dtype == "float32":
-        # Exact fp32 (MathDx SIMT): 128x64x32 s2 dense, register accumulator: 27.9/28.7, 1000^3 20.3;
-        # 128x128x32 26/27, padded 64x64x32 s3 25/26 (20.8 at 1000^3). NN only: NT measured 4.8 and TN
-        # 10.9 (transposed views in the SIMT path): the planner must not pick this family for them.
-        base = dict(tm=128, tn=64, tk=32, stages=2, block_dim=256, min_blocks=0, pad_ab=0, pad_c=0)
-        if options().pipe_snippets and not device_is_cpu and over.get("activation") is None:
-            # The SIMT kernel (round 12, results/round12/r22p.json; round 13, results/round13/r26p.txt): 64x128x16
-            # s3, 128 threads (2 x 2 warps of 32 x 64 outputs), three blocks/SM: 4096^3 44.9, 4095^3 41.9 (0.86x
-            # cuBLAS); round 12's 128x64x16 41.7 / 38.2 (tiled family 32.5 / 29.5), with s4 40.8, o4 41.8, tk 32
-            # 36.8-41.2; 128x128x16 s2-s4 39.6-40.7. 1000^3: 17.8 against the tiled 19.1 (the planner sends small
-            # exact-fp32 problems to the tiled family: SIMT_MIN_TILES); every layout, unlike tile_matmul's.
-            base = dict(tm=64, tn=128, tk=16, stages=3, block_dim=128, min_blocks=3, pad_ab=4, pad_c=0, simt=True)
+        base = _base_fp32(snippets)
     else:
-        # float64: 64x64x32, 2 stages, block 128, two blocks/SM: 24.5/25.1 (NT 25.3/25.7), 1000^3 20.5;
-        # one block/SM 23.2-23.9, 3 stages 17-18, 128x64x32 23.3-24.1.
+        # float64: 64x64x32, 2 stages, block 128, two blocks/SM: 24.5/25.1 TFLOP/s at 4096^3/8192^3 (NT 25.3/25.7),
+        # 1000^3 20.5; one block/SM 23.2-23.9, 3 stages 17-18, 128x64x32 23.3-24.1.
         base = dict(tm=64, tn=64, tk=32, stages=2, block_dim=128, min_blocks=2, pad_ab=4, pad_c=4)
     base.update(over)
     return PipeSpec(in_dtype=in_dtype, out_dtype=out_dtype, layout_a=layout[0], layout_b=layout[1],
                     epilogue=epilogue, tf32=tf32, chunk=chunk, **base)
+
+
+@dataclass(frozen=True)
+class _Grid:
+    """How a problem's grid looks to :func:`default_spec`'s rules."""
+
+    small: bool  # 128x64 tiles fit in one wave
+    quarter: bool  # 128x64 tiles fill under half the SMs
+    narrow: bool  # 96-row tiles save a wave over 128-row ones (_narrow_rows)
+    short_k: bool  # at most SHORT_K_STEPS 128-deep K steps
+    tiny: bool  # both output sides at most TINY_SIDE (batched small products)
+    deep_k: bool  # K > 32
+
+
+def _base_16bit(g: _Grid, snippets: bool) -> dict:
+    """float16 / bfloat16 (H100, TFLOP/s at 4096^3 / 8192^3 unless us)."""
+    # tile_matmul kernels: 128x128x128, 2 stages, one block/SM: NN 150/161, NT 166/167 (bf16 165/174); 128x128x64
+    # with 3-4 stages 118-132. Small: 128x64x128 (128 blocks): 70 NN, 73 NT against 50-53 for 128x128x128. 96x128
+    # where its waves are fewer: 1023x1025x1027 52.2 us against 58.7, 1536^3 80.9 against 96.3. 128 threads for the
+    # 128x128 tiles: 4096^3 755 against 775 us (256); 256 where each tile has at most SHORT_K_STEPS K steps, whose
+    # fixed cost (first copies, zero fill, epilogue) then weighs most: 64 x 256^3 22.6 us against 25.4 (graph replay).
+    base = dict(tm=96 if g.narrow else 128, tn=64 if g.small else 128, tk=128, stages=2,
+                block_dim=256 if g.narrow or g.small or g.short_k else 128, min_blocks=1, pad_ab=8, pad_c=8)
+    if snippets and not (g.small or g.narrow or g.quarter or g.short_k):
+        # The mma.sync kernel: 128x128x64 s3, 4 warps of 64x64, one block/SM: 4096^3 NN 303.8 / NT 305.0 (tile_matmul
+        # 183.9 / 193.4), 8192^3 320.9, bf16 8192^3 330.2, 4095^3 staged 243.4 (1.61x cuBLAS); 128x128x32 s3 o2
+        # 299.8; 128x256x32 267; 8 warps 252 (H100, cold L2). Small grids keep tile_matmul (1000^3 24.5 us against
+        # 23.4-37 for mma tiles; 64 x 256^3 28.7 against 26.0-34.1).
+        base = dict(tm=128, tn=128, tk=64, stages=3, block_dim=128, min_blocks=1, pad_ab=8, pad_c=0, mma=4)
+    if g.quarter:
+        # grids under half the SMs: 64x32 tiles, block 128, several per SM: 127x4099x1031 37.9 -> 30.8 us,
+        # 256x2048x2048 44.6 -> 31.2, 128x4096x4096 81.7 -> 53.7 (graph replay; 64x64 and 128x32 within 10%)
+        base.update(tm=64, tn=32, block_dim=128)
+    if g.tiny:
+        # Batched small products (the planner sends 16-bit ones of sides 17-32 here, TINY_MIN_BATCH): one 32x32
+        # tile per entry, 64 threads, many blocks per SM: 4096 x 32^3 14.2 / 20.2 us graph / cold (small family
+        # 19.9 / 27.2, cuBLAS 20.9); 4096 x 32x32x128 with 64-deep K tiles 32.9 / 41.1, 32-deep 36.3 / 44.6.
+        base.update(tm=32, tn=32, tk=64 if g.deep_k else 32, block_dim=64, min_blocks=0)
+    return base
+
+
+def _base_tf32(g: _Grid, snippets: bool) -> dict:
+    """float32 on tf32 tensor cores (H100, TFLOP/s at 4096^3 / 8192^3)."""
+    # tile_matmul kernels: 128x128x64 s2: NN 82/85, NT 87/86-89; 128x128x32 s3/s4 66-68. Small: 128x64x64 s3: 44 NN.
+    base = dict(tm=128, tn=64 if g.small else 128, tk=64, stages=3 if g.small else 2, block_dim=256, min_blocks=1,
+                pad_ab=4, pad_c=8)
+    if snippets and not g.small:
+        # The mma.sync kernel (m16n8k8), 128x128x32 s3, 4 warps, two blocks/SM, B read as stored with 32-bit loads:
+        # 4096^3 NN 140.3, 4095^3 120.0 (0.89x cuBLAS), 2048^3 130.8; 128x256x32 113.7-140.8, 8 warps 91.6-113.7.
+        base = dict(tm=128, tn=128, tk=32, stages=3, block_dim=128, min_blocks=2, pad_ab=4, pad_c=0, mma=4)
+    return base
+
+
+def _base_fp32(snippets: bool) -> dict:
+    """Exact float32 (H100, TFLOP/s at 4096^3 / 8192^3)."""
+    if snippets:
+        # The SIMT kernel: 64x128x16 s3, 128 threads (2 x 2 warps of 32 x 64 outputs), three blocks/SM: 4096^3 44.9,
+        # 4095^3 41.9 (0.86x cuBLAS), every layout; 128x64x16 41.7, 128x128x16 s2-s4 39.6-40.7. 1000^3: 17.8 against
+        # the tiled family's 19.1, so the planner sends small exact-fp32 problems there (SIMT_MIN_TILES).
+        return dict(tm=64, tn=128, tk=16, stages=3, block_dim=128, min_blocks=3, pad_ab=4, pad_c=0, simt=True)
+    # tile_matmul's SIMT path: 128x64x32 s2 dense, register accumulator: 27.9/28.7, 1000^3 20.3. NN only: NT measured
+    # 4.8 and TN 10.9 (transposed views in that path).
+    return dict(tm=128, tn=64, tk=32, stages=2, block_dim=256, min_blocks=0, pad_ab=0, pad_c=0)
 
 
 # Batched 16-bit products whose output sides are both in 17..TINY_SIDE, K <= 128, and at least
@@ -258,7 +260,7 @@ def tiny_batched(in_dtype: str, M: int, N: int, K: int, batch: int) -> bool:
 
 # A 96x128 block of the 16-bit large configuration takes ~0.84 of a 128x128 block's time (H100, fp16, one
 # block per SM, graph replay of whole calls: 1023x1025x1027 GEMM 34 against 41 us, both one wave; 1536^3
-# 80.9 against 96.3 us, both two waves; benchmarks/results/round5/sw3.txt). It pays where the 128x128
+# 80.9 against 96.3 us, both two waves). It pays where the 128x128
 # blocks leave the last wave mostly idle: 72 blocks of 132 at 1023^2, 144 at 1536^2.
 NARROW_COST = 0.84
 
@@ -376,8 +378,7 @@ def simt_threads(spec: PipeSpec) -> int:
 
 # Tiles of fewer rows keep tile_zeros and Warp's epilogue: the split-K plan's 16x128 tiles ran slower with
 # either snippet, for reasons not found (the K loop's source is identical, the shared memory too):
-# 16x8192x8192 60.4-60.7 us without them against 72.2-73.3 with one or both (H100, graph replay,
-# benchmarks/results/round7/r9p.txt, r10p.txt).
+# 16x8192x8192 60.4-60.7 us without them against 72.2-73.3 with one or both (H100, graph replay).
 SNIPPET_MIN_TM = 32
 
 
@@ -389,8 +390,7 @@ def _acc_rows_16(spec: PipeSpec) -> bool:
 
 def native_acc(spec: PipeSpec) -> bool:
     """Whether the kernel zero-fills its shared accumulator with :data:`_ZERO_ACC` (tile_empty, then 16-byte
-    stores) rather than ``tile_zeros``. With the store snippet, against neither (H100, graph replay,
-    benchmarks/results/round7/r9p.txt, r10p.txt): 4096^3 fp16 837-844 us against 851-853, 64 x 256^3
+    stores) rather than ``tile_zeros``. With the store snippet, against neither (H100, graph replay): 4096^3 fp16 837-844 us against 851-853, 64 x 256^3
     23.6-24.5 against 27.1-29.6, 4096 x 32^3 14.2 against 20.6, 4095^3 900 against 922; the store snippet
     alone: 858, 25.6, 15.4, 920."""
     return options().zero_acc_snippet and _compat.HAS_TILE_EMPTY and _acc_rows_16(spec)
