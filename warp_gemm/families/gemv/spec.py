@@ -34,7 +34,7 @@ ROWDOT_SPLIT_BELOW = 4
 # threads per block (the row groups are block_dim / col_lanes): 1024 where the strips fill one wave of SMs
 # at one block each (half to all of the SMs), else 512. K is split only where the strips are under half the
 # SMs (fewer than target_warps / COLSUM_SPLIT_BELOW warps of 512-thread blocks), then toward
-# target_warps / COLSUM_SPLIT_TO warps. H100, fp16, graph replay (benchmarks/results/round6/r6.txt):
+# target_warps / COLSUM_SPLIT_TO warps. H100, fp16, graph replay:
 # 1x4096x4096 (128 strips) 10.4 us at 1024 threads, 12.2 at 512, 14.4 at 256 (skinny 16.0); 1x8192x8192
 # (256 strips) 55.5 at 512, 57.8 at 1024 (skinny 66.3); fp32 1x4096x4096 27.8 at 512 (skinny 35.0);
 # 1x512x16384 (16 strips) 9.0 us split toward 32 warps per SM, 13.2 toward 8 (skinny 16.3). 2, 4 or 8
@@ -67,9 +67,9 @@ BLOCK_DIM = 256  # threads per block of the (non-tile) launch; a multiple of 32,
 # row of its band (4 KiB of an fp16 row), BANDS_UNROLL rows in flight, and writes its partial sums to the
 # workspace with 16-byte stores; the bands are as many as give about target_warps / BANDS_SPLIT_TO warps (at
 # most BANDS_MAX_SPLITS); a second kernel of BANDS_FINISH_WARPS warps per 32 columns sums them in a fixed
-# order and applies the epilogue. Cold L2, H100: the access patterns alone (Triton, results/round9/cp.txt):
+# order and applies the epilogue. Cold L2, H100: the access patterns alone (Triton):
 # fp16 1x4096x4096 read in 16-row bands of 4 KiB per block 21.6 us, column strips walking every row
-# (colsum's pattern) 49.9 and more, cuBLAS 21.4. The kernels (r15p.txt, r16p.txt; colsum in the same run):
+# (colsum's pattern) 49.9 and more, cuBLAS 21.4. The kernels (colsum in the same run):
 # 1x4096x4096 26.3 against 28.1 cold (bands 8.9 + finishing 3.0 us warm, by the profiler), 1x8192x8192 64.7
 # (8 finishing warps) against 67.6, batch 4 of 1x4096x4096 69.0 against 70.1; colsum ahead for narrower
 # matrices (1x512x16384 19.9 against 23.5, 1x256x65536 31.4 against 56.2, 1x2048x2048 14.2 against 14.5)
@@ -96,16 +96,13 @@ BANDS_FINISH_UNROLL = 8  # band sums in flight per finishing thread (#pragma unr
 BANDS_MIN_BYTES = 8 << 20
 
 
-# bands with the finish in the same launch (``GemvSpec.fused``; built in round 14; on an H100 in round 15 its GPU tests
-# passed and fp16 1x4096x4096 took 26.8 us cold against 26.5 for the two launches, with 256 bands of 16 rows; with row
-# groups (round 17) each column block has 4-16x fewer bands to sum: the default for one matrix since round 18, see
-# BANDS_FUSED_ONE; BANDS_FUSED takes it for every product): each band block writes its partial sums, then takes a
-# rank from its column block's arrival counter; the
-# last ``F`` arrivals wait until every band has arrived and each sums its slice of the column block's columns over
+# bands with the finish in the same launch (``GemvSpec.fused``; the default for one matrix, see bands_choice; the
+# option ``gemv_fused`` forces it either way): each band block writes its partial sums, then takes a rank from its
+# column block's arrival counter; the last ``F`` arrivals wait until every band has arrived and each sums its slice of the column block's columns over
 # the bands in band order (deterministic), applies the epilogue, and the last to leave resets the counters. F is at
 # most BANDS_FINISHERS and small enough that the waiting blocks of every column block stay under the SM count (a
 # waiting block must never keep a band block from starting). Saves the finishing kernel and its launch (3.0 us warm
-# at 1x4096x4096, where the whole call takes 26.3 us cold); prediction 22-23 us. The counters live in their own
+# at 1x4096x4096). The counters live in their own
 # zeroed buffer (``counters_len``), not in the workspace (other families' partial sums reuse that).
 BANDS_FINISHERS = 64
 
@@ -113,25 +110,24 @@ BANDS_FINISHERS = 64
 BANDS_MIN_COLS = 4096
 
 
-# bands (CUDA): row groups per block (round 17; ``GemvSpec.band_groups``). A block of BANDS_BLOCK threads is G groups
+# bands (CUDA): row groups per block (``GemvSpec.band_groups``; option ``gemv_band_groups``). A block of BANDS_BLOCK threads is G groups
 # of BANDS_BLOCK / G threads; each group reads its own rows (a contiguous 1/G of the block's band) of the block's
 # BANDS_BLOCK / G * 8 columns, and the G partial sums meet in shared memory (in group order) before group 0 writes
 # them. The blocks, the threads and the rows each thread reads stay as at G == 1; each row is read in pieces of
 # 4 KiB / G, and the bands are G times taller, so the finishing kernel sums G times fewer partials per column
-# (fp16 1x4096x4096: 256 bands of 16 rows at G == 1, 64 of 64 at G == 4). Round 15's profile put the gap to cuBLAS
-# in that finish (3.0 us warm, 5.8 with the partials from DRAM), and round 16's fewer, taller bands lost because
-# they had fewer blocks (probe set 31), which this keeps. H100, cold L2, cuBLAS in the same run (round 17,
-# results/round17/r33p.txt): fp16 1x4096x4096 G 1/2/4/8/16: 26.4/26.0/25.3/25.5/25.3 us (graph replay 13.8 -> 10.9
+# (fp16 1x4096x4096: 256 bands of 16 rows at G == 1, 64 of 64 at G == 4). A profile put the gap to cuBLAS in that
+# finish (3.0 us warm, 5.8 with the partials from DRAM); fewer, taller bands without groups lost because they had
+# fewer blocks, which this keeps. H100, cold L2, cuBLAS in the same run: fp16 1x4096x4096 G 1/2/4/8/16: 26.4/26.0/25.3/25.5/25.3 us (graph replay 13.8 -> 10.9
 # at 4), 1x8192x8192 and batch 4 within 1% of G 1; twice the bands (1024 blocks) 26.1-26.4. The runner: 25.2 and
-# 25.4 us in two runs (cuBLAS 21.5). Finishing warps 2-8 and 512-thread blocks around G 4 (r35p.txt): 25.2-25.9.
+# 25.4 us in two runs (cuBLAS 21.5). Finishing warps 2-8 and 512-thread blocks around G 4: 25.2-25.9.
 BANDS_GROUPS = 4
 
 
-# bands (CUDA), one matrix (batch 1) of fewer column blocks than SMs: the fused finish with 16 row groups (round 18),
+# bands (CUDA), one matrix (batch 1) of fewer column blocks than SMs: the fused finish with 16 row groups,
 # so each column block's finishers sum 16 bands, not 64, and there is no finishing kernel. H100, cuBLAS in the same
-# run (results/round18/): the runner on fp16 1x4096x4096 23.3-24.3 us against 25.0-25.3 for the two launches with 4
+# run (benchmarks/results/h100-gemv/): the runner on fp16 1x4096x4096 23.3-24.3 us against 25.0-25.3 for the two launches with 4
 # groups (cuBLAS 20.7-21.6), 1x8192x8192 61.7-62.3 against 64.0-64.1, 1x4096x1024 12.4-12.7 against 14.5,
-# 1x4096x16384 61.3-61.9 against 63.7; probe set 36 (cold L2): 24.2 against 25.5, 62.6 against 64.8. Not taken
+# 1x4096x16384 61.3-61.9 against 63.7; a probe (cold L2): 24.2 against 25.5, 62.6 against 64.8. Not taken
 # (a) for batches: 4 x 1x4096x4096 took 70.1 us fused against 64.2 (the finishers of 4 matrices' column blocks
 # must all wait under the SM count, so each column block gets one); (b) where the column blocks (128 columns each at
 # 16 groups) reach the SM count, which leaves one finisher per column block: 1x24576x2048 (192 blocks) 58.8-59.6
@@ -144,9 +140,9 @@ BANDS_FUSED_GROUPS = 16
 
 def bands_choice(batch: int, cols: int, sms: int) -> tuple[bool, int]:
     """``(fused, band_groups)`` of the bands kernels for ``batch`` matrices of ``cols`` output columns on a GPU of
-    ``sms`` SMs: fused with BANDS_GROUPS everywhere where BANDS_FUSED (the probes' switch); else fused with
-    BANDS_FUSED_GROUPS for one matrix whose column blocks at that grouping stay under the SM count where
-    BANDS_FUSED_ONE; else the bands kernel and its finishing kernel with BANDS_GROUPS."""
+    ``sms`` SMs: fused with BANDS_FUSED_GROUPS for one matrix whose column blocks at that grouping stay under the SM
+    count; else the bands kernel and its finishing kernel with BANDS_GROUPS. ``options(gemv_fused=True / False)``
+    forces the fused / two-launch kernels, ``options(gemv_band_groups=G)`` the row groups."""
     opts = options()
     groups = opts.gemv_band_groups or BANDS_GROUPS
     if opts.gemv_fused is True:
@@ -173,7 +169,7 @@ class GemvSpec:
     col_lanes: int = COL_LANES  # colsum (CUDA): 16-byte chunks per row of a strip
     target_warps: int = TARGET_WARPS_PER_SM * 132  # K is split until about this many warps (0: never)
     unroll: int = UNROLL
-    fused: bool = False  # bands: the finish in the same launch (see BANDS_FUSED)
+    fused: bool = False  # bands: the finish in the same launch (see bands_choice)
     band_groups: int = 1  # bands: row groups per block (see BANDS_GROUPS); 1 on the CPU twin
 
     @property
@@ -290,7 +286,7 @@ def choose_spec(device, dtype: str, layout_a: str, layout_b: str, M: int, N: int
     return a value (:func:`has_native_returns`). CPU: the twin (``lanes`` 1); CUDA: rowdot a warp per
     output, colsum a block of 512 or 1024 threads per column strip, ``target_warps`` = 64 per SM.
 
-    H100 (benchmarks/results/round5/, round6/): rowdot fp16 1x4096x4096 with B stored (N, K) (F.linear's
+    H100: rowdot fp16 1x4096x4096 with B stored (N, K) (F.linear's
     case) 9.4 us by graph replay against the skinny family's 29.9, 4096x1x4096 21.1 us cold against
     cuBLAS's 23.4; colsum (B stored (K, N)) 10.4 us against skinny's 16.0 by graph replay, 27.6 against
     31.4 cold (cuBLAS 20.9), 1x8192x8192 55.5 / 67.7 against 66.3 / 77.1 (cuBLAS 58 cold)."""

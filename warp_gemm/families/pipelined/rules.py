@@ -80,21 +80,18 @@ def candidate_pipe_configs(dtype: str, tf32: bool = False) -> list[PipeConfig]:
 
 
 #: Output tiles of 128x128 from which the pipelined family (its small-problem configuration where 128x64 tiles fit
-#: in one wave)
-#: is chosen over the tiled family's smaller tiles and split-K. fp16 1000^3 (64 tiles): 68.6 TFLOP/s
-#: pipelined against 47 tiled; 127x4099x1031 (33 tiles, odd K) ran 4.2 TFLOP/s on the tiled family's
-#: element-wise loads (H100, benchmarks/results/round2/).
-#: Round 5: with the 64x32 tiles for grids under half the SMs, 16-bit inputs take the pipelined family from
-#: 4 output tiles (256^2): fp16 256^3 8.2 us against 9.7, 384^3 9.5 against 12.5, 500^3 17.5 against 34.8
-#: (staging included), 512^3 10.9 against 18.3 (H100, graph replay, benchmarks/results/round5/diag6.txt).
-#: Other dtypes keep 24 (unmeasured below it).
+#: in one wave) is chosen over the tiled family's smaller tiles and split-K. fp16 1000^3 (64 tiles): 68.6 TFLOP/s
+#: pipelined against 47 tiled; 127x4099x1031 (33 tiles, odd K) ran 4.2 TFLOP/s on the tiled family's element-wise
+#: loads. With the 64x32 tiles for grids under half the SMs, 16-bit inputs take the pipelined family from 4 output
+#: tiles (256^2): fp16 256^3 8.2 us against 9.7, 384^3 9.5 against 12.5, 500^3 17.5 against 34.8 (staging
+#: included), 512^3 10.9 against 18.3 (H100, graph replay). Other dtypes keep 24 (unmeasured below it).
 PIPELINED_MIN_TILES = {"float16": 4, "bfloat16": 4, "other": 24}
 
 
-#: Round 16: 16-bit products of 1-3 output tiles whose K is at most this take the pipelined family too (its 64x32
+#: 16-bit products of 1-3 output tiles whose K is at most this take the pipelined family too (its 64x32
 #: small-grid tiles): 1.6-2.9x faster than the tiled family, e.g. fp16 64^3 20.7 -> 7.8 us, 128^3 17.5 -> 7.1,
 #: 100x200x300 36.3 -> 12.6, 64x64x1024 36.7 -> 12.5 (cuBLAS 6.1 / 5.7 / 8.2 / 7.6); at 48x80x4000 the tiled
-#: family's split-K stays ahead (38.6 against 42.3 us). H100, runner, benchmarks/results/round16/r17b_*.txt.
+#: family's split-K stays ahead (38.6 against 42.3 us). H100, runner (benchmarks/results/h100-small/).
 PIPELINED_FEW_TILES_MAX_K = 2048
 
 
@@ -156,11 +153,11 @@ def plan(ctx):
 def precompile_jobs(dtypes: list[str], layouts: tuple[str, ...] = ("NN",),
                    epilogues: tuple[str, ...] = ("scale",)) -> list[tuple]:
     """``("pipelined", PipeSpec)`` for the pipelined family's kernels the planner picks on CUDA: each
-    dtype's large- and small-problem configuration (``kernels.default_spec``, the H100 table)
+    dtype's large- and small-problem configuration (``spec.default_spec``, the H100 table)
     and every configuration of the shipped tuning table's ``|pipe`` groups (applied over the default as
     the planner does: ``families.pipelined.rules.pipe_spec``; other layouts borrow NN's, bfloat16 float16's), per layout
-    and epilogue, output in the input dtype. Exact float32: only its large-problem kernel (the SIMT kernel on CUDA
-    since round 12; smaller problems stay on the tiled family). Nothing where this Warp cannot run the family."""
+    and epilogue, output in the input dtype. Exact float32: only its large-problem kernel (the SIMT kernel on CUDA;
+    smaller problems stay on the tiled family). Nothing where this Warp cannot run the family."""
     if not has_native_tile_args():
         return []
     jobs = []
