@@ -66,7 +66,7 @@ HAS_CPU_TILES: bool = HAS_TILES and HAS_UNIQUE_MODULE
 HAS_TILE_ASTYPE: bool = "tile_astype" in _ctx.builtin_functions
 #: ``tile_empty`` (a tile left uninitialized; a builtin kernels can call, not a ``warp`` module attribute
 #: in 1.19). The pipelined family's shared A/B stage buffers are wholly overwritten by their copies:
-#: zero-filling them was ~45% of a one-K-step block's instructions (ncu, H100, results/round6/).
+#: zero-filling them was ~45% of a one-K-step block's instructions (ncu, H100).
 HAS_TILE_EMPTY: bool = "tile_empty" in _ctx.builtin_functions
 WIDEN_16BIT_INPUTS: bool = not HAS_TILE_ASTYPE
 #: 1.9+: ``bounds_check=`` on tile_load/tile_store.

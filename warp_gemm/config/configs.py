@@ -199,7 +199,7 @@ class PipeConfig:
     warps instead of ``tile_matmul``; the accumulator lives in registers) and ``wgmma`` (float16/bfloat16, layout
     NT, sm_90 only: Hopper warpgroup MMAs from unpadded core-matrix stages, one warpgroup per 64 rows, so
     ``block_dim`` is ``2 * tm``), and ``stream_k`` (> 0, simt and mma only: a grid of that many blocks per SM sharing
-    the K steps of all output tiles evenly, partial tiles summed in a fixed order; not a default, round 14). The
+    the K steps of all output tiles evenly, partial tiles summed in a fixed order; not a default). The
     shared-tile paddings and the copy chunk stay the family's per-dtype defaults (``pipelined.default_spec``). Written
     ``pipe/128x128x128/s2/b256/o1`` (``/p1`` appended where persistent, ``/k1`` where stream-K, ``/simt``, ``/mma``
     or ``/wgmma`` where those products)."""
@@ -319,17 +319,17 @@ def _pc(text: str) -> PipeConfig:
     return PipeConfig.parse(text)
 
 
-# Candidates of the pipelined family's tuner, around the measured bests in
-# ``kernels.pipelined.default_spec`` (H100, warp-lang 1.19, TFLOP/s at 4096^3 / 8192^3, NN). Those whose
-# shared memory exceeds the per-block limit are dropped by ``core.plan.candidate_pipe_configs``. The ``/pN``
-# ones (persistent blocks looping over output tiles, round 10) and the ``/mma`` ones (the mma.sync product,
-# round 12; the 16-bit and tf32 defaults since) are measured beside the others.
+# Candidates of the pipelined family's tuner, around the measured bests in ``families/pipelined/spec.py``'s
+# ``default_spec`` (H100, warp-lang 1.19, TFLOP/s at 4096^3 / 8192^3, NN). Those whose shared memory exceeds the
+# per-block limit are dropped by ``families.pipelined.rules.candidate_pipe_configs``. The ``/pN`` ones (persistent
+# blocks looping over output tiles) and the ``/mma`` ones (the mma.sync product: the 16-bit and tf32 defaults) are
+# measured beside the others.
 PIPE_CANDIDATES = {
     # 16-bit: 128x128x128 s2 o1 150/161 (the default); 128x128x64 s3/s4 118-132; 128x128x96 s3 138/148;
     # block 128 143/154; 128x64x128 the one-wave small problems (1000^3 70 against 50-53); 96x128 where
     # 128-row tiles waste a wave (1023x1025x1027 52.2 us against 58.7); 128x256x64 s2 needs 234 KB.
     # 64x32 and 64x64 for grids under half the SMs (127x4099x1031 30.8-31.4 us against 37.9). 128x128x64 s4
-    # (118-132) is left out: below the default every time measured. Since the copies' fast path (round 9)
+    # (118-132) is left out: below the default every time measured. With the copies' fast path
     # 128x128x128 with block 128 is the default (4096^3 182 against 177 for block 256; 128x128x64 s3/s4 147).
     "16bit": [_pc(t) for t in (
         "pipe/128x128x128/s2/b128/o1", "pipe/128x128x128/s2/b256/o1", "pipe/128x128x64/s3/b256/o1",
@@ -337,14 +337,14 @@ PIPE_CANDIDATES = {
         "pipe/128x96x128/s2/b256/o1", "pipe/64x128x64/s3/b128/o2", "pipe/64x32x128/s2/b128/o1",
         "pipe/64x64x128/s2/b256/o1", "pipe/128x256x64/s2/b256/o1",  # (128x256x64: dropped, 234 KB)
         "pipe/128x128x128/s2/b128/o1/p1", "pipe/128x64x64/s2/b128/o2/p2",
-        # mma.sync (round 12, H100 4096^3 NN: 303.8 (the default), 299.8, 267.1; 64x64x32 for small grids). The
-        # medium grids still run tile_matmul defaults; probe set 27 (round 14, results/round14/, cold us, one run):
+        # mma.sync (H100 4096^3 NN: 303.8 (the default), 299.8, 267.1; 64x64x32 for small grids). The medium grids
+        # run tile_matmul defaults; against them (cold us, one run):
         # 64x64x64 s3 o4 1000^3 21.0 against 24.6, 256x2048x2048 22.7 against 27.8, 1023x1025x1027 33.7 against
         # 38.0; 128x128x32 s3 o2 1536^3 46.5 against 65.3 (but 45.6 at 1023x1025x1027); 128x64x64 s3 o2 1000^3
-        # 23.4 / 26.3 (round 12, two runs). No one tile wins every medium grid: the tuner's table should decide.
-        # Round 14 dropped 128x256x32 s3 o1 mma (1000^3 48.6 us, 64 x 256^3 27.1: never ahead) and 128x128x96 s3
-        # (tile_matmul, never a default) to keep the tuner's time per bucket at 17 candidates. Round 15 added
-        # 128x128x32 s4 o2 (probe set 30, results/round15/: fp16 64 x 256^3 26.0 us cold against 28.5 for the
+        # 23.4 / 26.3 (two runs). No one tile wins every medium grid: the tuner's table decides.
+        # Not candidates: 128x256x32 s3 o1 mma (1000^3 48.6 us, 64 x 256^3 27.1: never ahead) and 128x128x96 s3
+        # (tile_matmul, never a default) to keep the tuner's time per bucket at 17 candidates.
+        # 128x128x32 s4 o2: fp16 64 x 256^3 26.0 us cold against 28.5 for the
         # default and 26.9-29.0 for the other mma.sync tiles; cuBLAS 15.2).
         "pipe/128x128x64/s3/b128/o1/mma", "pipe/128x128x32/s3/b128/o2/mma", "pipe/64x64x32/s4/b128/o4/mma",
         "pipe/64x64x64/s3/b128/o4/mma", "pipe/128x64x64/s3/b128/o2/mma", "pipe/128x128x32/s4/b128/o2/mma")],
@@ -355,12 +355,12 @@ PIPE_CANDIDATES = {
         "pipe/128x128x32/s4/b256/o1", "pipe/128x64x64/s3/b256/o1", "pipe/128x64x64/s2/b256/o1",
         "pipe/96x128x64/s2/b256/o1", "pipe/128x96x64/s2/b256/o1", "pipe/64x64x64/s2/b128/o2",
         "pipe/128x128x64/s2/b256/o1/p1",
-        # mma.sync m16n8k8 (round 12, H100 4096^3 NN: 125.7 (the default), 95.8, 99.8)
+        # mma.sync m16n8k8 (H100 4096^3 NN: 125.7 (the default), 95.8, 99.8)
         "pipe/128x128x32/s3/b128/o2/mma", "pipe/128x128x32/s3/b256/o1/mma", "pipe/128x64x32/s4/b128/o3/mma")],
-    # exact float32, the SIMT kernel (H100 4096^3 NN, round 12 results/round12/r22p.json, round 13 r26p.txt):
+    # exact float32, the SIMT kernel (H100 4096^3 NN):
     # 64x128x16 s3 o3 44.9 (the default), 128x64x16 s3 o3 41.7, o4 41.8, s4 40.8, 128x64x32 s2 o3 41.2;
     # 128x128x16 s2-s4 b256 o2 39.6-40.7, 128x128x32 s3 o1 40.1. Exact float32 goes to this family only from
-    # plan.SIMT_MIN_TILES output tiles (smaller problems: the tiled family), so that is where these matter.
+    # pipelined.rules.SIMT_MIN_TILES output tiles (smaller problems: the tiled family), so that is where these matter.
     "float32": [_pc(t) for t in (
         "pipe/64x128x16/s3/b128/o3/simt", "pipe/128x64x16/s3/b128/o3/simt", "pipe/128x64x16/s3/b128/o4/simt",
         "pipe/64x128x16/s4/b128/o3/simt", "pipe/64x128x32/s2/b128/o3/simt", "pipe/128x64x32/s2/b128/o3/simt",

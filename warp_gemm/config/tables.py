@@ -57,7 +57,7 @@ def bucket(M: int, N: int, K: int, batch: int = 1) -> tuple[int, int, int]:
 def family_bucket(M: int, N: int, K: int, batch: int = 1) -> tuple[int, int, int, int]:
     """:func:`bucket` with M's side not raised to 16, plus 1 for a batch of several products, else 0: the family that
     wins a bucket differs between a batch and one product of the same folded size (64 x 256^3 against 16384 x 256 x
-    256), and between M = 1, 2-8 and 9-16 (a GEMV, splitpipe's narrow rows; round 16's tuning on the H100 put
+    256), and between M = 1, 2-8 and 9-16 (a GEMV, splitpipe's narrow rows; tuning on the H100 put
     1 x 8192^2 (gemv, 55 us) and 16 x 8192^2 (splitpipe, 60 us) in one bucket, whose winner "tiled" -- the one
     family that planned both -- ran them at 110 and 103 us)."""
     m = max(M, 1) * max(batch, 1)
@@ -192,7 +192,7 @@ def _lookup(device, dtype: str, layout: str, b: tuple[int, ...], tf32: bool, suf
                     # Pipelined winners apply to their own bucket only: their tile shapes follow wave
                     # counts, which change abruptly between neighbouring buckets (fp16 256x2048x2048 took
                     # the 1023x1025x1027 bucket's 96x128 tiles at distance 2 and ran 54.9 us against 31.2
-                    # with the built-in 64x32, H100, benchmarks/results/round5/r5f_fp16.txt).
+                    # with the built-in 64x32, H100).
                     # So do the family winners (the families' reach changes with wave counts as much).
                     hit = _nearest(rows, b, 2 if suffix == "" else 0)
                     if hit is not None:

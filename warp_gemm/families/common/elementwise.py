@@ -64,9 +64,9 @@ def fill_kernel(dtype: str):
 # One thread per 16-byte chunk of a destination row: the chunk's elements are read one by one (the source
 # rows are only element-aligned), packed, and stored with one 16-byte store; past the source row's end the
 # chunk is zero-filled (the destination's padding columns). fp16 4095x4095 on an H100: 26 us (2.6 TB/s)
-# against 112 us for convert_kernel's element-per-thread copy (benchmarks/probes/staging.py). A and B are
+# against 112 us for convert_kernel's element-per-thread copy. A and B are
 # staged by one launch (a 1-D grid over both operands' chunks): the second launch cost ~2.7 us of a 45 us
-# fp16 1023x1025x1027 call (H100, benchmarks/results/round5/diag6.txt).
+# fp16 1023x1025x1027 call (H100).
 _STAGE = native.load(__file__, "stage.cuh")["stage"]
 _BITS = {2: "unsigned short", 4: "unsigned int", 8: "unsigned long long"}
 

@@ -37,7 +37,7 @@ PEEL_MAX = 8
 
 
 # The skinny family's edges stream their big operand far slower than a GEMV: fp16 4099^3's three peeled rows
-# and 4104^3's eight took ~70 us over 32 MiB of B (H100, benchmarks/results/round8/r12p.txt): ~0.5 TB/s.
+# and 4104^3's eight took ~70 us over 32 MiB of B (H100): ~0.5 TB/s.
 PEEL_SKINNY_BYTES_PER_S = 0.5e12
 
 
@@ -97,7 +97,7 @@ def _peel(plan, p: Problem, la: str, lb: str, epi: str, tf32: bool, opts: Option
     96x128 tiles, one block per SM), no activation (the edge kernels have no fused one), the edge families
     available, a one-wide edge's vector contiguous (the row where A is stored (M, K), the column where B
     is stored (N, K)), and the time model (:func:`peel_time`) saying the core plus the edges save at least
-    ``PEEL_MIN_GAIN``. H100, fp16 (cold L2, cuBLAS in the same run; benchmarks/results/round8/):
+    ``PEEL_MIN_GAIN``. H100, fp16 (cold L2, cuBLAS in the same run):
     4097^3 1025.6 -> 943.8 us (0.99 -> 1.07x cuBLAS), bf16 4097^3 with B stored (N, K) 978.9 -> 892.7
     (1.20 -> 1.32x), 8193x4097x4096 1814.5 -> 1724.8 (1.13 -> 1.19x); 2049^3 with B stored (N, K), both
     sides, 182.6 -> 156.2 (1.04 -> 1.22x); skinny edges: 4099^3 1029.9 -> 999.1 (0.99 -> 1.02x), 4103^3
@@ -121,7 +121,7 @@ def _peel(plan, p: Problem, la: str, lb: str, epi: str, tf32: bool, opts: Option
         # A one-wide edge is a GEMV: only where its vector operand is contiguous (the row's: A's last row,
         # layout N; the column's: B's last column, B stored (N, K), layout T). A strided vector costs the
         # GEMV a scalar load per element per output: peeling 4097^3 NN's column took 998 us against 944
-        # for its row (H100, benchmarks/results/round8/r11p.txt). Wider edges go to the skinny family.
+        # for its row (H100). Wider edges go to the skinny family.
         pr = 0 if pr == 1 and la != "N" else pr
         pc = 0 if pc == 1 and lb != "T" else pc
     pr = pr if 0 < pr <= PEEL_MAX and M > pr else 0

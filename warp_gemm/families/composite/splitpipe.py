@@ -13,9 +13,8 @@ def _plan_split_pipe(base, p: Problem, la: str, lb: str, epi: str, c_into_d: boo
     """A small side of 5..16 (batch 1): the pipelined kernel over K slices as a batch (zero-copy strided
     views), partial products into the cached workspace, then skinny's finishing pass. 16x8192x8192 fp16
     on the H100: 74.5 us against 139.6 for the skinny family's MathDx tiles and 115 for the tiled
-    family (benchmarks/results/small_skinny/NOTES.md); 65.5 us with 4 slices instead of 8 (round 6,
-    ``skinny._SPLIT_BLOCKS``). Larger M through this plan (small grids, 128x64 tiles) measured slower
-    than the pipelined family's 64x32 tiles (benchmarks/results/round6/r6d.txt)."""
+    family; 65.5 us with 4 slices instead of 8 (``skinny._SPLIT_BLOCKS``). Larger M through this plan (small
+    grids, 128x64 tiles) measured slower than the pipelined family's 64x32 tiles."""
     import types
 
     from warp_gemm.families import pipelined, skinny

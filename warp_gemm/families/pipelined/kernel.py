@@ -213,7 +213,7 @@ def _build(spec: PipeSpec, zero_acc_snippet: bool, staged: bool):
     # while this tile's last steps multiply and its epilogue stores (a kernel of one tile per block waits for
     # them after each launch of a block: its prologue). The accumulator is stored and zeroed in place: tile_matmul's
     # shared one by the store/epilogue and the zero-fill snippet; the simt/mma.sync kernels' registers by their own
-    # store and _SK_ZERO (round 15; the loop stream-K shares, without its split tiles).
+    # store and _SK_ZERO (the loop stream-K shares, without its split tiles).
     def gemm_persistent(
         A: wp.array3d(dtype=IN),
         B: wp.array3d(dtype=IN),

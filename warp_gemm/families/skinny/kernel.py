@@ -323,12 +323,11 @@ def finish_kernel(acc_dtype: str, out_dtype: str):
 # 4 stages 113.6; 16x256x64 tiles, 4 stages 86.4; M=4: 70.8 (the scalar kernel above: 64.9).
 # 32-row tiles (rows 16-31 of A zero-filled by the copies; such tiles take the snippet zero fill and store)
 # with 64-deep K steps, 3 stages: 16x8192x8192 71.7-72.6 us cold against 73.3-74.1 for 16x128x128 tiles in two
-# runs (H100; 32-row tiles with 128-deep steps 72.0, 4 stages 74.4, 32-deep 79.4, 256 threads 95.9; results/
-# round9/r13p.txt, r14p.txt).
+# runs (H100; 32-row tiles with 128-deep steps 72.0, 4 stages 74.4, 32-deep 79.4, 256 threads 95.9).
 SPLIT_PIPE = dict(tm=32, tn=128, tk=64, stages=3, block_dim=128, pad_ab=8, pad_c=8, chunk=16)
 # Blocks the K split aims at: 16x8192x8192 fp16 (64 column tiles) ran 75.8 us (graph replay) at 8 splits
-# (512 blocks, more than the 2 per SM that fit: two waves), 65.5 at 4, 97.0 at 2 (H100, benchmarks/
-# results/round6/r6.txt; 3-4 stages of 64-deep K, 16x64 tiles or 256 threads: 65.3-66.7).
+# (512 blocks, more than the 2 per SM that fit: two waves), 65.5 at 4, 97.0 at 2 (H100;
+# 3-4 stages of 64-deep K, 16x64 tiles or 256 threads: 65.3-66.7).
 _SPLIT_BLOCKS = 256
 
 

@@ -15,7 +15,7 @@ size (benchmarks/small_skinny_bench.py). Where Warp lacks the option the MathDx 
 Layouts, batch broadcast (``A[min(b, a_nb - 1)]``) and the checked edge tiles follow families/tiled/;
 M, N, K and the batch are runtime values, so one kernel serves every shape that fits its tiles.
 
-Since round 7 the planner gives batched 16-bit products of 17-32 output sides with 16-byte rows, K <= 128
+The planner gives batched 16-bit products of 17-32 output sides with 16-byte rows, K <= 128
 and >= 256 entries to the pipelined family's 32x32 tiles instead (``pipelined.tiny_batched``: 4096 x 32^3
 fp16 20.2 us cold L2 there against 27.2 here, H100); this family keeps sides up to 16, exact fp32 and
 fp64, fewer entries and unaligned rows.

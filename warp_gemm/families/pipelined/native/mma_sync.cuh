@@ -2,8 +2,8 @@
 //! snippet mma_geometry template
 //! --- 16-bit and tf32 inputs on tensor cores through mma.sync (spec.mma; H100: 303.8 / 125.7 TFLOP/s at 4096^3) ---
 //! tile_matmul's 16-bit GEMM (MathDx) reads its fragments with plain 32-bit shared loads and byte permutes (PRMT),
-//! never ldmatrix (SASS of the fp16 default, docs/performance.md "Round 11"), and measured 234-261 TFLOP/s with its
-//! operands already in shared memory (DIAG=mmaonly, 4096^3): the kernel's ~190 sits under that. _MMA_SYNC replaces
+//! never ldmatrix (SASS of the fp16 default), and measured 234-261 TFLOP/s with its
+//! operands already in shared memory (a copy-free ceiling, 4096^3): the kernel's ~190 sits under that. _MMA_SYNC replaces
 //! the K step's tile_matmul by the warp-level MMA of CUTLASS's sm80 GEMMs: ldmatrix x4 fragment loads (.trans for
 //! the operands stored with k across rows: A of layout T, B of layout N), mma.sync.m16n8k16 with float32
 //! accumulators in the register tile's own storage (acc.data), one barrier per K step as in the SIMT kernel. The

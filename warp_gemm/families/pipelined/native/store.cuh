@@ -3,7 +3,7 @@
 //! The shared accumulator's zero fill and the "scale" epilogue's stores, as snippets: Warp's tile_zeros and
 //! tile_store compute an index per element and store 4 / 2 bytes at a time; at 128x128 tiles they were ~45%
 //! (with the stage buffers' fill, since removed) and ~19% of the instructions of a one-K-step block (ncu,
-//! H100, benchmarks/results/round6/).
+//! H100).
 
     // Zero the whole shared accumulator (every row with its padding: ${N16} 16-byte words; Warp aligns
     // shared tiles to 16 bytes), then a block barrier. CPU: the same, byte by byte.
@@ -101,16 +101,16 @@ ${AXPBY}                y[e] = ${OT}(x);
 //! beta * C for output o + e (its column may lie past dst's extent: then the value is never stored, and C not read)
                 if (gc + e < nc) x += beta * (float)(*(const ${OT}*)(cbase + (size_t)gr * cld + (size_t)(gc + e) * ccs));
 //! snippet staged_store template
-//! The mma.sync and SIMT kernels' epilogue through shared memory (round 17; :func:`staged_store`). Nsight Compute on
-//! fp16 64 x 256^3 (128x128x64 s3 mma.sync, benchmarks/results/round17/ncu17.tgz) put 45% of the kernel's stall samples
+//! The mma.sync and SIMT kernels' epilogue through shared memory (:func:`staged_store`). Nsight Compute on
+//! fp16 64 x 256^3 (128x128x64 s3 mma.sync) put 45% of the kernel's stall samples
 //! and 55% of its instructions in _OWN_STORE: 64 stores of 4 bytes per thread, each with its own bounds check and
 //! 64-bit address, half of every 32-byte sector wasted (38% excess sectors) and the stores' registers reused at once
 //! (long-scoreboard stalls). Here each thread writes its outputs, converted, into the stage buffer of A (free once
 //! the K loop's last wait has passed its barrier), and the block then stores the tile row by row in 16-byte chunks.
-//! H100, cold L2, staged against not (round 17, results/round17/r34p.txt): 64 x 256^3 with 128x128x32 s4 o2 18.8 us
-//! (the same tile unstaged 26.3 in round 16; graph replay 12.9 against 19.9), 4096^3 443.7 against 457.7, 1536^3 40.2
+//! H100, cold L2, staged against not (benchmarks/results/tuning/staged_epilogue_stages_2026-11-23.txt): 64 x 256^3
+//! with 128x128x32 s4 o2 18.8 us (the same tile unstaged 26.3; graph replay 12.9 against 19.9), 4096^3 443.7 against 457.7, 1536^3 40.2
 //! against 42.4, 512x1024x1024 14.5 against 15.4, 1000^3 and 256x2048x2048 within noise; 1023x1025x1027 (rows not
-//! 16-byte aligned, element stores) 35.6 against 34.0 in that run, before the element path's consecutive threads.
+//! 16-byte aligned, element stores) 35.6 against 34.0 in that run, before the element path took consecutive threads.
 
     // dst[m0 + r, n0 + c] = ${OT}(alpha * acc[r, c]) through shared memory: each thread writes its ${PER} outputs
     // (${ORDER}'s order, as in _OWN_STORE: output o at tile row ${ROW}, column ${COL}), converted, into `stage` (the
