@@ -171,7 +171,7 @@ def heuristic(device_is_cpu: bool, dtype: str, M: int, N: int, K: int, batch: in
         # split_k=0: automatic K splits (too few output tiles to fill the SMs otherwise).
         return Config(16, 128, 256 if wide else 128, 128, 8, 0)
     if dtype == "float64":
-        # padded tiles: 18.5 TFLOP/s at 4096^3 against 14.7 for 64x64x32 (results/round1-tuning/tune_h100_run3.jsonl)
+        # padded tiles: 18.5 TFLOP/s at 4096^3 against 14.7 for 64x64x32 (H100)
         return Config(128, 64, 64, 256)
     if tiles_128 < 132:
         return Config(64, 64, 128 if wide else 64, 128, 8, 0)
@@ -180,7 +180,7 @@ def heuristic(device_is_cpu: bool, dtype: str, M: int, N: int, K: int, batch: in
         # for 128x128x256 (H100 tuner, 2026-11-21).
         return Config(128, 128, 64, 256, occupancy=2)
     # float32/tf32: two blocks per SM; exact float32 32.4 TFLOP/s at 4096^3 against 28.8 for 128x128x64 and
-    # 26.0 for the same tiles without the bound (H100 sweep, benchmarks/results/round1-tuning/sweep_h100_s1.jsonl).
+    # 26.0 for the same tiles without the bound (H100 sweep, benchmarks/results/tuning/tiled_fp32_sweep.jsonl).
     return Config(128, 128, 32, 256, occupancy=2)
 
 

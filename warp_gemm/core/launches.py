@@ -14,7 +14,7 @@ matches, because the key holds every pointer: a hit means the memory this call p
 call) is at the addresses the recorded parameters name. Temporaries (split-K workspaces, padded
 copies) usually come back at the same address from the stream-ordered allocators, so their launches
 are replayed too: 16x8192x8192 fp16 (workspace, zero fill, GEMM, finishing pass) took 186 us of host
-time per call with them launched afresh (H100 host; 125 us once recorded: benchmarks/results/probes/host_overhead_h100_s3_before_record.json, host_overhead_h100_s3.json).
+time per call with them launched afresh (H100 host; 125 us once recorded).
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ def _time_one(fn, device, warmup_ms: float = 25, rep_ms: float = 100, how: dict 
     alone. Timed as plain back-to-back calls, a small problem is host-bound: at fp16 1000^3 every
     16-bit candidate measured 31-33 TFLOP/s (~85 us of host time per call), the tuner picked
     64x128x64/o3 by that noise, and the benchmark runner then measured it at 24.8 against 36.9 for
-    the shipped 64x64x128 (H100, benchmarks/results/round1-tuning/tune_h100_s3_small.jsonl). Where capture is not
+    the shipped 64x64x128 (H100). Where capture is not
     possible, the plain calls are timed; ``how["timing"]`` (when given) says which ("graph" / "calls",
     with the capture's error)."""
     import warp as wp

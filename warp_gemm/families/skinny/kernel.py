@@ -103,8 +103,7 @@ def workspace_shape(spec: SkinnySpec, M: int, N: int, K: int, batch: int):
     return (s * batch, M, N), spec.acc_dtype
 
 
-# Measured on an H100 (warp 1.19.0; CUDA-graph timings with cuBLAS through torch in the same run;
-# benchmarks/results/small_skinny/h100_run1.json, h100_run2.json):
+# Measured on an H100 (warp 1.19.0; CUDA-graph timings with cuBLAS through torch in the same run):
 # - small side <= 4: Warp's scalar tile GEMM with the small side padded to a power of two (1, 2, 4)
 #   beats MathDx's 16-wide tiles: fp16 1x4096x4096 23.3 us (1x128x64 tiles, block 128, ~528 blocks)
 #   against 43.5 (MathDx 16x128x128); fp16 4x8192x8192 64.9 us (4x128x128, ~528 blocks) against

@@ -34,8 +34,7 @@ from ..common.kernels import WP_DTYPES, acc_dtype_name, check_pads, epilogue_sto
 
 # Tile side choices; K larger than the tile loops.
 _SIDES = (16, 32)
-# Where the family applies (H100, warp 1.19.0, benchmarks/results/small_skinny/h100_run1.json and
-# h100_run2.json; CUDA-graph timings, cuBLAS through torch in the same run):
+# Where the family applies (H100, warp 1.19.0; CUDA-graph timings, cuBLAS through torch in the same run):
 # - output sides <= 32: fp16 4096 x 32^3 23.4 us against 355.6 us for the tiled family's large tiles
 #   (issue 18) and 18.1 us for cuBLAS; fp32 10000 x 16^3 20.5 us against 27.5 for cuBLAS.
 # - not at 64: fp16 512 x 64^3 took 19.8 us with one 64x64 tile per entry, the tiled family 19.9 and

@@ -68,7 +68,7 @@ class KernelSpec:
     block_dim: int = 0  # only with min_blocks (the bound needs the launch's block size)
     # Clamp a partial last K tile and zero its overlap (k_clamp; padded kernels only). A separate kernel:
     # the clamp's code cost 3-5% on tile-multiple K (fp16 8192^3 127 -> 121, H100), so shapes that
-    # do not need it keep the plain loop (benchmarks/results/probes/bench_h100_s3_kclamp2.json).
+    # do not need it keep the plain loop.
     k_tail: bool = False
 
     @property
@@ -90,7 +90,7 @@ class KernelSpec:
 # 50 -> 84 TFLOP/s with a 16-byte accumulator pad), 32 bytes per accumulator row (84 -> 99; tf32
 # 47 -> 59), and 32 bytes per A/B row for float64 (64x64x32: 17.3 unpadded, 18.6 with 16 bytes, 19.5
 # with 32). Exact float32 (no tensor cores) is left dense: padded, the tuner's best fell from 26.0
-# to 23.7 TFLOP/s (results/round1-tuning/tune_h100_run3.jsonl).
+# to 23.7 TFLOP/s (H100).
 _PAD_AB = {"float16": 8, "bfloat16": 8, "float32": 4, "float64": 4}
 _PAD_C = {"float32": 8, "float64": 4}
 

@@ -74,7 +74,7 @@ def edge_clamps(rows_cols, cfg: Config, epilogue: str, c_is_d: bool, is_cpu: boo
     instead of running past the edge, so its loads stay inside the arrays and take Warp's vectorized
     path (a tile not wholly inside its array is copied element by element). fp16 on the H100: 1024^3
     ran in 41 us, 1000x1024x1024 in 74 and 1024x1000x1024 in 78 -- the edge blocks with scalar loads
-    finished last (benchmarks/results/probes/edges_h100.json).
+    finished last.
 
     The overlapping rows are computed by two blocks and stored twice with the same values, which is
     safe for the plain and axpby epilogues reading a separate C; not for split-K (atomic adds) nor
@@ -92,7 +92,7 @@ def k_clamp_for(K: int, cfg: Config, pad_ab: int, in_dtype: str, is_cpu: bool, o
     columns of A / rows of B, which the previous tile already counted. Padded-shared-tile kernels only
     (where the tiles are shared and can be zeroed in place), and only when the overlap is a whole
     number of 16-byte chunks (``tiled.K_CHUNK_BYTES``). fp16 on the H100: the partial last K tile
-    cost 13 us of 55 at 1024x1024x1000 (benchmarks/results/probes/edges_h100_after_clamp.json)."""
+    cost 13 us of 55 at 1024x1024x1000."""
     chunk = tiled.K_CHUNK_BYTES // ITEM_BYTES[in_dtype]
     r = K % cfg.tk
     if (is_cpu and not opts.edge_clamp_on_cpu) or not pad_ab or K <= cfg.tk or r == 0 or (cfg.tk - r) % chunk:

@@ -157,8 +157,7 @@ def align_warp_stream(device: str) -> None:
 def warm_up_gpu(device: str, seconds: float = 0.5) -> None:
     """Keep the GPU busy for ``seconds`` before the first timed row: the first row of a run on a GPU that
     had been idle showed a 2-4x p20-p80 spread (H100, fp16 1000^3: median 105 us against 54.5 us in
-    the rows after it; benchmarks/results/probes/bench_h100_s3_plans_small.json). With this warm-up: median
-    55.5 us, p80 still 84 us (bench_h100_s3_warmup_check.json)."""
+    the rows after it). With this warm-up: median 55.5 us, p80 still 84 us."""
     if not (is_cuda(device) and torch_on(device)):
         return
     torch = _torch()
