@@ -103,14 +103,30 @@ def _peel(plan, p: Problem, la: str, lb: str, epi: str, tf32: bool, opts: Option
     sides, 182.6 -> 156.2 (1.04 -> 1.22x); skinny edges: 4099^3 1029.9 -> 999.1 (0.99 -> 1.02x), 4103^3
     1028.6 -> 1007.9. On the CPU backend only with ``Options.peel_on_cpu`` (then every edge of
     1..PEEL_MAX past the CPU twin's 32x32 tiles, no model): how CPU CI runs this path."""
-    from warp_gemm.families import pipelined
-
     dev = p.A.device
     M, N, K, batch = plan.M, plan.N, p.K, p.batch
-    spec = plan.family_spec
     if plan.activation is not None or opts.pipe_config is not None or tf32:
         return None
-    if dev.is_cpu:
+    edges = _edges(plan, p, la, lb, opts)
+    if edges is None:
+        return None
+    best = _best_peel(plan, p, la + lb, epi, tf32, *edges)
+    if best is None:
+        return None
+    pr, pc, core = best
+    row = _edge_spec(dev, p, la, lb, pr, N, K, epi) if pr else None
+    col = _edge_spec(dev, p, la, lb, M - pr, pc, K, epi) if pc else None
+    if (pr and row is None) or (pc and col is None):
+        return None
+    ws = (_edge_family(pr).workspace_shape(row, pr, N, K, batch) if pr else None,
+          _edge_family(pc).workspace_shape(col, M - pr, pc, K, batch) if pc else None)
+    return replace(plan, family_spec=core, peel=(pr, pc), edge_specs=(row, col), edge_ws=ws)
+
+
+def _edges(plan, p: Problem, la: str, lb: str, opts: Options):
+    """``(rows, cols)`` that could be peeled (each 0..PEEL_MAX, not both 0), or None."""
+    M, N, spec = plan.M, plan.N, plan.family_spec
+    if p.A.device.is_cpu:
         if not opts.peel_on_cpu:
             return None
         pr, pc = M % spec.tm, N % spec.tn
@@ -126,31 +142,30 @@ def _peel(plan, p: Problem, la: str, lb: str, epi: str, tf32: bool, opts: Option
         pc = 0 if pc == 1 and lb != "T" else pc
     pr = pr if 0 < pr <= PEEL_MAX and M > pr else 0
     pc = pc if 0 < pc <= PEEL_MAX and N > pc else 0
-    if not (pr or pc):
-        return None
+    return (pr, pc) if pr or pc else None
+
+
+def _best_peel(plan, p: Problem, layout: str, epi: str, tf32: bool, pr: int, pc: int):
+    """``(rows, cols, core spec)`` of the peel the model prefers among both sides and each one alone (on the CPU:
+    the widest), or None where none fits or pays."""
+    from warp_gemm.families import pipelined
+
+    dev = p.A.device
+    M, N, K, batch = plan.M, plan.N, p.K, p.batch
     best = None
     one = [(pr, 0), (0, pc)] if PEEL_FIRST == "row" else [(0, pc), (pr, 0)]
     for r, c in dict.fromkeys([(pr, pc)] + one):  # both sides, or one (the model picks; ties: the first)
         if not (r or c):
             continue
-        core = choose_pipe_spec(dev, p.in_dtype, p.out_dtype, tf32, la + lb, epi, M - r, N - c, K, batch)
+        core = choose_pipe_spec(dev, p.in_dtype, p.out_dtype, tf32, layout, epi, M - r, N - c, K, batch)
         if pipelined.smem_bytes(core) > pipelined.SMEM_LIMIT:
             continue
         # CPU: the widest peel (no model); CUDA: the least modelled time
-        t = -(r + c) if dev.is_cpu else peel_time(spec, core, M, N, K, batch, r, c, ITEM_BYTES[p.in_dtype],
-                                                   _compat.sm_count(dev))
+        t = -(r + c) if dev.is_cpu else peel_time(plan.family_spec, core, M, N, K, batch, r, c,
+                                                   ITEM_BYTES[p.in_dtype], _compat.sm_count(dev))
         if t is not None and (best is None or t < best[0]):
             best = (t, r, c, core)
-    if best is None:
-        return None
-    _, pr, pc, core = best
-    row = _edge_spec(dev, p, la, lb, pr, N, K, epi) if pr else None
-    col = _edge_spec(dev, p, la, lb, M - pr, pc, K, epi) if pc else None
-    if (pr and row is None) or (pc and col is None):
-        return None
-    ws = (_edge_family(pr).workspace_shape(row, pr, N, K, batch) if pr else None,
-          _edge_family(pc).workspace_shape(col, M - pr, pc, K, batch) if pc else None)
-    return replace(plan, family_spec=core, peel=(pr, pc), edge_specs=(row, col), edge_ws=ws)
+    return None if best is None else best[1:]
 
 
 
