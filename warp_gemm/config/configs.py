@@ -95,7 +95,7 @@ _CUDA_CANDIDATES_16 = [
     # Two or more blocks per SM where the padded tiles leave room (128x128x64: 105 KiB of shared
     # memory): one block's loads overlap another's MMAs. fp16 4096^3 with a 32-row-chunk epilogue:
     # 96.9 TFLOP/s with __launch_bounds__(256, 2), 64.6 without (the compiler then takes more than
-    # 128 registers per thread and one block fits), results/lever_probe_h200_r5.json.
+    # 128 registers per thread and one block fits; H200).
     Config(128, 128, 64, 256, occupancy=2),
     Config(64, 64, 128, 128, occupancy=4),
     Config(64, 128, 64, 128, occupancy=3),

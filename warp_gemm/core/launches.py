@@ -2,7 +2,7 @@
 
 Warp's ``wp.launch`` packs every argument into ctypes structs on every call: ~37% of a small call's
 host time (cProfile of fp16 1000^3 on the H100 host: 147 us per call in a loop, while the same call
-replayed from a CUDA graph takes 85 us of GPU time, benchmarks/results/host_overhead_h100.json). A
+replayed from a CUDA graph takes 85 us of GPU time). A
 launch recorded once (``record_cmd=True``) is replayed when the same kernel is launched with the same
 argument values -- pointers, shapes, strides, dtypes and scalars -- which is exactly the parameter
 block a fresh launch would pack, so a hit launches the same thing.

@@ -112,7 +112,7 @@ ODD = TINY + PRIMES + SKINNY + LARGE_ODD
 # A small representative subset: quick enough for the Triton interpreter and `check --shapes small`.
 SMALL = [_s(1, 1, 1), _s(7, 13, 97), _s(64, 64, 3), _s(97, 251, 7), _s(65, 33, 129), _s(5, 300, 257)]
 
-# Benchmark sets (issue 5).
+# Benchmark sets: squares, odd sides, skinny, transformer, batched, and a quick set.
 BENCH_SQUARE = [_s(n, n, n) for n in (1024, 2048, 4096, 8192)]
 BENCH_ODD = [_s(1000, 1000, 1000), _s(1023, 1025, 1027), _s(4095, 4095, 4095), _s(4097, 4097, 4097),
              _s(127, 4099, 1031)]
@@ -126,7 +126,7 @@ BENCH_QUICK = [_s(128, 128, 128), _s(127, 129, 131), _s(16, 512, 512)]
 TUNE_PIPE = [_s(4096, 4096, 4096), _s(8192, 8192, 8192), _s(2048, 2048, 2048), _s(1536, 1536, 1536),
              _s(1000, 1000, 1000), _s(512, 512, 512), _s(1023, 1025, 1027), _s(2048, 1024, 1024),
              _s(256, 256, 256, batch=64)]
-# The family tuner's default (``warp-gemm tune --family families``): issue 18's small, batched, skinny and GEMV
+# The family tuner's default (``warp-gemm tune --family families``): small, batched, skinny and GEMV
 # products and their neighbours, where the planner's rules choose among several families at their edges.
 TUNE_FAMILY = [_s(32, 32, 32, batch=4096), _s(16, 16, 16, batch=10000), _s(16, 16, 16, batch=1000),
                _s(256, 256, 256, batch=64), _s(64, 64, 64, batch=256), _s(16, 8192, 8192), _s(8, 4096, 4096),

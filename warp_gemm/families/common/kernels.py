@@ -126,3 +126,17 @@ def cuda_source(kernel) -> str | None:
         except ImportError:
             return None
     return ModuleBuilder(kernel.module, kernel.module.options).codegen("cuda")
+
+
+def tile_launches(launch_args):
+    """A family's ``launches(plan, p, Dk, alpha, beta, env)`` for a ``launch_args(spec, A, B, C, D, alpha, beta, M, N,
+    K, batch, a_nb, b_nb, c_nb, workspace=None)`` of tile launches (the small and skinny families')."""
+
+    def launches(plan, p, Dk, alpha: float, beta: float, env) -> list:
+        Av, Bv, Cv, c_nb = env.views(plan, p, Dk)
+        ws = env.workspace(p.A.device, *plan.workspace) if plan.workspace else None
+        todo = launch_args(plan.family_spec, Av, Bv, Cv, Dk, alpha, beta, plan.M, plan.N, p.K, p.batch, Av.shape[0],
+                           Bv.shape[0], c_nb, workspace=ws)
+        return [(*args, True) for args in todo]
+
+    return launches

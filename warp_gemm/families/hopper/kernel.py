@@ -10,48 +10,16 @@ register cap that ``setmaxnreg`` needs. Modules compile for sm_90a (wgmma and se
 
 
 import functools
-import pathlib
-import string
 import threading
 
 import warp as wp
 
 from warp_gemm import _compat
 
+from ..common import native
 from .spec import ITEM_BYTES, PTX_TYPES, HopperSpec, unfit
 
 _lock = threading.RLock()
-_NATIVE = pathlib.Path(__file__).resolve().parent / "native"
-
-
-@functools.cache
-def _snippets(cuh: str) -> dict[str, str]:
-    """The ``//! snippet NAME [template] [nonl]`` sections of ``native/<cuh>`` (the format of the package's other
-    families: ``//!`` lines right after the header are documentation; "nonl" drops the final newline)."""
-    out: dict[str, str] = {}
-    name, flags, body, in_doc = None, (), [], False
-
-    def close():
-        if name is not None:
-            text = "".join(body)
-            out[name] = text[:-1] if "nonl" in flags and text.endswith("\n") else text
-
-    for line in (_NATIVE / cuh).read_text().splitlines(keepends=True):
-        if line.startswith("//! snippet "):
-            close()
-            words = line.split()[2:]
-            name, flags, body, in_doc = words[0], tuple(words[1:]), [], True
-            continue
-        if name is None or (in_doc and line.startswith("//!")):
-            continue
-        in_doc = False
-        body.append(line)
-    close()
-    return out
-
-
-def _fill(text: str, **fields) -> str:
-    return string.Template(text).substitute(**fields)
 
 
 def snippet(spec: HopperSpec) -> str:
@@ -59,10 +27,10 @@ def snippet(spec: HopperSpec) -> str:
     why = unfit(spec)
     if why:
         raise ValueError(f"hopper.kernel: cannot build {spec}: {why}")
-    sn = _snippets("gemm.cuh")
+    sn = native.load(__file__, "gemm.cuh")
     nr = spec.bn // 2
     out_t = {"float16": "f16", "bfloat16": "bf16"}.get(spec.out_dtype)
-    store = _fill(sn["store_16"], OUT_T=out_t) if out_t else sn["store_f32"]
+    store = native.fill(sn["store_16"], OUT_T=out_t) if out_t else sn["store_f32"]
     axpby = ""
     if spec.epilogue == "axpby":
         axpby = sn["axpby_" + {"float16": "f16", "bfloat16": "bf16", "float32": "f32"}[spec.out_dtype]]
@@ -77,7 +45,7 @@ def snippet(spec: HopperSpec) -> str:
                              if spec.setmaxnreg else ""),
         "CONSUMER_SETMAXNREG": (f'asm volatile("setmaxnreg.inc.sync.aligned.u32 {spec.consumer_regs};\\n");'
                              if spec.setmaxnreg else "")}
-    return _fill(sn["gemm"], **fields)
+    return native.fill(sn["gemm"], **fields)
 
 
 def _wp_dtype(name: str):

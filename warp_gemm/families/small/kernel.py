@@ -6,11 +6,11 @@ One block computes one output tile ``(TM, TN)`` of ``per_block`` consecutive bat
     D[b] = alpha * op(A[b]) @ op(B[b]) + beta * C[b]    (epilogue "axpby")
 
 Tiles are sized to the problem (16 or 32 per side: the whole matrix in one tile up to 32x32), so
-a 32x32 product does not pay for a 128x128 tile (issue 18: 4096 x 32^3 fp16 ran at 355.6 us with the
-large-problem tiles, against 20.6 us for cuBLAS). ``tile_matmul`` is either the MathDx (cuBLASDx)
+a 32x32 product does not pay for a 128x128 tile (4096 x 32^3 fp16: 355.6 us with the
+large-problem tiles, against 20.6 us for cuBLAS; H100). ``tile_matmul`` is either the MathDx (cuBLASDx)
 GEMM or Warp's scalar GEMM (module option ``enable_mathdx_gemm=False``, Warp 1.12+; it compiles in
 under a second, MathDx kernels in 20-60 s); ``choose_spec`` picks the one measured faster at each
-size (benchmarks/small_skinny_bench.py). Where Warp lacks the option the MathDx GEMM is used.
+size (H100). Where Warp lacks the option the MathDx GEMM is used.
 
 Layouts, batch broadcast (``A[min(b, a_nb - 1)]``) and the checked edge tiles follow families/tiled/;
 M, N, K and the batch are runtime values, so one kernel serves every shape that fits its tiles.
@@ -36,7 +36,7 @@ from ..common.kernels import WP_DTYPES, acc_dtype_name, check_pads, epilogue_sto
 _SIDES = (16, 32)
 # Where the family applies (H100, warp 1.19.0; CUDA-graph timings, cuBLAS through torch in the same run):
 # - output sides <= 32: fp16 4096 x 32^3 23.4 us against 355.6 us for the tiled family's large tiles
-#   (issue 18) and 18.1 us for cuBLAS; fp32 10000 x 16^3 20.5 us against 27.5 for cuBLAS.
+#   and 18.1 us for cuBLAS; fp32 10000 x 16^3 20.5 us against 27.5 for cuBLAS.
 # - not at 64: fp16 512 x 64^3 took 19.8 us with one 64x64 tile per entry, the tiled family 19.9 and
 #   the pipelined family (64x64x64, 2 stages, block 128) 13.0 (cuBLAS 9.3); fp16 64 x 256^3 89.5 us
 #   with 64-wide tiles against 33.1-38.8 for the pipelined/tiled families (cuBLAS 12.0).
@@ -99,7 +99,7 @@ def choose_spec(device, dtype: str, layout_a: str, layout_b: str, M: int, N: int
     ``tile_astype`` or tile parameters in functions (1.7). The batch may be 1 (one block per output
     tile).
 
-    Choices (H100, warp 1.19.0, CUDA-graph timings, results/small_skinny/h100_run1.json):
+    Choices (H100, warp 1.19.0, CUDA-graph timings):
     - entries per block (at most 4): several only where the grouped launch keeps >= 6 blocks per SM:
       fp16 4096 x 32^3 28.5 us (1 per block) / 25.4 (2) / 23.4 (4), block 32; fp32 10000 x 16^3
       23.3 / 21.4 / 20.5 / 28.7 (8). With fewer entries grouping starves the GPU: fp16 256 x 32^3

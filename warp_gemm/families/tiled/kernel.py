@@ -24,7 +24,7 @@ copy stays one vectorized ``tile_load``) and the accumulator is allocated ``pad_
 With dense tiles every row starts on the same shared-memory bank and the MathDx GEMM's fragment loads
 serialise: on the H100 the MathDx call alone ran at 64 TFLOP/s (fp16, 128x128x256 tiles, data already
 in shared memory) and at 234 with 16-byte A/B and 32-byte accumulator padding; the whole fp16 4096^3
-kernel went from 50 to 99 (benchmarks/lever_probe.py, docs/performance.md).
+kernel runs at 99 TFLOP/s padded against 50 dense (docs/performance.md).
 """
 
 # No `from __future__ import annotations` here: Warp reads the kernels' annotations as objects,
@@ -85,8 +85,7 @@ class KernelSpec:
                 f"{self.tm}x{self.tn}x{self.tk}_{self.epilogue}{tf}{pad}{occ}{kt}")
 
 
-# Padding of the shared tiles, in elements (H100, fp16/tf32/fp64 at 4096^3, benchmarks/lever_probe.py,
-# results/lever_probe_h100_r*.json): 16 bytes per A/B row for 16-bit data and tf32 (fp16 full kernel
+# Padding of the shared tiles, in elements (H100, fp16/tf32/fp64 at 4096^3): 16 bytes per A/B row for 16-bit data and tf32 (fp16 full kernel
 # 50 -> 84 TFLOP/s with a 16-byte accumulator pad), 32 bytes per accumulator row (84 -> 99; tf32
 # 47 -> 59), and 32 bytes per A/B row for float64 (64x64x32: 17.3 unpadded, 18.6 with 16 bytes, 19.5
 # with 32). Exact float32 (no tensor cores) is left dense: padded, the tuner's best fell from 26.0
@@ -210,7 +209,7 @@ def _build(spec: KernelSpec):
     # views are solid and the tile has more than ER rows; else on the whole tile at once. A whole 128x128
     # fp32 register tile (plus its converted copy) costs ~96 registers per thread at block_dim 256, which
     # took away the second block per SM that 128x128x64 tiles need: 64.4 TFLOP/s whole-tile against 96.9
-    # in 32-row chunks (fp16 4096^3, results/probes/lever_probe_h200_r5.json).
+    # in 32-row chunks (fp16 4096^3, H200).
     ER = 32
     EPI_CHUNKS = _compat.HAS_STRIDED_MATMUL_OPERANDS and TM > ER and TM % ER == 0
     CAST_OUT = spec.out_dtype != spec.acc_dtype

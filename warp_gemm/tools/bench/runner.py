@@ -226,7 +226,7 @@ def bench_one(provider: Provider, shape: Shape, dtype: DType, device: str, input
         # Every input set once before timing: a provider's first call on a new set of buffers may plan,
         # record or cache (warp_gemm's call plans are per operand set), and the timer's own warm-up is
         # sized from the first few calls. Without this, fp16 512^3 (200 sets, three launches per call)
-        # timed 0.29-0.53 ms per call in rounds 2-4, against 49 us in steady state: about half the
+        # timed 0.29-0.53 ms per call, against 49 us in steady state (H100): about half the
         # timed calls were first visits.
         for _ in range(len(inputs.sets)):
             fn()

@@ -1,9 +1,9 @@
 //! Epilogues: zero the accumulator, store it (alpha, beta*C, cast), staged 16-byte stores.
 //! snippet zero_acc template
 //! The shared accumulator's zero fill and the "scale" epilogue's stores, as snippets: Warp's tile_zeros and
-//! tile_store compute an index per element and store 4 / 2 bytes at a time; at 128x128 tiles they were ~45%
-//! (with the stage buffers' fill, since removed) and ~19% of the instructions of a one-K-step block (ncu,
-//! H100).
+//! tile_store compute an index per element and store 4 / 2 bytes at a time; at 128x128 tiles Warp's zero fill
+//! (with a fill of the stage buffers) took ~45% and its stores ~19% of the instructions of a one-K-step block
+//! (ncu, H100).
 
     // Zero the whole shared accumulator (every row with its padding: ${N16} 16-byte words; Warp aligns
     // shared tiles to 16 bytes), then a block barrier. CPU: the same, byte by byte.
@@ -110,7 +110,7 @@ ${AXPBY}                y[e] = ${OT}(x);
 //! H100, cold L2, staged against not (benchmarks/results/tuning/staged_epilogue_stages_2026-11-23.txt): 64 x 256^3
 //! with 128x128x32 s4 o2 18.8 us (the same tile unstaged 26.3; graph replay 12.9 against 19.9), 4096^3 443.7 against 457.7, 1536^3 40.2
 //! against 42.4, 512x1024x1024 14.5 against 15.4, 1000^3 and 256x2048x2048 within noise; 1023x1025x1027 (rows not
-//! 16-byte aligned, element stores) 35.6 against 34.0 in that run, before the element path took consecutive threads.
+//! 16-byte aligned) stores element by element, consecutive threads taking consecutive elements of a row.
 
     // dst[m0 + r, n0 + c] = ${OT}(alpha * acc[r, c]) through shared memory: each thread writes its ${PER} outputs
     // (${ORDER}'s order, as in _OWN_STORE: output o at tile row ${ROW}, column ${COL}), converted, into `stage` (the
