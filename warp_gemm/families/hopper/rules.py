@@ -4,26 +4,58 @@ from __future__ import annotations
 
 from warp_gemm import _compat
 
-from .spec import IN_DTYPES, ITEM_BYTES, OUT_DTYPES, HopperSpec, unfit
+from .spec import BK, IN_DTYPES, ITEM_BYTES, OUT_DTYPES, HopperSpec, cdiv, k_ranges, unfit
 
 _TMA_ALIGN = 16  # TMA: global base addresses and byte strides are multiples of 16
 _TMA_MAX_STRIDE = 1 << 40
 _MAX_DIM = (1 << 31) - 1  # tile coordinates are 32-bit in the kernel
 
 
+#: Time of one 128x128 output tile (6 stages) relative to half a 128x256 tile (4 stages): 624 / 601 TFLOP/s at fp16
+#: 4096^3, B = W.T, float32 output (H200, benchmarks/probes/hopper_notes.md).
+TILE_COST = {(128, 256): 2.0, (128, 128): 2.0 * 624 / 601 / 2}
+STAGES = {(128, 256): 4, (128, 128): 6}
+#: K tiles (of 64) one split takes at least: the pipeline's 4-6 stages fill once per work item.
+SPLIT_MIN_KT = 8
+
+
+def split_count(tiles: int, K: int, sm_count: int) -> int:
+    """K splits for ``tiles`` output tiles (batch included): as many as keep ``tiles * splits`` within one wave of
+    ``sm_count`` blocks, each split at least ``SPLIT_MIN_KT`` K tiles, normalised by :func:`spec.k_ranges` (no empty
+    range); 1 where the tiles fill the GPU or K is short."""
+    s = min(sm_count // max(1, tiles), cdiv(K, BK) // SPLIT_MIN_KT)
+    return k_ranges(K, s)[0] if s >= 2 else 1
+
+
+def tile_choice(M: int, N: int, K: int, batch: int, sm_count: int, split: bool = True) -> tuple[int, int, int]:
+    """``(bm, bn, splits)`` (``split`` False: splits 1) of the smallest modelled time: waves of the persistent grid (``cdiv(tiles * splits,
+    sm_count)``) times the tile's cost (:data:`TILE_COST`) over the splits. 4096^3: 4 waves of 128x256 (cost 8)
+    against 8 of 128x128 (8.3); 4097^3: 5 waves of 128x256 (561 tiles, 4.25 waves: 10) against 9 of 128x128 (1089
+    tiles, 8.25 waves: 9.3); 1024x1024x16384: 32 tiles of 128x256 in 4 splits (0.5) against 64 of 128x128 in 2
+    (0.52)."""
+    best = None
+    for (bm, bn), cost in TILE_COST.items():
+        tiles = batch * cdiv(M, bm) * cdiv(N, bn)
+        s = split_count(tiles, K, sm_count) if split else 1
+        t = cdiv(tiles * s, sm_count) * cost / s
+        if best is None or t < best[0]:
+            best = (t, bm, bn, s)
+    return best[1], best[2], best[3]
+
+
 def default_spec(in_dtype: str, out_dtype: str, layout_b: str, M: int, N: int, K: int, batch: int, sm_count: int = 132,
-                 use_c: bool = False) -> HopperSpec:
-    """The kernel for a problem of this shape (measured on an H200, fp16, cuBLAS in the same process):
-    128x256 tiles, 4 stages, 2 consumer warpgroups: 624/625 TFLOP/s at 4096^3/8192^3 (B = W.T, float32 output) against
-    601/606 for 128x128 with 6 stages and 633/634 for 256x128 (3 stages: 638/641, inside the 10% spread of one kernel
-    between two processes, so the reference design's 4 stages stay).
-    Fewer 128x256 tiles than SMs: 128x128 tiles, 6 stages (twice the blocks): 406 TFLOP/s at 1024x1024x16384 and 354 at
-    333x4096x4096 (B = W.T) against 219 and 226 with 128x256 and 350 and 304 with one 128x128 consumer warpgroup."""
+                 use_c: bool = False, splits: bool = True) -> HopperSpec:
+    """The kernel for a problem of this shape: :func:`tile_choice`'s tiles and K splits (``splits`` False: none).
+    Measured (H200, fp16, cuBLAS in the same process): 128x256 tiles, 4 stages, 2 consumer warpgroups: 624/625
+    TFLOP/s at 4096^3/8192^3 (B = W.T, float32 output) against 601/606 for 128x128 with 6 stages and 633/634 for
+    256x128 (3 stages: 638/641, inside the 10% spread of one kernel between two processes, so the reference design's
+    4 stages stay). Fewer tiles than SMs without K splits: 128x128 tiles, 6 stages: 406 TFLOP/s at 1024x1024x16384
+    and 354 at 333x4096x4096 (B = W.T) against 219 and 226 with 128x256 and 350 and 304 with one 128x128 consumer
+    warpgroup."""
     epi = "axpby" if use_c else "scale"
-    tiles = batch * (-(-M // 128)) * (-(-N // 256))
-    if tiles < sm_count:
-        return HopperSpec(in_dtype, out_dtype, "N", layout_b, bm=128, bn=128, stages=6, epilogue=epi)
-    return HopperSpec(in_dtype, out_dtype, "N", layout_b, bm=128, bn=256, stages=4, epilogue=epi)
+    bm, bn, s = tile_choice(M, N, K, batch, sm_count, splits)
+    return HopperSpec(in_dtype, out_dtype, "N", layout_b, bm=bm, bn=bn, stages=STAGES[(bm, bn)], epilogue=epi,
+                      splits=s)
 
 
 def _operand_reason(name: str, view, item: int) -> str:
@@ -90,14 +122,19 @@ def applies(device, in_dtype: str, out_dtype: str, layout_a: str, layout_b: str,
 
 #: batch * M * N * K from which the planner takes this family: measured at and above 1024x1024x16384 (2^34: 406
 #: TFLOP/s against 144 for the pipelined family's mma.sync kernel, H200/H100) and 333x4096x4096 (2^32.4: 356 against
-#: 120); smaller products stay with the pipelined family (not measured here).
+#: 120); smaller products stay with the pipelined family unless K splits fill the GPU (:data:`SPLIT_MIN_WORK`).
 MIN_WORK = 2**32
+#: batch * M * N * K from which a problem the family splits over K (:func:`split_count` > 1) is taken below
+#: MIN_WORK.
+SPLIT_MIN_WORK = 2**30
 
 
 def plan(ctx):
-    """16-bit inputs on an sm_90 GPU, A stored (M, K), products of at least ``MIN_WORK``: the TMA + wgmma kernel.
-    Operands whose rows are not 16-byte aligned (TMA's rule) are staged into aligned copies first, as the pipelined
-    family does (fp16 4095^3: 409 TFLOP/s with the copy, 144 for cuBLAS, H200)."""
+    """16-bit inputs on an sm_90 GPU, A stored (M, K), products of at least ``MIN_WORK`` (or ``SPLIT_MIN_WORK``
+    where the kernel splits K; any size where ``Options.family`` forces the family): the TMA + wgmma kernel, with
+    split-K a float32 workspace ``((splits * batch, M, N), "float32")`` and the finishing pass. Operands whose rows
+    are not 16-byte aligned (TMA's rule) are staged into aligned copies first, as the pipelined family does (fp16
+    4095^3: 409 TFLOP/s with the copy, 144 for cuBLAS, H200)."""
     from dataclasses import replace
 
     from ...core.operands import _max_chunk
@@ -105,7 +142,7 @@ def plan(ctx):
     p, b, dev = ctx.p, ctx.base, ctx.dev
     if dev.is_cpu or not ctx.opts.hopper or p.in_dtype not in IN_DTYPES or p.out_dtype not in OUT_DTYPES:
         return None
-    if ctx.la != "N" or ctx.lb not in ("N", "T") or p.batch * b.M * b.N * p.K < MIN_WORK:
+    if ctx.la != "N" or ctx.lb not in ("N", "T"):
         return None
     if getattr(dev, "arch", 0) != 90 or not (_compat.HAS_CUDA_ARCH_SUFFIX and _compat.HAS_TILE_EMPTY
                                               and _compat.HAS_LAUNCH_BOUNDS and _compat.HAS_TILE_FUNC_ARGS):
@@ -113,7 +150,11 @@ def plan(ctx):
     if max(b.M, b.N, p.K) > _MAX_DIM:
         return None
     spec = default_spec(p.in_dtype, p.out_dtype, ctx.lb, b.M, b.N, p.K, p.batch, _compat.sm_count(dev), b.use_c)
+    work = p.batch * b.M * b.N * p.K
+    if ctx.want != "hopper" and work < (SPLIT_MIN_WORK if spec.splits > 1 else MIN_WORK):
+        return None
     if unfit(spec):
         return None
-    return replace(b, family="hopper", family_spec=spec, c_into_d=ctx.c_into_d,
+    ws = ((spec.splits * p.batch, b.M, b.N), "float32") if spec.splits > 1 else None
+    return replace(b, family="hopper", family_spec=spec, c_into_d=ctx.c_into_d, workspace=ws,
                    stage=(_max_chunk(b.A) < 16, _max_chunk(b.B) < 16))
