@@ -125,8 +125,11 @@ def applies(device, in_dtype: str, out_dtype: str, layout_a: str, layout_b: str,
 #: 120); smaller products stay with the pipelined family unless K splits fill the GPU (:data:`SPLIT_MIN_WORK`).
 MIN_WORK = 2**32
 #: batch * M * N * K from which a problem the family splits over K (:func:`split_count` > 1) is taken below
-#: MIN_WORK.
+#: MIN_WORK, where both output sides are at least SPLIT_MIN_SIDE (a side of 16 or less has the split-pipe, skinny
+#: and GEMV families: 16x8192x8192 fp16 65.5 us through the split pipe, H100; the Hopper kernel's 128-row tiles there
+#: are not measured).
 SPLIT_MIN_WORK = 2**30
+SPLIT_MIN_SIDE = 64
 
 
 def plan(ctx):
@@ -151,7 +154,8 @@ def plan(ctx):
         return None
     spec = default_spec(p.in_dtype, p.out_dtype, ctx.lb, b.M, b.N, p.K, p.batch, _compat.sm_count(dev), b.use_c)
     work = p.batch * b.M * b.N * p.K
-    if ctx.want != "hopper" and work < (SPLIT_MIN_WORK if spec.splits > 1 else MIN_WORK):
+    if ctx.want != "hopper" and work < MIN_WORK and (spec.splits == 1 or work < SPLIT_MIN_WORK
+                                                     or min(b.M, b.N) < SPLIT_MIN_SIDE):
         return None
     if unfit(spec):
         return None
