@@ -73,7 +73,7 @@ def family_fn(spec, a, b_st, out, alpha=1.0, grid=None, group_m=8):
             else wp.launch_tiled(k, dim=list(dim), inputs=inputs, block_dim=bd, device=dev, stream=stream,
                                  record_cmd=True) for k, dim, inputs, bd in launches]
 
-    def go():
+    def go(keep=ws):  # the workspace lives as long as the launches that write it
         for c in cmds:
             c.launch()
     return go
