@@ -213,7 +213,7 @@ def split():
     """Split-K and tile variants on torch operands (rows padded to 8 elements where K or N is odd, as staged)."""
     f = lambda dt, lb, **o: H.HopperSpec(in_dtype=dt, out_dtype=dt, layout_b=lb, **o)  # noqa: E731
     t256, t128 = {"bm": 128, "bn": 256, "stages": 4}, {"bm": 128, "bn": 128, "stages": 6}
-    cases = [  # (dtype, M, N, K, layout_b, [(tiles, splits)]): the rule's choice first
+    cases = [  # (dtype, M, N, K, layout_b, [(tiles, splits)])
         ("float16", 1024, 1024, 16384, "N", [(t256, 4), (t128, 2), (t128, 1), (t128, 4)]),
         ("float16", 128, 128, 65536, "N", [(t128, 128), (t128, 64), (t128, 32), (t128, 1)]),
         ("float16", 1024, 1024, 4096, "N", [(t256, 4), (t128, 2), (t128, 1)]),

@@ -311,24 +311,29 @@ def test_k_ranges_leave_no_range_empty(K, asked, want):
 
 
 def test_split_count_and_tile_choice():
-    """The rule's arithmetic (132 SMs): splits fill one wave with at least 8 K tiles each; the tiles of the smallest
-    modelled wave time (4097^3: 128x128, 8.25 waves against 4.25 of 128x256)."""
+    """The rule's arithmetic (132 SMs): 128x256 tiles where they fill the SMs (4097^3 included), else 128x128 tiles,
+    split over K where the time model says it saves time, in one wave, at least 16 K tiles a split."""
     from warp_gemm.families.hopper import rules as R
 
-    assert R.split_count(32, 16384, 132) == 4  # 128 blocks of 64 K tiles
-    assert R.split_count(1, 65536, 132) == 128  # 1024 K tiles in 128 ranges of 8
-    assert R.split_count(64, 1000, 132) == 2
-    assert R.split_count(64, 960, 132) == 1  # 15 K tiles: under 2 x 8
-    assert R.split_count(132, 1 << 20, 132) == 1  # the tiles fill the GPU
+    assert R.split_count(64, 1024, 1024, 16384, 1, 132) == 2  # modelled 67 us against 85
+    assert R.split_count(64, 1024, 1024, 4096, 1, 132) == 1  # modelled 32 us against 21
+    assert R.split_count(1, 128, 128, 65536, 1, 132) == 64  # 1024 K tiles in 64 ranges of 16
+    assert R.split_count(64, 1000, 1000, 1000, 1, 132) == 1  # 16 K tiles: under 2 x 16
+    assert R.split_count(132, 1408, 1536, 1 << 20, 1, 132) == 1  # the tiles fill the GPU
     assert R.tile_choice(4096, 4096, 4096, 1, 132) == (128, 256, 1)
-    assert R.tile_choice(4097, 4097, 4097, 1, 132) == (128, 128, 1)
-    assert R.tile_choice(8192, 8192, 8192, 1, 132) == (128, 256, 1)
-    for M, N, K in ((1024, 1024, 16384), (128, 128, 65536), (1024, 1024, 4096)):
-        bm, bn, s = R.tile_choice(M, N, K, 1, 132)
-        tiles = -(-M // bm) * -(-N // bn)
-        assert s > 1 and tiles * s <= 132 and -(-K // 64) >= 8 * s - 7, (M, N, K, bm, bn, s)
+    assert R.tile_choice(4097, 4097, 4097, 1, 132) == (128, 256, 1)
+    assert R.tile_choice(2048, 2048, 2048, 1, 132) == (128, 128, 1)  # 128 tiles of 128x256 < 132 SMs
+    assert R.tile_choice(333, 4096, 4096, 1, 132) == (128, 128, 1)
+    assert R.tile_choice(1024, 1024, 16384, 1, 132) == (128, 128, 2)
+    assert R.tile_choice(1024, 1024, 16384, 1, 132, split=False) == (128, 128, 1)
+    assert R.tile_choice(128, 128, 65536, 1, 132) == (128, 128, 64)
+    for M, N, K, batch in ((1024, 1024, 16384, 1), (128, 128, 65536, 1), (256, 128, 1 << 17, 3)):
+        bm, bn, s = R.tile_choice(M, N, K, batch, 132)
+        tiles = batch * -(-M // bm) * -(-N // bn)
+        assert s > 1 and tiles * s <= 132 and H.k_ranges(K, s)[0] == s, (M, N, K, bm, bn, s)
+        assert H.k_ranges(K, s)[1] >= R.SPLIT_MIN_KT
     spec = R.default_spec("float16", "float16", "N", 1024, 1024, 16384, 1, 132)
-    assert spec.splits > 1 and spec.kernel_spec.out_dtype == "float32" and spec.kernel_spec.splits == 1
+    assert spec.splits == 2 and spec.kernel_spec.out_dtype == "float32" and spec.kernel_spec.splits == 1
     assert R.default_spec("float16", "float16", "N", 1024, 1024, 16384, 1, 132, splits=False).splits == 1
 
 
@@ -388,7 +393,8 @@ def test_planner_takes_the_family_on_sm90(monkeypatch):
     assert fam(4096, 4096, 4096, trans_b=True).family_spec.layout_b == "T"
     odd = fam(4095, 4095, 4095)
     assert odd.family == "hopper" and odd.stage == (True, True)
-    assert fam(4097, 4097, 4097).family_spec.bn == 128  # 8.25 waves of 128x128 against 4.25 of 128x256
+    assert fam(4097, 4097, 4097).family_spec.bn == 256
+    assert fam(1024, 1024, 4096).family_spec.splits == 1
     for M, N, K in ((1024, 1024, 16384), (128, 128, 65536)):  # fewer tiles than SMs, long K: split-K
         sp = fam(M, N, K)
         s = sp.family_spec
@@ -396,5 +402,8 @@ def test_planner_takes_the_family_on_sm90(monkeypatch):
         assert sp.workspace == ((s.splits, M, N), "float32")
         assert -(-M // s.bm) * -(-N // s.bn) * s.splits <= 132
     assert fam(4096, 4096, 4096, hopper=False).family == "pipelined"
-    assert fam(512, 512, 512).family != "hopper"
+    assert fam(1000, 1000, 1000).family == "hopper"  # 125 TFLOP/s against the pipelined family's 95 (H200)
+    assert fam(512, 512, 512).family != "hopper"  # 24.6 against 27.1
+    assert fam(512, 512, 512, family="hopper").family == "hopper"  # forced: no work threshold
+    assert fam(16, 8192, 8192).family != "hopper"  # a side of 16: the split pipe
     assert fam(4096, 4096, 4096, dtype=np.float32).family != "hopper"

@@ -11,36 +11,47 @@ _TMA_MAX_STRIDE = 1 << 40
 _MAX_DIM = (1 << 31) - 1  # tile coordinates are 32-bit in the kernel
 
 
-#: Time of one 128x128 output tile (6 stages) relative to half a 128x256 tile (4 stages): 624 / 601 TFLOP/s at fp16
-#: 4096^3, B = W.T, float32 output (H200, benchmarks/probes/hopper_notes.md).
-TILE_COST = {(128, 256): 2.0, (128, 128): 2.0 * 624 / 601 / 2}
 STAGES = {(128, 256): 4, (128, 128): 6}
-#: K tiles (of 64) one split takes at least: the pipeline's 4-6 stages fill once per work item.
-SPLIT_MIN_KT = 8
+#: K tiles (of 64) one split takes at least: 128x128x65536 fp16 ran 81.6 TFLOP/s in 64 splits of 16 K tiles against
+#: 72.6 in 128 of 8 (H200).
+SPLIT_MIN_KT = 16
+#: The split-K time model (H200, fp16, 128x128 tiles, 6 stages): one 64-deep K tile of one output tile takes a block
+#: 0.33 us (1024x1024x16384 unsplit: 64 blocks, 85.7 us for 256 K tiles), 1.1 times that with twice the blocks
+#: running; splitting adds ~14 us (the finishing launch, the partial stores) plus 0.8 us per MB of float32 slabs
+#: (fitted to 1024x1024x16384 in 2 / 4 splits: 66.0 / 73.1 us, 1024x1024x4096 in 2: 31.9, 128x128x65536 in 32 / 64
+#: / 128: 26.6 / 26.3 / 29.6, 1000^3 in 2: 25.0).
+T_KT_US = 0.33
+SPLIT_SLOW = 1.1
+SPLIT_FIXED_US = 14.0
+SPLIT_US_PER_MB = 0.8
 
 
-def split_count(tiles: int, K: int, sm_count: int) -> int:
-    """K splits for ``tiles`` output tiles (batch included): as many as keep ``tiles * splits`` within one wave of
-    ``sm_count`` blocks, each split at least ``SPLIT_MIN_KT`` K tiles, normalised by :func:`spec.k_ranges` (no empty
-    range); 1 where the tiles fill the GPU or K is short."""
-    s = min(sm_count // max(1, tiles), cdiv(K, BK) // SPLIT_MIN_KT)
-    return k_ranges(K, s)[0] if s >= 2 else 1
+def split_count(tiles: int, M: int, N: int, K: int, batch: int, sm_count: int) -> int:
+    """K splits for ``tiles`` 128x128 output tiles (batch included): as many as keep ``tiles * splits`` within one
+    wave of ``sm_count`` blocks with at least ``SPLIT_MIN_KT`` K tiles each (normalised by :func:`spec.k_ranges`: no
+    empty range), where the time model above says they save time; else 1. 1024x1024x16384: 2 (modelled 67 us against
+    85; measured 521 TFLOP/s against 401 unsplit); 1024x1024x4096: 1 (modelled 32 against 21; measured 269 split in 2
+    against 301); 128x128x65536: 64 (23 us against 338; measured 81.6 TFLOP/s against 7.1)."""
+    k_tiles = cdiv(K, BK)
+    s = min(sm_count // max(1, tiles), k_tiles // SPLIT_MIN_KT)
+    if s < 2:
+        return 1
+    s, per = k_ranges(K, s)
+    split = per * T_KT_US * SPLIT_SLOW + SPLIT_FIXED_US + SPLIT_US_PER_MB * s * batch * M * N * 4 / 1e6
+    return s if split < k_tiles * T_KT_US else 1
 
 
 def tile_choice(M: int, N: int, K: int, batch: int, sm_count: int, split: bool = True) -> tuple[int, int, int]:
-    """``(bm, bn, splits)`` (``split`` False: splits 1) of the smallest modelled time: waves of the persistent grid (``cdiv(tiles * splits,
-    sm_count)``) times the tile's cost (:data:`TILE_COST`) over the splits. 4096^3: 4 waves of 128x256 (cost 8)
-    against 8 of 128x128 (8.3); 4097^3: 5 waves of 128x256 (561 tiles, 4.25 waves: 10) against 9 of 128x128 (1089
-    tiles, 8.25 waves: 9.3); 1024x1024x16384: 32 tiles of 128x256 in 4 splits (0.5) against 64 of 128x128 in 2
-    (0.52)."""
-    best = None
-    for (bm, bn), cost in TILE_COST.items():
-        tiles = batch * cdiv(M, bm) * cdiv(N, bn)
-        s = split_count(tiles, K, sm_count) if split else 1
-        t = cdiv(tiles * s, sm_count) * cost / s
-        if best is None or t < best[0]:
-            best = (t, bm, bn, s)
-    return best[1], best[2], best[3]
+    """``(bm, bn, splits)``: 128x256 tiles where they fill the SMs, else 128x128 tiles (twice the blocks), split over K
+    where :func:`split_count` says so (``split`` False: never). Measured (H200, fp16): 4097^3 360 TFLOP/s with
+    128x256 tiles (561 tiles, 4.25 waves) against 301 with 128x128 (1089 tiles, 8.25 waves); 2048^3 (128 tiles of
+    128x256) 467 against 478, inside the spread; 333x4096x4096 (B = W.T) 353 with 128x128 against 244 with 128x256 in
+    2 K splits."""
+    tiles = batch * cdiv(M, 128) * cdiv(N, 256)
+    if tiles >= sm_count:
+        return 128, 256, 1
+    tiles = batch * cdiv(M, 128) * cdiv(N, 128)
+    return 128, 128, split_count(tiles, M, N, K, batch, sm_count) if split else 1
 
 
 def default_spec(in_dtype: str, out_dtype: str, layout_b: str, M: int, N: int, K: int, batch: int, sm_count: int = 132,
@@ -120,22 +131,25 @@ def applies(device, in_dtype: str, out_dtype: str, layout_a: str, layout_b: str,
     return why or spec
 
 
-#: batch * M * N * K from which the planner takes this family: measured at and above 1024x1024x16384 (2^34: 406
-#: TFLOP/s against 144 for the pipelined family's mma.sync kernel, H200/H100) and 333x4096x4096 (2^32.4: 356 against
-#: 120); smaller products stay with the pipelined family unless K splits fill the GPU (:data:`SPLIT_MIN_WORK`).
-MIN_WORK = 2**32
-#: batch * M * N * K from which a problem the family splits over K (:func:`split_count` > 1) is taken below
-#: MIN_WORK, where both output sides are at least SPLIT_MIN_SIDE (a side of 16 or less has the split-pipe, skinny
-#: and GEMV families: 16x8192x8192 fp16 65.5 us through the split pipe, H100; the Hopper kernel's 128-row tiles there
-#: are not measured).
-SPLIT_MIN_WORK = 2**30
-SPLIT_MIN_SIDE = 64
+#: batch * M * N * K from which the planner takes this family. Measured (H200, fp16, TFLOP/s; the pipelined family
+#: through the public call, the Hopper kernel through recorded launches, which matched the public call within 4% for
+#: the split kernels at 1000^3 and 1024^3): 1000^3 (2^29.9) 125 against 95, 1024^3 146 against 118, 2048x2048x1024
+#: 325 against 249 (public call), 1024x1024x4096 301 against 130; 512^3 (2^27) 24.6 against 27.1 (both public):
+#: smaller products stay with the pipelined family (2^27..2^29 not measured).
+MIN_WORK = 2**29
+#: The threshold of batched products (batch * M * N * K): batched products below 2^32 are not measured (64 x 256^3
+#: fp16: 20.5 us through the pipelined family, H100) and stay with the other families.
+BATCHED_MIN_WORK = 2**32
+#: Below this product an output side under MIN_SIDE stays with the split-pipe, skinny and GEMV families (16x8192x8192
+#: fp16: 65.5 us through the split pipe on the H100; the Hopper kernel's 128-row tiles there are not measured).
+SMALL_SIDE_WORK = 2**32
+MIN_SIDE = 64
 
 
 def plan(ctx):
-    """16-bit inputs on an sm_90 GPU, A stored (M, K), products of at least ``MIN_WORK`` (or ``SPLIT_MIN_WORK``
-    where the kernel splits K; any size where ``Options.family`` forces the family): the TMA + wgmma kernel, with
-    split-K a float32 workspace ``((splits * batch, M, N), "float32")`` and the finishing pass. Operands whose rows
+    """16-bit inputs on an sm_90 GPU, A stored (M, K), products of at least ``MIN_WORK`` (batched: ``BATCHED_MIN_WORK``; both output sides at least
+    ``MIN_SIDE`` under ``SMALL_SIDE_WORK``; any size where ``Options.family`` forces the family): the TMA + wgmma
+    kernel, with split-K a float32 workspace ``((splits * batch, M, N), "float32")`` and the finishing pass. Operands whose rows
     are not 16-byte aligned (TMA's rule) are staged into aligned copies first, as the pipelined family does (fp16
     4095^3: 409 TFLOP/s with the copy, 144 for cuBLAS, H200)."""
     from dataclasses import replace
@@ -154,8 +168,8 @@ def plan(ctx):
         return None
     spec = default_spec(p.in_dtype, p.out_dtype, ctx.lb, b.M, b.N, p.K, p.batch, _compat.sm_count(dev), b.use_c)
     work = p.batch * b.M * b.N * p.K
-    if ctx.want != "hopper" and work < MIN_WORK and (spec.splits == 1 or work < SPLIT_MIN_WORK
-                                                     or min(b.M, b.N) < SPLIT_MIN_SIDE):
+    if ctx.want != "hopper" and (work < (MIN_WORK if p.batch == 1 else BATCHED_MIN_WORK)
+                                 or (work < SMALL_SIDE_WORK and min(b.M, b.N) < MIN_SIDE)):
         return None
     if unfit(spec):
         return None
