@@ -211,7 +211,7 @@ def table():
 
 def split():
     """Split-K and tile variants on torch operands (rows padded to 8 elements where K or N is odd, as staged)."""
-    f = lambda dt, lb, **o: H.HopperSpec(in_dtype=dt, out_dtype=dt, layout_b=lb, **o)  # noqa: E731
+    f = lambda dt, lb, **o: H.HopperSpec(in_dtype=dt, out_dtype=dt, layout_b=lb, **o)
     t256, t128 = {"bm": 128, "bn": 256, "stages": 4}, {"bm": 128, "bn": 128, "stages": 6}
     cases = [  # (dtype, M, N, K, layout_b, [(tiles, splits)])
         ("float16", 1024, 1024, 16384, "N", [(t256, 4), (t128, 2), (t128, 1), (t128, 4)]),
@@ -260,7 +260,7 @@ def planner():
     for dt, M, N, K, lb in shapes:
         a, b_st, b = operands(M, N, K, dt, lb)
         a2, b2 = a[0].contiguous(), b[0]  # b2: (K, N), a transposed view of W for layout T
-        wa = lambda t: wp.from_torch(t, dtype={torch.bfloat16: wp.bfloat16}.get(t.dtype))  # noqa: E731
+        wa = lambda t: wp.from_torch(t, dtype={torch.bfloat16: wp.bfloat16}.get(t.dtype))
         A, B = wa(a2), wa(b2)
         flops = 2.0 * M * N * K
         ref = torch.matmul(a2.double(), b2.double())
@@ -278,9 +278,10 @@ def planner():
                     first = time.time() - t0
                     err = ((out.double() - ref).norm() / ref.norm()).item()
                     nan = int(torch.isnan(out).sum().item())
-                    ms = bench(lambda: warp_gemm.matmul(A, B, out=O))
-                r.update({f"{mode}_plan": ",".join(planned), f"{mode}_tflops": round(flops / ms / 1e9, 1), f"{mode}_err": float(f"{err:.2e}"),
-                          f"{mode}_nan": nan, f"{mode}_first_s": round(first, 2), f"{mode}_ratio": round(cb / ms, 3)})
+                    ms = bench(lambda A=A, B=B, O=O: warp_gemm.matmul(A, B, out=O))
+                r.update({f"{mode}_plan": ",".join(planned), f"{mode}_tflops": round(flops / ms / 1e9, 1),
+                          f"{mode}_err": float(f"{err:.2e}"), f"{mode}_nan": nan, f"{mode}_first_s": round(first, 2),
+                          f"{mode}_ratio": round(cb / ms, 3)})
             except Exception as e:  # noqa: BLE001 -- one failing mode must not hide the others
                 r[f"{mode}_error"] = repr(e)[:300]
         row(**r)

@@ -147,11 +147,12 @@ MIN_SIDE = 64
 
 
 def plan(ctx):
-    """16-bit inputs on an sm_90 GPU, A stored (M, K), products of at least ``MIN_WORK`` (batched: ``BATCHED_MIN_WORK``; both output sides at least
-    ``MIN_SIDE`` under ``SMALL_SIDE_WORK``; any size where ``Options.family`` forces the family): the TMA + wgmma
-    kernel, with split-K a float32 workspace ``((splits * batch, M, N), "float32")`` and the finishing pass. Operands whose rows
-    are not 16-byte aligned (TMA's rule) are staged into aligned copies first, as the pipelined family does (fp16
-    4095^3: 409 TFLOP/s with the copy, 144 for cuBLAS, H200)."""
+    """16-bit inputs on an sm_90 GPU, A stored (M, K), products of at least ``MIN_WORK`` (batched:
+    ``BATCHED_MIN_WORK``; both output sides at least ``MIN_SIDE`` under ``SMALL_SIDE_WORK``; any size where
+    ``Options.family`` forces the family): the TMA + wgmma kernel, with split-K a float32 workspace
+    ``((splits * batch, M, N), "float32")`` and the finishing pass. Operands whose rows are not 16-byte aligned
+    (TMA's rule) are staged into aligned copies first, as the pipelined family does (fp16 4095^3: 409 TFLOP/s with
+    the copy, 144 for cuBLAS, H200)."""
     from dataclasses import replace
 
     from ...core.operands import _max_chunk

@@ -49,7 +49,7 @@ class HopperSpec:
     splits: int = 1
 
     @property
-    def kernel_spec(self) -> "HopperSpec":
+    def kernel_spec(self) -> HopperSpec:
         """The spec of the compiled kernel: this one, or with split-K its float32 ``scale`` kernel (splits 1)."""
         if self.splits == 1:
             return self
