@@ -578,7 +578,7 @@ def test_bad_family_table_is_ignored_with_a_warning(cache_dir, entries):
 
 def test_tuned_family_changes_the_planner(cache_dir, monkeypatch):
     """A '|family' winner is planned as if forced where it plans the problem; "tiled" sends the problem to the tiled
-    family; a winner that does not plan the problem (gemv for a 1024-row product) leaves the rules' choice; a forced
+    family; a winner that does not plan the problem (gemv for a 512-row product) leaves the rules' choice; a forced
     family (Options) is never overridden. On a CUDA-like device (conftest.CudaLike: planning only, nothing
     launched)."""
     from conftest import CudaLike, cuda_like_problem
@@ -592,15 +592,15 @@ def test_tuned_family_changes_the_planner(cache_dir, monkeypatch):
         p = cuda_like_problem(monkeypatch, np.zeros((M, K), np.float16), np.zeros((K, N), np.float16))
         return _make_plan(p, 1.0, 0.0, False, None, Options(**opts)).family
 
-    ruled = {s: family(*s) for s in [(16, 8192, 8192), (1, 4096, 4096), (1024, 1024, 1024)]}
-    assert ruled[(1, 4096, 4096)] == "gemv" and ruled[(1024, 1024, 1024)] == "pipelined"
+    ruled = {s: family(*s) for s in [(16, 8192, 8192), (1, 4096, 4096), (512, 512, 512)]}
+    assert ruled[(1, 4096, 4096)] == "gemv" and ruled[(512, 512, 512)] == "pipelined"
     assert ruled[(16, 8192, 8192)] != "pipelined"
     other = "pipelined"  # it plans a 16-row product where forced (skinny, forced, would not: the tiled family)
     tune.save(tune.user_cache_path(CudaLike()), {"sm90|float16|NN|family": {
-        _fam_key(16, 8192, 8192): other, _fam_key(1, 4096, 4096): "tiled", _fam_key(1024, 1024, 1024): "gemv"}})
+        _fam_key(16, 8192, 8192): other, _fam_key(1, 4096, 4096): "tiled", _fam_key(512, 512, 512): "gemv"}})
     assert family(16, 8192, 8192) == other
     assert family(1, 4096, 4096) == "tiled"
-    assert family(1024, 1024, 1024) == "pipelined"  # gemv does not plan a 1024-row product: the rules decide
+    assert family(512, 512, 512) == "pipelined"  # gemv does not plan a 512-row product: the rules decide
     assert family(1, 4096, 4096, family="gemv") == "gemv"  # forced: the table is not consulted
 
 

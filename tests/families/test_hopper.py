@@ -62,7 +62,8 @@ def _view(x: np.ndarray, dtype: str, device, ld: int | None = None) -> wp.array:
 
 def _run(spec: H.HopperSpec, M, N, K, rng, *, batch=1, a_nb=1, b_nb=1, c_nb=1, alpha=1.25, beta=-0.5, ldd=None,
          grid=None):
-    """Run ``spec`` on fresh operands on the GPU; returns (D as float64, float64 reference)."""
+    """Run ``spec`` on fresh operands on the GPU; returns (D as float64, float64 reference). Split-K specs get a
+    NaN-prefilled float32 workspace (a slab element the kernel leaves unwritten reaches D as NaN)."""
     dt, ot = spec.in_dtype, spec.out_dtype
     nb = max(a_nb, b_nb, batch)
     a, b = random_operands(M, N, K, dt, rng, batch=nb)
@@ -73,9 +74,17 @@ def _run(spec: H.HopperSpec, M, N, K, rng, *, batch=1, a_nb=1, b_nb=1, c_nb=1, a
     c = round_to(rng.standard_normal((c_nb, M, N)), ot) if spec.epilogue == "axpby" else None
     C = make(c, ot, "warp", DEV) if c is not None else None
     D = _view(np.full((batch, M, N), np.nan), ot, DEV, ldd)
-    for k, dim, inputs, block in H.launch_args(spec, A, B, C, D, alpha, beta, M, N, K, batch, a_nb, b_nb,
-                                               c_nb if c is not None else 1, grid=grid):
-        wp.launch_tiled(k, dim=list(dim), inputs=inputs, block_dim=block, device=DEV)
+    W = None
+    if spec.splits > 1:
+        W = wp.full((spec.splits * batch, M, N), float("nan"), dtype=wp.float32, device=DEV)
+    todo = H.launch_args(spec, A, B, C, D, alpha, beta, M, N, K, batch, a_nb, b_nb, c_nb if c is not None else 1,
+                         grid=grid, workspace=W)
+    assert len(todo) == (2 if spec.splits > 1 else 1)
+    for k, dim, inputs, block in todo:
+        if block is None:  # the split-K finishing pass: a plain kernel
+            wp.launch(k, dim=list(dim), inputs=inputs, device=DEV)
+        else:
+            wp.launch_tiled(k, dim=list(dim), inputs=inputs, block_dim=block, device=DEV)
     wp.synchronize_device(DEV)
     if ldd is not None and ldd != N:
         wide = wp.array(ptr=D.ptr, dtype=D.dtype, shape=(batch, M, ldd), device=DEV)
@@ -162,6 +171,43 @@ def test_persistent_grid_sizes(grid, request):
     _check(out, ref, "float32")
 
 
+SPLITS = [  # M, N, K, spec fields, batch: the planner's split shapes, ranges of unequal length, K off the 64 grid
+    pytest.param(1024, 1024, 16384, {"bm": 128, "bn": 256, "stages": 4, "splits": 4}, 1, id="1024x1024x16384-256-s4"),
+    pytest.param(1024, 1024, 4096, {"bm": 128, "bn": 128, "stages": 6, "splits": 2}, 1, id="1024x1024x4096-128-s2"),
+    pytest.param(128, 128, 65536, {"bm": 128, "bn": 128, "stages": 6, "splits": 128}, 1, id="128x128x65536-s128"),
+    pytest.param(200, 72, 20000, {"bm": 128, "bn": 128, "stages": 6, "splits": 40}, 1, id="200x72x20000-s40"),
+    pytest.param(301, 517, 2051, {"bm": 128, "bn": 256, "stages": 4, "splits": 4}, 2, id="301x517x2051-s4-last-short"),
+    pytest.param(1000, 1000, 1000, {"bm": 128, "bn": 128, "stages": 6, "splits": 2}, 1, id="1000^3-s2"),
+]
+
+
+@pytest.mark.gpu
+@needs_sm90
+@pytest.mark.parametrize("M,N,K,over,batch", SPLITS)
+@pytest.mark.parametrize("layout_b", ["N", "T"])
+def test_split_k_against_float64(M, N, K, over, batch, layout_b, request):
+    """Split-K: float32 partial slabs (NaN-prefilled workspace) and the finishing pass, against float64: the
+    planner's shapes, a last K range shorter than the others, K not a multiple of 64, batch 2 with A broadcast."""
+    assert H.k_ranges(K, over["splits"])[0] == over["splits"]
+    spec = _spec("float16", "float16", layout_b, **over)
+    out, ref = _run(spec, M, N, K, _rng(request), batch=batch, a_nb=1, b_nb=batch)
+    _check(out, ref, "float16")
+
+
+@pytest.mark.gpu
+@needs_sm90
+@pytest.mark.parametrize("in_dtype,out_dtype", [("float16", "float32")] + (
+    [("bfloat16", "bfloat16")] if HAS_BF16 else []))
+@pytest.mark.parametrize("grid", [None, 5])
+def test_split_k_axpby_strided_output(in_dtype, out_dtype, grid, request):
+    """Split-K with alpha, beta * C (C broadcast over 3 batch entries), D a column view of a wider array (its other
+    columns untouched), 3 K ranges of 7, 7 and 5 K tiles, on the full grid and on 5 blocks walking every item."""
+    spec = _spec(in_dtype, out_dtype, "N", "axpby", bm=128, bn=128, stages=6, splits=3)
+    out, ref = _run(spec, 257, 300, 19 * 64 - 5, _rng(request), batch=3, a_nb=3, b_nb=1, c_nb=1, ldd=300 + 5,
+                    grid=grid)
+    _check(out, ref, out_dtype)
+
+
 @pytest.mark.gpu
 @needs_sm90
 def test_rules_accept_aligned_and_refuse_odd_rows_on_the_gpu():
@@ -240,7 +286,59 @@ def test_launch_refuses_on_the_cpu():
         H.launch_args(H.HopperSpec(), A, B, None, D, 1.0, 0.0, 256, 384, 512, 1, 1, 1, 1)
 
 
-_OFFLINE = [H.HopperSpec(), H.HopperSpec(layout_b="N", out_dtype="float32", epilogue="axpby")] + (
+def test_split_launch_refuses_a_missing_or_wrong_workspace_and_empty_ranges():
+    """Split-K needs the float32 (splits * batch, M, N) workspace; a split count that leaves an empty K range (8 K
+    tiles asked in 5 ranges: ranges of 2 tiles make 4) is refused before any launch."""
+    A, B, D = _cpu_views()  # M 256, N 384, K 512: 8 K tiles
+    spec = H.HopperSpec(splits=4)
+    with pytest.raises(ValueError, match="workspace"):
+        H.launch_args(spec, A, B, None, D, 1.0, 0.0, 256, 384, 512, 1, 1, 1, 1)
+    bad = wp.zeros((4, 256, 384), dtype=wp.float16, device="cpu")
+    with pytest.raises(ValueError, match="workspace"):
+        H.launch_args(spec, A, B, None, D, 1.0, 0.0, 256, 384, 512, 1, 1, 1, 1, workspace=bad)
+    with pytest.raises(ValueError, match="empty"):
+        H.launch_args(H.HopperSpec(splits=5), A, B, None, D, 1.0, 0.0, 256, 384, 512, 1, 1, 1, 1)
+
+
+@pytest.mark.parametrize("K,asked,want", [(512, 4, (4, 2)), (512, 5, (4, 2)), (512, 3, (3, 3)), (512, 100, (8, 1)),
+                                          (65536, 132, (128, 8)), (2051, 4, (4, 9)), (1, 3, (1, 1))])
+def test_k_ranges_leave_no_range_empty(K, asked, want):
+    got = H.k_ranges(K, asked)
+    assert got == want
+    s, per = got
+    k_tiles = -(-K // 64)
+    assert (s - 1) * per < k_tiles <= s * per  # the last range holds at least one K tile
+
+
+def test_split_count_and_tile_choice():
+    """The rule's arithmetic (132 SMs): 128x256 tiles where they fill the SMs (4097^3 included), else 128x128 tiles,
+    split over K where the time model says it saves time, in one wave, at least 16 K tiles a split."""
+    from warp_gemm.families.hopper import rules as R
+
+    assert R.split_count(64, 1024, 1024, 16384, 1, 132) == 2  # modelled 67 us against 85
+    assert R.split_count(64, 1024, 1024, 4096, 1, 132) == 1  # modelled 32 us against 21
+    assert R.split_count(1, 128, 128, 65536, 1, 132) == 64  # 1024 K tiles in 64 ranges of 16
+    assert R.split_count(64, 1000, 1000, 1000, 1, 132) == 1  # 16 K tiles: under 2 x 16
+    assert R.split_count(132, 1408, 1536, 1 << 20, 1, 132) == 1  # the tiles fill the GPU
+    assert R.tile_choice(4096, 4096, 4096, 1, 132) == (128, 256, 1)
+    assert R.tile_choice(4097, 4097, 4097, 1, 132) == (128, 256, 1)
+    assert R.tile_choice(2048, 2048, 2048, 1, 132) == (128, 128, 1)  # 128 tiles of 128x256 < 132 SMs
+    assert R.tile_choice(333, 4096, 4096, 1, 132) == (128, 128, 1)
+    assert R.tile_choice(1024, 1024, 16384, 1, 132) == (128, 128, 2)
+    assert R.tile_choice(1024, 1024, 16384, 1, 132, split=False) == (128, 128, 1)
+    assert R.tile_choice(128, 128, 65536, 1, 132) == (128, 128, 64)
+    for M, N, K, batch in ((1024, 1024, 16384, 1), (128, 128, 65536, 1), (256, 128, 1 << 17, 3)):
+        bm, bn, s = R.tile_choice(M, N, K, batch, 132)
+        tiles = batch * -(-M // bm) * -(-N // bn)
+        assert s > 1 and tiles * s <= 132 and H.k_ranges(K, s)[0] == s, (M, N, K, bm, bn, s)
+        assert H.k_ranges(K, s)[1] >= R.SPLIT_MIN_KT
+    spec = R.default_spec("float16", "float16", "N", 1024, 1024, 16384, 1, 132)
+    assert spec.splits == 2 and spec.kernel_spec.out_dtype == "float32" and spec.kernel_spec.splits == 1
+    assert R.default_spec("float16", "float16", "N", 1024, 1024, 16384, 1, 132, splits=False).splits == 1
+
+
+_OFFLINE = [H.HopperSpec(), H.HopperSpec(layout_b="N", out_dtype="float32", epilogue="axpby"),
+            H.HopperSpec(bn=128, stages=6, splits=8)] + (
     [H.HopperSpec(in_dtype="bfloat16", out_dtype="bfloat16", bm=256, bn=128, epilogue="axpby")] if HAS_BF16 else [])
 
 
@@ -291,10 +389,21 @@ def test_planner_takes_the_family_on_sm90(monkeypatch):
 
     big = fam(4096, 4096, 4096)
     assert big.family == "hopper" and big.family_spec.bn == 256 and big.stage == (False, False)
+    assert big.family_spec.splits == 1 and big.workspace is None
     assert fam(4096, 4096, 4096, trans_b=True).family_spec.layout_b == "T"
     odd = fam(4095, 4095, 4095)
     assert odd.family == "hopper" and odd.stage == (True, True)
-    assert fam(1024, 1024, 16384).family_spec.bn == 128  # fewer 128x256 tiles than SMs
+    assert fam(4097, 4097, 4097).family_spec.bn == 256
+    assert fam(1024, 1024, 4096).family_spec.splits == 1
+    for M, N, K in ((1024, 1024, 16384), (128, 128, 65536)):  # fewer tiles than SMs, long K: split-K
+        sp = fam(M, N, K)
+        s = sp.family_spec
+        assert sp.family == "hopper" and s.splits > 1, (M, N, K, sp.family)
+        assert sp.workspace == ((s.splits, M, N), "float32")
+        assert -(-M // s.bm) * -(-N // s.bn) * s.splits <= 132
     assert fam(4096, 4096, 4096, hopper=False).family == "pipelined"
-    assert fam(512, 512, 512).family != "hopper"
+    assert fam(1000, 1000, 1000).family == "hopper"  # 125 TFLOP/s against the pipelined family's 95 (H200)
+    assert fam(512, 512, 512).family != "hopper"  # 24.6 against 27.1
+    assert fam(512, 512, 512, family="hopper").family == "hopper"  # forced: no work threshold
+    assert fam(16, 8192, 8192).family != "hopper"  # a side of 16: the split pipe
     assert fam(4096, 4096, 4096, dtype=np.float32).family != "hopper"

@@ -43,7 +43,7 @@ FORMAT = 1  # bump when the file layout changes; other formats are ignored as st
 PIPE = "|pipe"  # suffix of the groups that hold pipelined-family configurations
 FAMILY = "|family"  # suffix of the groups that hold the fastest kernel family per bucket
 #: The families a ``|family`` group may name (those ``Options.family`` forces on CUDA; core/plan.py).
-FAMILY_NAMES = ("tiled", "pipelined", "splitpipe", "small", "skinny", "gemv")
+FAMILY_NAMES = ("tiled", "pipelined", "splitpipe", "small", "skinny", "gemv", "hopper")
 _lock = threading.Lock()
 _tables: dict[str, dict] = {}  # path -> parsed entries
 

@@ -23,10 +23,11 @@ _lock = threading.RLock()
 
 
 def snippet(spec: HopperSpec) -> str:
-    """The CUDA body of ``spec``'s kernel (native/gemm.cuh filled in)."""
+    """The CUDA body of ``spec``'s kernel (native/gemm.cuh filled in; split-K: :attr:`HopperSpec.kernel_spec`'s)."""
     why = unfit(spec)
     if why:
         raise ValueError(f"hopper.kernel: cannot build {spec}: {why}")
+    spec = spec.kernel_spec
     sn = native.load(__file__, "gemm.cuh")
     nr = spec.bn // 2
     out_t = {"float16": "f16", "bfloat16": "bf16"}.get(spec.out_dtype)
@@ -64,26 +65,27 @@ def _build(spec: HopperSpec):
 
     def stub(buf: wp.tile(dtype=wp.float16, shape=(rows, 64)), tma_a: wp.uint64, tma_b: wp.uint64,
              C: wp.array3d(dtype=OT), D: wp.array3d(dtype=OT), alpha: float, beta: float, M: int, N: int, K: int,
-             batch: int, a_nb: int, b_nb: int, c_nb: int, tiles_m: int, tiles_n: int, group_m: int, t0: int,
-             grid: int): ...
+             batch: int, a_nb: int, b_nb: int, c_nb: int, tiles_m: int, tiles_n: int, group_m: int, splits: int,
+             kt_per: int, t0: int, grid: int): ...
 
     stub.__name__ = stub.__qualname__ = spec.key + "_body"
     body = wp.func_native(snippet(spec))(stub)
 
     def kern(tma_a: wp.uint64, tma_b: wp.uint64, C: wp.array3d(dtype=OT), D: wp.array3d(dtype=OT), alpha: float,
              beta: float, M: int, N: int, K: int, batch: int, a_nb: int, b_nb: int, c_nb: int, tiles_m: int,
-             tiles_n: int, group_m: int, grid: int):
+             tiles_n: int, group_m: int, splits: int, kt_per: int, grid: int):
         buf = wp.tile_empty(shape=(rows, 64), dtype=wp.float16, storage="shared")
         body(buf, tma_a, tma_b, C, D, alpha, beta, M, N, K, batch, a_nb, b_nb, c_nb, tiles_m, tiles_n, group_m,
-             wp.tid(), grid)
+             splits, kt_per, wp.tid(), grid)
 
     return _compat.make_kernel(kern, spec.key, launch_bounds=(spec.block_dim, 1))
 
 
 def get_kernel(spec: HopperSpec):
-    """The Warp kernel of ``spec`` (built once per spec; nothing is compiled until it loads)."""
+    """The Warp kernel of ``spec`` (built once per :attr:`HopperSpec.kernel_spec`: split counts share one kernel;
+    nothing is compiled until it loads)."""
     with _lock:
-        return _build(spec)
+        return _build(spec.kernel_spec)
 
 
 _loaded: set = set()
@@ -94,6 +96,7 @@ def load(spec: HopperSpec, device) -> None:
     compiles, so it is "a" while this module loads (under the factory lock) and restored after; later launches find
     the module loaded. For that moment the setting is process-wide: a module another thread compiles meanwhile for a
     GPU before sm_90 would fail (the family's launches load their module before their first launch, not in it)."""
+    spec = spec.kernel_spec
     key = (spec, str(device))
     if key in _loaded:
         return

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import warp as wp
+
 from warp_gemm import _compat
 
 from . import tma
 from .kernel import get_kernel, load
-from .spec import HopperSpec
+from .spec import HopperSpec, k_ranges
 
 # tile rows per group of the grouped order (Triton tutorial 03's GROUP_SIZE_M); in the probe's design, grouping 8 ran
 # 501 / 506 TFLOP/s at fp16 4096^3 / 8192^3 against 513 / 461-485 row by row (H100)
@@ -18,17 +20,19 @@ def _cdiv(a: int, b: int) -> int:
 
 
 def grid_size(spec: HopperSpec, M: int, N: int, batch: int, device) -> int:
-    """Blocks of the persistent grid: one per SM, fewer where there are fewer output tiles. (One block per output
-    tile, ``grid = batch * tiles``, is the same kernel: 647 / 633 TFLOP/s against 624 / 625 persistent at fp16
-    4096^3 / 8192^3 on an H200, inside the run-to-run spread.)"""
-    tiles = int(batch) * _cdiv(M, spec.bm) * _cdiv(N, spec.bn)
+    """Blocks of the persistent grid: one per SM, fewer where there are fewer work items (output tiles times K
+    splits). (One block per output tile, ``grid = batch * tiles``, is the same kernel: 647 / 633 TFLOP/s against
+    624 / 625 persistent at fp16 4096^3 / 8192^3 on an H200, inside the run-to-run spread.)"""
+    tiles = int(batch) * _cdiv(M, spec.bm) * _cdiv(N, spec.bn) * spec.splits
     return max(1, min(tiles, _compat.sm_count(device)))
 
 
 def launch_args(spec: HopperSpec, A, B, C, D, alpha: float, beta: float, M: int, N: int, K: int, batch: int,
-                a_nb: int, b_nb: int, c_nb: int, group_m: int = GROUP_M, grid: int | None = None):
+                a_nb: int, b_nb: int, c_nb: int, group_m: int = GROUP_M, grid: int | None = None, workspace=None):
     """``[(kernel, dim, inputs, block_dim)]`` for ``wp.launch_tiled(kernel, dim=dim, inputs=inputs,
-    block_dim=block_dim, device=D.device)``: one launch.
+    block_dim=block_dim, device=D.device)``: one launch; with ``spec.splits > 1`` two: the kernel storing float32
+    partial sums into ``workspace`` (float32 ``(splits * batch, M, N)``, contiguous rows), then the finishing pass
+    (``block_dim`` None: ``wp.launch``) summing them into D with alpha, ``beta * C`` and the cast.
 
     A: Warp 3-D view ``(a_nb, M, K)``; B ``(b_nb, K, N)`` (``spec.layout_b == "N"``) or ``(b_nb, N, K)`` ("T");
     C ``(c_nb, M, N)`` or None (``spec.epilogue == "scale"``); D ``(batch, M, N)``; a/b/c_nb the batch count or
@@ -44,6 +48,19 @@ def launch_args(spec: HopperSpec, A, B, C, D, alpha: float, beta: float, M: int,
         raise ValueError(f"hopper.launch_args: {spec.key} M={M} N={N} K={K} batch={batch}: got A "
                          f"{tuple(A.shape)}, B {tuple(B.shape)}, D {tuple(D.shape)} (B is (nb, K, N) for layout N, "
                          f"(nb, N, K) for T)")
+    splits, kt_per = k_ranges(K, spec.splits)
+    W = None
+    if spec.splits > 1:
+        if splits != spec.splits:
+            raise ValueError(f"hopper.launch_args: {spec.key} K={K}: {spec.splits} K ranges of whole 64-deep K tiles "
+                             f"leave an empty one (hopper.spec.k_ranges gives {splits})")
+        want = (splits * int(batch), int(M), int(N))
+        if (workspace is None or tuple(workspace.shape) != want or workspace.dtype != wp.float32
+                or int(workspace.strides[2]) != 4):
+            raise ValueError(f"hopper.launch_args: {spec.key} M={M} N={N} K={K} batch={batch} needs a float32 "
+                             f"workspace {want} with contiguous rows; got "
+                             f"{None if workspace is None else (tuple(workspace.shape), workspace.dtype)}")
+        W = workspace
     device = D.device
     k = get_kernel(spec)
     load(spec, device)
@@ -51,14 +68,25 @@ def launch_args(spec: HopperSpec, A, B, C, D, alpha: float, beta: float, M: int,
     tb = tma.tensor_map(B, 64 if spec.layout_b == "N" else spec.bn)
     tiles_m, tiles_n = _cdiv(M, spec.bm), _cdiv(N, spec.bn)
     g = grid_size(spec, M, N, batch, device) if grid is None else max(1, int(grid))
-    inputs = [ta, tb, C if C is not None else D, D, float(alpha), float(beta), int(M), int(N), int(K), int(batch),
-              int(a_nb), int(b_nb), int(c_nb if C is not None else 1), tiles_m, tiles_n, max(1, int(group_m)), g]
-    return [(k, (g,), inputs, spec.block_dim)]
+    tail = [max(1, int(group_m)), splits, kt_per, g]
+    if W is None:
+        inputs = [ta, tb, C if C is not None else D, D, float(alpha), float(beta), int(M), int(N), int(K), int(batch),
+                  int(a_nb), int(b_nb), int(c_nb if C is not None else 1), tiles_m, tiles_n, *tail]
+        return [(k, (g,), inputs, spec.block_dim)]
+    from ..skinny.kernel import finish_launch
+
+    inputs = [ta, tb, W, W, 1.0, 0.0, int(M), int(N), int(K), int(batch), int(a_nb), int(b_nb), 1, tiles_m, tiles_n,
+              *tail]
+    return [(k, (g,), inputs, spec.block_dim),
+            finish_launch(D, W, C, alpha, beta, splits, int(batch), int(c_nb if C is not None else 1), "float32",
+                          spec.out_dtype)]
 
 
 def launches(plan, p, Dk, alpha: float, beta: float, env) -> list:
     """``[(kernel, dim, inputs, block_dim, tiled)]`` for a planned problem (``rules.plan``)."""
     Av, Bv, Cv, c_nb = env.views(plan, p, Dk)
     spec = plan.family_spec
+    ws = env.workspace(p.A.device, *plan.workspace, "hopper_split") if spec.splits > 1 else None
     return [(*args, True) for args in launch_args(spec, Av, Bv, Cv if spec.epilogue == "axpby" else None, Dk, alpha,
-                                                   beta, plan.M, plan.N, p.K, p.batch, Av.shape[0], Bv.shape[0], c_nb)]
+                                                   beta, plan.M, plan.N, p.K, p.batch, Av.shape[0], Bv.shape[0], c_nb,
+                                                   workspace=ws)]

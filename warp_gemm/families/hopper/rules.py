@@ -4,26 +4,69 @@ from __future__ import annotations
 
 from warp_gemm import _compat
 
-from .spec import IN_DTYPES, ITEM_BYTES, OUT_DTYPES, HopperSpec, unfit
+from .spec import BK, IN_DTYPES, ITEM_BYTES, OUT_DTYPES, HopperSpec, cdiv, k_ranges, unfit
 
 _TMA_ALIGN = 16  # TMA: global base addresses and byte strides are multiples of 16
 _TMA_MAX_STRIDE = 1 << 40
 _MAX_DIM = (1 << 31) - 1  # tile coordinates are 32-bit in the kernel
 
 
+STAGES = {(128, 256): 4, (128, 128): 6}
+#: K tiles (of 64) one split takes at least: 128x128x65536 fp16 ran 81.6 TFLOP/s in 64 splits of 16 K tiles against
+#: 72.6 in 128 of 8 (H200).
+SPLIT_MIN_KT = 16
+#: The split-K time model (H200, fp16, 128x128 tiles, 6 stages): one 64-deep K tile of one output tile takes a block
+#: 0.33 us (1024x1024x16384 unsplit: 64 blocks, 85.7 us for 256 K tiles), 1.1 times that with twice the blocks
+#: running; splitting adds ~14 us (the finishing launch, the partial stores) plus 0.8 us per MB of float32 slabs
+#: (fitted to 1024x1024x16384 in 2 / 4 splits: 66.0 / 73.1 us, 1024x1024x4096 in 2: 31.9, 128x128x65536 in 32 / 64
+#: / 128: 26.6 / 26.3 / 29.6, 1000^3 in 2: 25.0).
+T_KT_US = 0.33
+SPLIT_SLOW = 1.1
+SPLIT_FIXED_US = 14.0
+SPLIT_US_PER_MB = 0.8
+
+
+def split_count(tiles: int, M: int, N: int, K: int, batch: int, sm_count: int) -> int:
+    """K splits for ``tiles`` 128x128 output tiles (batch included): as many as keep ``tiles * splits`` within one
+    wave of ``sm_count`` blocks with at least ``SPLIT_MIN_KT`` K tiles each (normalised by :func:`spec.k_ranges`: no
+    empty range), where the time model above says they save time; else 1. 1024x1024x16384: 2 (modelled 67 us against
+    85; measured 521 TFLOP/s against 401 unsplit); 1024x1024x4096: 1 (modelled 32 against 21; measured 269 split in 2
+    against 301); 128x128x65536: 64 (23 us against 338; measured 81.6 TFLOP/s against 7.1)."""
+    k_tiles = cdiv(K, BK)
+    s = min(sm_count // max(1, tiles), k_tiles // SPLIT_MIN_KT)
+    if s < 2:
+        return 1
+    s, per = k_ranges(K, s)
+    split = per * T_KT_US * SPLIT_SLOW + SPLIT_FIXED_US + SPLIT_US_PER_MB * s * batch * M * N * 4 / 1e6
+    return s if split < k_tiles * T_KT_US else 1
+
+
+def tile_choice(M: int, N: int, K: int, batch: int, sm_count: int, split: bool = True) -> tuple[int, int, int]:
+    """``(bm, bn, splits)``: 128x256 tiles where they fill the SMs, else 128x128 tiles (twice the blocks), split over K
+    where :func:`split_count` says so (``split`` False: never). Measured (H200, fp16): 4097^3 360 TFLOP/s with
+    128x256 tiles (561 tiles, 4.25 waves) against 301 with 128x128 (1089 tiles, 8.25 waves); 2048^3 (128 tiles of
+    128x256) 467 against 478, inside the spread; 333x4096x4096 (B = W.T) 353 with 128x128 against 244 with 128x256 in
+    2 K splits."""
+    tiles = batch * cdiv(M, 128) * cdiv(N, 256)
+    if tiles >= sm_count:
+        return 128, 256, 1
+    tiles = batch * cdiv(M, 128) * cdiv(N, 128)
+    return 128, 128, split_count(tiles, M, N, K, batch, sm_count) if split else 1
+
+
 def default_spec(in_dtype: str, out_dtype: str, layout_b: str, M: int, N: int, K: int, batch: int, sm_count: int = 132,
-                 use_c: bool = False) -> HopperSpec:
-    """The kernel for a problem of this shape (measured on an H200, fp16, cuBLAS in the same process):
-    128x256 tiles, 4 stages, 2 consumer warpgroups: 624/625 TFLOP/s at 4096^3/8192^3 (B = W.T, float32 output) against
-    601/606 for 128x128 with 6 stages and 633/634 for 256x128 (3 stages: 638/641, inside the 10% spread of one kernel
-    between two processes, so the reference design's 4 stages stay).
-    Fewer 128x256 tiles than SMs: 128x128 tiles, 6 stages (twice the blocks): 406 TFLOP/s at 1024x1024x16384 and 354 at
-    333x4096x4096 (B = W.T) against 219 and 226 with 128x256 and 350 and 304 with one 128x128 consumer warpgroup."""
+                 use_c: bool = False, splits: bool = True) -> HopperSpec:
+    """The kernel for a problem of this shape: :func:`tile_choice`'s tiles and K splits (``splits`` False: none).
+    Measured (H200, fp16, cuBLAS in the same process): 128x256 tiles, 4 stages, 2 consumer warpgroups: 624/625
+    TFLOP/s at 4096^3/8192^3 (B = W.T, float32 output) against 601/606 for 128x128 with 6 stages and 633/634 for
+    256x128 (3 stages: 638/641, inside the 10% spread of one kernel between two processes, so the reference design's
+    4 stages stay). Fewer tiles than SMs without K splits: 128x128 tiles, 6 stages: 406 TFLOP/s at 1024x1024x16384
+    and 354 at 333x4096x4096 (B = W.T) against 219 and 226 with 128x256 and 350 and 304 with one 128x128 consumer
+    warpgroup."""
     epi = "axpby" if use_c else "scale"
-    tiles = batch * (-(-M // 128)) * (-(-N // 256))
-    if tiles < sm_count:
-        return HopperSpec(in_dtype, out_dtype, "N", layout_b, bm=128, bn=128, stages=6, epilogue=epi)
-    return HopperSpec(in_dtype, out_dtype, "N", layout_b, bm=128, bn=256, stages=4, epilogue=epi)
+    bm, bn, s = tile_choice(M, N, K, batch, sm_count, splits)
+    return HopperSpec(in_dtype, out_dtype, "N", layout_b, bm=bm, bn=bn, stages=STAGES[(bm, bn)], epilogue=epi,
+                      splits=s)
 
 
 def _operand_reason(name: str, view, item: int) -> str:
@@ -88,16 +131,28 @@ def applies(device, in_dtype: str, out_dtype: str, layout_a: str, layout_b: str,
     return why or spec
 
 
-#: batch * M * N * K from which the planner takes this family: measured at and above 1024x1024x16384 (2^34: 406
-#: TFLOP/s against 144 for the pipelined family's mma.sync kernel, H200/H100) and 333x4096x4096 (2^32.4: 356 against
-#: 120); smaller products stay with the pipelined family (not measured here).
-MIN_WORK = 2**32
+#: batch * M * N * K from which the planner takes this family. Measured (H200, fp16, TFLOP/s; the pipelined family
+#: through the public call, the Hopper kernel through recorded launches, which matched the public call within 4% for
+#: the split kernels at 1000^3 and 1024^3): 1000^3 (2^29.9) 125 against 95, 1024^3 146 against 118, 2048x2048x1024
+#: 325 against 249 (public call), 1024x1024x4096 301 against 130; 512^3 (2^27) 24.6 against 27.1 (both public):
+#: smaller products stay with the pipelined family (2^27..2^29 not measured).
+MIN_WORK = 2**29
+#: The threshold of batched products (batch * M * N * K): batched products below 2^32 are not measured (64 x 256^3
+#: fp16: 20.5 us through the pipelined family, H100) and stay with the other families.
+BATCHED_MIN_WORK = 2**32
+#: Below this product an output side under MIN_SIDE stays with the split-pipe, skinny and GEMV families (16x8192x8192
+#: fp16: 65.5 us through the split pipe on the H100; the Hopper kernel's 128-row tiles there are not measured).
+SMALL_SIDE_WORK = 2**32
+MIN_SIDE = 64
 
 
 def plan(ctx):
-    """16-bit inputs on an sm_90 GPU, A stored (M, K), products of at least ``MIN_WORK``: the TMA + wgmma kernel.
-    Operands whose rows are not 16-byte aligned (TMA's rule) are staged into aligned copies first, as the pipelined
-    family does (fp16 4095^3: 409 TFLOP/s with the copy, 144 for cuBLAS, H200)."""
+    """16-bit inputs on an sm_90 GPU, A stored (M, K), products of at least ``MIN_WORK`` (batched:
+    ``BATCHED_MIN_WORK``; both output sides at least ``MIN_SIDE`` under ``SMALL_SIDE_WORK``; any size where
+    ``Options.family`` forces the family): the TMA + wgmma kernel, with split-K a float32 workspace
+    ``((splits * batch, M, N), "float32")`` and the finishing pass. Operands whose rows are not 16-byte aligned
+    (TMA's rule) are staged into aligned copies first, as the pipelined family does (fp16 4095^3: 409 TFLOP/s with
+    the copy, 144 for cuBLAS, H200)."""
     from dataclasses import replace
 
     from ...core.operands import _max_chunk
@@ -105,7 +160,7 @@ def plan(ctx):
     p, b, dev = ctx.p, ctx.base, ctx.dev
     if dev.is_cpu or not ctx.opts.hopper or p.in_dtype not in IN_DTYPES or p.out_dtype not in OUT_DTYPES:
         return None
-    if ctx.la != "N" or ctx.lb not in ("N", "T") or p.batch * b.M * b.N * p.K < MIN_WORK:
+    if ctx.la != "N" or ctx.lb not in ("N", "T"):
         return None
     if getattr(dev, "arch", 0) != 90 or not (_compat.HAS_CUDA_ARCH_SUFFIX and _compat.HAS_TILE_EMPTY
                                               and _compat.HAS_LAUNCH_BOUNDS and _compat.HAS_TILE_FUNC_ARGS):
@@ -113,7 +168,12 @@ def plan(ctx):
     if max(b.M, b.N, p.K) > _MAX_DIM:
         return None
     spec = default_spec(p.in_dtype, p.out_dtype, ctx.lb, b.M, b.N, p.K, p.batch, _compat.sm_count(dev), b.use_c)
+    work = p.batch * b.M * b.N * p.K
+    if ctx.want != "hopper" and (work < (MIN_WORK if p.batch == 1 else BATCHED_MIN_WORK)
+                                 or (work < SMALL_SIDE_WORK and min(b.M, b.N) < MIN_SIDE)):
+        return None
     if unfit(spec):
         return None
-    return replace(b, family="hopper", family_spec=spec, c_into_d=ctx.c_into_d,
+    ws = ((spec.splits * p.batch, b.M, b.N), "float32") if spec.splits > 1 else None
+    return replace(b, family="hopper", family_spec=spec, c_into_d=ctx.c_into_d, workspace=ws,
                    stage=(_max_chunk(b.A) < 16, _max_chunk(b.B) < 16))

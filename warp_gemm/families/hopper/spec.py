@@ -12,6 +12,7 @@ PTX_TYPES = {"float16": "f16", "bfloat16": "bf16"}
 BK = 64  # K elements per stage: one 128-byte swizzle row of 16-bit elements
 SMEM_LIMIT = 232448  # dynamic shared memory a block may have on sm_90 (227 KB)
 MBAR_BYTES = 16  # a full and an empty mbarrier per stage
+MAX_SPLITS = 1024  # K splits of one output tile (split-K partial slabs in the workspace)
 ALIGN_SLACK = 1024  # the stages start on a 1024-byte boundary inside Warp's shared tile
 
 
@@ -24,7 +25,13 @@ class HopperSpec:
     W.T, F.linear's layout). Output tiles of ``bm x bn``, K tiles of 64 in ``stages`` shared stages; block of
     ``128 * (1 + consumers)`` threads: one producer warpgroup (TMA) and ``consumers`` warpgroups of
     ``bm / consumers`` rows each (wgmma m64nBNk16, ``bm / consumers / 64`` per k16 step). ``setmaxnreg``: the
-    producer gives registers to the consumers (40 / 232 per thread). ``cluster`` is 1 (no multicast)."""
+    producer gives registers to the consumers (40 / 232 per thread). ``cluster`` is 1 (no multicast).
+
+    ``splits`` > 1 (split-K): the K tiles are cut into ``splits`` consecutive ranges; each (output tile, range) is
+    one work item of the persistent grid, whose float32 partial sums the kernel stores (alpha 1, no C) into slab
+    ``split * batch + b`` of a float32 workspace ``(splits * batch, M, N)``; a finishing pass (the skinny family's
+    ``finish_launch``) sums the slabs in order and applies alpha, ``beta * C`` and the cast to ``out_dtype``. The
+    compiled kernel is :attr:`kernel_spec`'s (every split count shares it)."""
 
     in_dtype: str = "float16"
     out_dtype: str = "float16"
@@ -39,6 +46,14 @@ class HopperSpec:
     setmaxnreg: bool = True
     producer_regs: int = 40
     consumer_regs: int = 232
+    splits: int = 1
+
+    @property
+    def kernel_spec(self) -> HopperSpec:
+        """The spec of the compiled kernel: this one, or with split-K its float32 ``scale`` kernel (splits 1)."""
+        if self.splits == 1:
+            return self
+        return dataclasses.replace(self, out_dtype="float32", epilogue="scale", splits=1)
 
     @property
     def bk(self) -> int:
@@ -66,13 +81,15 @@ class HopperSpec:
     def key(self) -> str:
         """A readable name (kernel names, logs): ``hopper_f16_f32_NT_128x256_s4_c2_axpby``."""
         short = {"float16": "f16", "bfloat16": "bf16", "float32": "f32"}
-        tail = "" if self.setmaxnreg else "_nosetmaxnreg"
+        tail = ("" if self.setmaxnreg else "_nosetmaxnreg") + (f"_split{self.splits}" if self.splits > 1 else "")
         return (f"hopper_{short[self.in_dtype]}_{short[self.out_dtype]}_{self.layout_a}{self.layout_b}_"
                 f"{self.bm}x{self.bn}_s{self.stages}_c{self.consumers}_{self.epilogue}{tail}")
 
 
 def unfit(spec: HopperSpec) -> str:
     """Why ``spec`` cannot be built ("" when it can): the names of the fields at fault."""
+    if not isinstance(spec.splits, int):
+        return f"splits {spec.splits!r}: an int"
     if spec.in_dtype not in IN_DTYPES:
         return f"in_dtype {spec.in_dtype!r}: the family multiplies float16 and bfloat16 only"
     if spec.out_dtype not in OUT_DTYPES:
@@ -95,6 +112,8 @@ def unfit(spec: HopperSpec) -> str:
         return f"stages {spec.stages}: at least 2"
     if spec.smem_bytes > SMEM_LIMIT:
         return f"{spec.stages} stages of {spec.stage_bytes} bytes: {spec.smem_bytes} > {SMEM_LIMIT} bytes of shared memory"
+    if not 1 <= spec.splits <= MAX_SPLITS:
+        return f"splits {spec.splits}: 1..{MAX_SPLITS} K ranges per output tile"
     if spec.cluster != 1:
         return f"cluster {spec.cluster}: thread-block clusters (TMA multicast) are not built"
     regs = 128 * spec.producer_regs + 128 * spec.consumers * spec.consumer_regs
@@ -103,3 +122,15 @@ def unfit(spec: HopperSpec) -> str:
         return (f"setmaxnreg {spec.producer_regs}/{spec.consumer_regs}: multiples of 8 in 24..256 whose sum over "
                 f"the block ({regs}) fits 65536 registers")
     return ""
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def k_ranges(K: int, splits: int) -> tuple[int, int]:
+    """``(splits, k_tiles_per_split)`` with every range non-empty: ``splits`` (asked) K ranges of whole 64-deep K
+    tiles become ``cdiv(k_tiles, per)`` ranges of ``per = cdiv(k_tiles, splits)`` tiles (the last may be shorter)."""
+    k_tiles = max(1, cdiv(K, BK))
+    per = cdiv(k_tiles, max(1, min(int(splits), k_tiles)))
+    return cdiv(k_tiles, per), per

@@ -8,6 +8,8 @@
 //! (64, ${BM}, 1); B (K, N, batch) box (64, ${BN}, 1) (B stored (N, K): layout T, K-major) or (N, K, batch) box
 //! (64, 64, 1) (B stored (K, N): layout N, N-major); both operands 16-bit (${IN_T}); C and D (batch, M, N) views of the output type, any
 //! strides (pairs of outputs are stored as one access where D's columns are contiguous and aligned).
+//! Split-K: `splits` K ranges of `kt_per` K tiles each (every range non-empty: hopper.spec.k_ranges); with
+//! splits > 1, D is the (splits * batch, M, N) float32 workspace, alpha 1 and the epilogue "scale".
 //! The CPU branch is empty: the family never runs on the CPU (rules.applies refuses it).
 #if defined(__CUDA_ARCH__)
 #if !defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -22,6 +24,9 @@
     // m64n${BN}k16 wgmma per k16 step, float32 sums in registers, one wgmma group kept in flight (a stage is
     // released once the group after it is issued and the group reading it is complete), then the epilogue
     // straight from the registers while the producer already loads the next tile's stages.
+    // Split-K: work item t (t0, t0 + grid, ...) is K range t / (batch * tiles) of output tile t % (batch * tiles):
+    // K tiles kt_per * range .. min(k_tiles, kt_per * (range + 1)) - 1, its sums stored into D's entry
+    // range * batch + b (splits == 1: the whole K of each tile into entry b).
     // Measured (H200, fp16 in, float32 out, B = W.T, 4096^3 / 8192^3, cuBLAS 701 / 656 in the same process): the
     // warp-specialised pipeline with one block per tile runs 647 / 633 TFLOP/s against 530 / 553 for the feasibility
     // probe's design (every warpgroup waits on each stage, wgmma wait 0 and a block barrier per K step). The
@@ -36,6 +41,7 @@
     const int wg = tid / 128;
     const int tiles_mn = tiles_m * tiles_n;
     const int total = batch * tiles_mn;
+    const int items = total * splits;
     const int k_tiles = (K + BK - 1) / BK;
 
     auto wait = [](unsigned bar, unsigned parity) {
@@ -74,12 +80,14 @@
             asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;\n" :: "l"(tma_a) : "memory");
             asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;\n" :: "l"(tma_b) : "memory");
             unsigned s = 0, ph = 0;
-            for (int t = t0; t < total; t += grid) {
+            for (int t = t0; t < items; t += grid) {
+                const int sp = t / total;
                 int b, tm, tn;
-                tile_of(t, b, tm, tn);
+                tile_of(t - sp * total, b, tm, tn);
                 const int ba = a_nb == 1 ? 0 : b;
                 const int bb = b_nb == 1 ? 0 : b;
-                for (int kt = 0; kt < k_tiles; ++kt) {
+                const int kt0 = sp * kt_per, kt1 = min(k_tiles, kt0 + kt_per);
+                for (int kt = kt0; kt < kt1; ++kt) {
                     wait(empty0 + 8 * s, ph ^ 1);  // a fresh barrier passes parity 1 at once
                     const unsigned fb = full0 + 8 * s, sa = sbase + s * STAGE, sb = sa + A_BYTES;
                     // the full box bytes count even where the box reaches past the tensor (zero-filled)
@@ -124,11 +132,13 @@
 #pragma unroll
             for (int i = 0; i < NR; ++i) d[h][i] = 0.0f;
         unsigned s = 0, ph = 0;
-        for (int t = t0; t < total; t += grid) {
+        for (int t = t0; t < items; t += grid) {
+            const int sp = t / total;
             int b, tm, tn;
-            tile_of(t, b, tm, tn);
+            tile_of(t - sp * total, b, tm, tn);
+            const int kt0 = sp * kt_per, kt1 = min(k_tiles, kt0 + kt_per);
             int prev = -1;
-            for (int kt = 0; kt < k_tiles; ++kt) {
+            for (int kt = kt0; kt < kt1; ++kt) {
                 wait(full0 + 8 * s, ph);
                 const unsigned sa = sbase + s * STAGE + (unsigned)(c * WGM) * 8192u;
                 const unsigned sb = sbase + s * STAGE + A_BYTES;
@@ -136,7 +146,7 @@
 #pragma unroll
                 for (int kk = 0; kk < BK / 16; ++kk) {
                     const unsigned long long db = desc(sb + ${B_STEP} * kk, ${B_LBO});
-                    const int acc = (kt | kk) != 0;  // the tile's first k16 step overwrites the sums
+                    const int acc = (kt != kt0) | (kk != 0);  // the item's first k16 step overwrites the sums
 #pragma unroll
                     for (int h = 0; h < WGM; ++h) {
                         const unsigned long long da = desc(sa + 8192u * h + 32u * kk, 16);
@@ -165,12 +175,12 @@
 
             // ---- epilogue: thread (w, l) holds, per m64 block h and j < BN / 8, d[h][4 j + 2 e + q] at row
             // 16 w + l / 4 + 8 e, column 8 j + 2 (l % 4) + q of the block (wgmma's D fragment) ----
-            char* dbase = (char*)D.data + (size_t)b * (size_t)D.strides[0];
+            char* dbase = (char*)D.data + (size_t)(sp * batch + b) * (size_t)D.strides[0];
             const char* cbase = (const char*)C.data + (size_t)(c_nb == 1 ? 0 : b) * (size_t)C.strides[0];
             const size_t dcs = (size_t)D.strides[2], ccs = (size_t)C.strides[2];
             const bool pair = dcs == ${OUT_BYTES} &&
                 ((((unsigned long long)(size_t)D.data) | (unsigned long long)D.strides[1] |
-                  (unsigned long long)(batch > 1 ? D.strides[0] : 0)) % (2 * ${OUT_BYTES})) == 0;
+                  (unsigned long long)(batch * splits > 1 ? D.strides[0] : 0)) % (2 * ${OUT_BYTES})) == 0;
             const int r0 = tm * BM + c * WGM * 64 + 16 * w + l / 4;
             const int c0 = tn * BN + 2 * (l % 4);
 #pragma unroll
