@@ -268,3 +268,20 @@ def features() -> dict[str, bool | str]:
 def sm_count(device) -> int:
     """Multiprocessors of a CUDA device (132 on an H100 SXM when Warp does not say)."""
     return int(getattr(device, "sm_count", 0) or 132)
+
+
+_arch_suffix_lock = threading.Lock()
+
+
+def load_arch_specific(module, device, block_dim: int) -> None:
+    """Load ``module`` on ``device`` compiled for the device's arch-specific target (sm_90a: wgmma, setmaxnreg).
+    Warp reads ``wp.config.cuda_arch_suffix`` only when it compiles, so it is "a" while the module loads, under one
+    lock for the whole process, then restored. For that moment the setting is process-wide: a module that another
+    thread compiles outside warp_gemm then would get the suffix too."""
+    with _arch_suffix_lock:
+        old = wp.config.cuda_arch_suffix
+        wp.config.cuda_arch_suffix = "a"
+        try:
+            module.load(device, block_dim)
+        finally:
+            wp.config.cuda_arch_suffix = old

@@ -107,10 +107,5 @@ def load(spec: HopperSpec, device) -> None:
     with _lock:
         if key in _loaded:
             return
-        old = wp.config.cuda_arch_suffix
-        wp.config.cuda_arch_suffix = "a"
-        try:
-            k.module.load(device, spec.block_dim)
-        finally:
-            wp.config.cuda_arch_suffix = old
+        _compat.load_arch_specific(k.module, device, spec.block_dim)
         _loaded.add(key)

@@ -78,12 +78,7 @@ def _load_arch_specific(kernel, spec: PipeSpec, device) -> None:
     with _factory_lock:
         if key in _ARCH_SPECIFIC_LOADED:
             return
-        old = wp.config.cuda_arch_suffix
-        wp.config.cuda_arch_suffix = "a"
-        try:
-            kernel.module.load(device, spec.block_dim)
-        finally:
-            wp.config.cuda_arch_suffix = old
+        _compat.load_arch_specific(kernel.module, device, spec.block_dim)
         _ARCH_SPECIFIC_LOADED.add(key)
 
 
