@@ -3,6 +3,7 @@
 # No `from __future__ import annotations`: Warp reads the kernels' annotations as objects.
 import functools
 import threading
+import types
 
 import warp as wp
 
@@ -50,57 +51,15 @@ def get_kernel(spec: PipeSpec):
 @functools.cache
 def _build(spec: PipeSpec, zero_acc_snippet: bool, staged: bool):
     _check(spec)
-    TM, TN, TK, S = spec.tm, spec.tn, spec.tk, spec.stages
-    IN = WP_DTYPES[spec.in_dtype]
-    OUT = WP_DTYPES[spec.out_dtype]
-    ACC = WP_DTYPES[spec.acc_dtype]
-    TRANS_A = spec.layout_a == "T"
-    TRANS_B = spec.layout_b == "T"
-    TF32 = spec.tf32
-    # One stage of A / B as copied (rows x cols) and the shared buffers' shapes (closure scalars: Warp
-    # needs compile-time tile shapes and takes no tuples from the closure).
-    AR, AC = spec.a_tile()
-    BR, BC = spec.b_tile()
-    ACP, BCP = spec.stage_cols()
-    SAR, SBR = S * AR, S * BR
-    TNC = TN + spec.pad_c
-    PAD_C = spec.pad_c > 0
-    EMPTY = _compat.HAS_TILE_EMPTY
-    key = spec.key
-
-    # Stages that hold the transpose of the stored tile (the SIMT kernel's) copy it with _COPY_T.
-    XA, XB = spec.transposing_copies()
-    a_snip = _copy_t_snippet(spec, AC, AR, ACP) if XA else _copy_snippet(spec, AR, AC, ACP, core=spec.wgmma)
-    b_snip = _copy_t_snippet(spec, BC, BR, BCP) if XB else _copy_snippet(spec, BR, BC, BCP, core=spec.wgmma)
-    cp_a = native.func(a_snip, key + "_cp_a", _stub_copy(IN, SAR, ACP))
-    cp_b = native.func(b_snip, key + "_cp_b", _stub_copy(IN, SBR, BCP))
-    commit = native.func(_COMMIT, key + "_commit", _stub_int())
-    wait = native.func(native.fill(_WAIT, N=S - 1), key + "_wait", _stub_int())
-    wait0 = native.func(native.fill(_WAIT, N=0), key + "_wait0", _stub_int())
-
-    copy_stage = _stage_copier(spec, cp_a, cp_b)
-    # SIMT and mma.sync kernels: the K step's product and the epilogue are snippets over a register accumulator.
-    OWN = spec.simt or spec.mma > 0 or spec.wgmma
-    if OWN:
-        if spec.wgmma:
-            product = _wgmma_snippet(spec)
-        else:
-            product = _simt_mma_snippet(spec) if spec.simt else _mma_sync_snippet(spec)
-        mma = native.func(product, key + "_mma", _stub_mma(IN, SAR, ACP, SBR, BCP, ACC, TM, TN))
-        own_store = native.func(_own_store_snippet(spec), key + "_sstore", _stub_own_store(OUT, ACC, TM, TN))
-        wait_prev = native.func(native.fill(_WAIT_PROXY if spec.wgmma else _WAIT, N=S - 2), key + "_waitp", _stub_int())
-    STAGED = OWN and staged
-    if STAGED:
-        tstore = native.func(_staged_store_snippet(spec), key + "_tstore", _stub_staged_store(IN, SAR, ACP, OUT, ACC, TM,
-                                                                                         TN))
-    ZERO_ACC, STORE = zero_acc_snippet, native_store(spec)
-    if ZERO_ACC:
-        zero_acc = native.func(native.fill(_ZERO_ACC, N16=TM * TNC * ITEM_BYTES[spec.acc_dtype] // 16), key + "_zero_acc",
-                           _stub_acc(ACC, TM, TNC))
-    if STORE:
-        store = native.func(_store_snippet(spec), key + "_store", _stub_store(OUT, ACC, TM, TNC))
-    elif not OWN:
-        epilogue = _epilogue(spec)
+    k = _parts(spec, zero_acc_snippet, staged)
+    # The kernel's compile-time constants and native functions, as closure variables (Warp reads them from the
+    # closure; it takes no attributes or tuples there).
+    IN, OUT, ACC, TM, TN, TNC, S, TF32 = k.IN, k.OUT, k.ACC, k.TM, k.TN, k.TNC, k.S, k.TF32
+    AR, AC, BR, BC, SAR, SBR, ACP, BCP = k.AR, k.AC, k.BR, k.BC, k.SAR, k.SBR, k.ACP, k.BCP
+    TRANS_A, TRANS_B, PAD_C, EMPTY = k.TRANS_A, k.TRANS_B, k.PAD_C, k.EMPTY
+    OWN, STAGED, ZERO_ACC, STORE = k.OWN, k.STAGED, k.ZERO_ACC, k.STORE
+    copy_stage, commit, wait, wait0, wait_prev = k.copy_stage, k.commit, k.wait, k.wait0, k.wait_prev
+    mma, own_store, tstore, zero_acc, store, epilogue = k.mma, k.own_store, k.tstore, k.zero_acc, k.store, k.epilogue
 
     def gemm(
         A: wp.array3d(dtype=IN),
@@ -199,9 +158,74 @@ def _build(spec: PipeSpec, zero_acc_snippet: bool, staged: bool):
     bounds = (spec.block_dim, spec.min_blocks) if spec.min_blocks else None
     if spec.stream_k:
         sk = _stream_k_kernel(spec, copy_stage, mma, own_store, commit, wait_prev, wait0)
-        return _compat.make_kernel(sk, key, bounds)
+        return _compat.make_kernel(sk, spec.key, bounds)
     if not spec.persistent:
-        return _compat.make_kernel(gemm, key, bounds)
+        return _compat.make_kernel(gemm, spec.key, bounds)
+    return _compat.make_kernel(_persistent_kernel(spec, k), spec.key, bounds)
+
+
+
+def _parts(spec: PipeSpec, zero_acc_snippet: bool, staged: bool) -> types.SimpleNamespace:
+    """What a kernel of ``spec`` is made of: its compile-time constants and its native functions (registered in this
+    order, under names unique to ``spec.key``); the ones a variant does not use are None."""
+    k = types.SimpleNamespace(mma=None, own_store=None, wait_prev=None, tstore=None, zero_acc=None, store=None,
+                              epilogue=None)
+    k.TM, k.TN, k.S, k.TF32 = spec.tm, spec.tn, spec.stages, spec.tf32
+    k.IN, k.OUT, k.ACC = WP_DTYPES[spec.in_dtype], WP_DTYPES[spec.out_dtype], WP_DTYPES[spec.acc_dtype]
+    k.TRANS_A, k.TRANS_B = spec.layout_a == "T", spec.layout_b == "T"
+    # One stage of A / B as copied (rows x cols) and the shared buffers' shapes.
+    (k.AR, k.AC), (k.BR, k.BC) = spec.a_tile(), spec.b_tile()
+    k.ACP, k.BCP = spec.stage_cols()
+    k.SAR, k.SBR = k.S * k.AR, k.S * k.BR
+    k.TNC, k.PAD_C, k.EMPTY = k.TN + spec.pad_c, spec.pad_c > 0, _compat.HAS_TILE_EMPTY
+    key, IN, OUT, ACC, TM, TN, TNC, S = spec.key, k.IN, k.OUT, k.ACC, k.TM, k.TN, k.TNC, k.S
+    # Stages that hold the transpose of the stored tile (the SIMT kernel's) copy it with _COPY_T.
+    XA, XB = spec.transposing_copies()
+    a_snip = (_copy_t_snippet(spec, k.AC, k.AR, k.ACP) if XA
+              else _copy_snippet(spec, k.AR, k.AC, k.ACP, core=spec.wgmma))
+    b_snip = (_copy_t_snippet(spec, k.BC, k.BR, k.BCP) if XB
+              else _copy_snippet(spec, k.BR, k.BC, k.BCP, core=spec.wgmma))
+    cp_a = native.func(a_snip, key + "_cp_a", _stub_copy(IN, k.SAR, k.ACP))
+    cp_b = native.func(b_snip, key + "_cp_b", _stub_copy(IN, k.SBR, k.BCP))
+    k.commit = native.func(_COMMIT, key + "_commit", _stub_int())
+    k.wait = native.func(native.fill(_WAIT, N=S - 1), key + "_wait", _stub_int())
+    k.wait0 = native.func(native.fill(_WAIT, N=0), key + "_wait0", _stub_int())
+    k.copy_stage = _stage_copier(spec, cp_a, cp_b)
+    # SIMT and mma.sync kernels: the K step's product and the epilogue are snippets over a register accumulator.
+    k.OWN = spec.simt or spec.mma > 0 or spec.wgmma
+    if k.OWN:
+        if spec.wgmma:
+            product = _wgmma_snippet(spec)
+        else:
+            product = _simt_mma_snippet(spec) if spec.simt else _mma_sync_snippet(spec)
+        k.mma = native.func(product, key + "_mma", _stub_mma(IN, k.SAR, k.ACP, k.SBR, k.BCP, ACC, TM, TN))
+        k.own_store = native.func(_own_store_snippet(spec), key + "_sstore", _stub_own_store(OUT, ACC, TM, TN))
+        k.wait_prev = native.func(native.fill(_WAIT_PROXY if spec.wgmma else _WAIT, N=S - 2), key + "_waitp",
+                                  _stub_int())
+    k.STAGED = k.OWN and staged
+    if k.STAGED:
+        k.tstore = native.func(_staged_store_snippet(spec), key + "_tstore",
+                               _stub_staged_store(IN, k.SAR, k.ACP, OUT, ACC, TM, TN))
+    k.ZERO_ACC, k.STORE = zero_acc_snippet, native_store(spec)
+    if k.ZERO_ACC:
+        k.zero_acc = native.func(native.fill(_ZERO_ACC, N16=TM * TNC * ITEM_BYTES[spec.acc_dtype] // 16),
+                                 key + "_zero_acc", _stub_acc(ACC, TM, TNC))
+    if k.STORE:
+        k.store = native.func(_store_snippet(spec), key + "_store", _stub_store(OUT, ACC, TM, TNC))
+    elif not k.OWN:
+        k.epilogue = _epilogue(spec)
+    return k
+
+
+def _persistent_kernel(spec: PipeSpec, k: types.SimpleNamespace):
+    """The persistent kernel of ``spec`` (``spec.persistent`` > 0) from its parts ``k`` (:func:`_parts`)."""
+    IN, OUT, ACC, TM, TN, TNC, S, TF32 = k.IN, k.OUT, k.ACC, k.TM, k.TN, k.TNC, k.S, k.TF32
+    AR, AC, BR, BC, SAR, SBR, ACP, BCP = k.AR, k.AC, k.BR, k.BC, k.SAR, k.SBR, k.ACP, k.BCP
+    TRANS_A, TRANS_B, OWN, STORE = k.TRANS_A, k.TRANS_B, k.OWN, k.STORE
+    copy_stage, commit, wait, wait0, wait_prev = k.copy_stage, k.commit, k.wait, k.wait0, k.wait_prev
+    mma, own_store, zero_acc, store, epilogue = k.mma, k.own_store, k.zero_acc, k.store, k.epilogue
+    key = spec.key
+    zero = sync = None
     if OWN:  # simt/mma (a wgmma spec refuses persistent blocks): the register accumulator re-zeroed per tile
         zero = native.func(_SK_ZERO, key + "_skzero", _stub_sk_zero(ACC, TM, TN))
     else:
@@ -288,8 +312,7 @@ def _build(spec: PipeSpec, zero_acc_snippet: bool, staged: bool):
                     zero_acc(acc_s)
         wait0(0)
 
-    return _compat.make_kernel(gemm_persistent, key, bounds)
-
+    return gemm_persistent
 
 
 
