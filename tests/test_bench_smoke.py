@@ -66,3 +66,16 @@ def test_quick_cpu_run_writes_rows_and_plots(tmp_path):
         assert r["commit"] == data["header"]["commit"]  # every row carries the header fields
     assert data["header"]["device"] == "cpu"
     assert list(plot_dir.glob("*.png")), "no figure written"
+
+
+def test_grouped_suite_needs_cuda(capsys):
+    """``warp-gemm bench --suite grouped`` times CUDA events: on the CPU it refuses in one line with exit 2, and
+    the suite's rows and their targets are the package's (``warp_gemm.tools.bench.grouped``)."""
+    from warp_gemm.tools.bench import grouped, runner
+
+    with pytest.raises(SystemExit) as e:
+        runner.main(["--suite", "grouped", "--device", "cpu"])
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--suite grouped" in err[0] and "CUDA" in err[0]
+    assert {"moe8", "moe64", "list1000"} <= {r.name for r in grouped.ROWS}

@@ -46,7 +46,7 @@ def main() -> int:
     import numpy as np
     import torch
 
-    from grouped_suite import ROWS, _sizes, _time
+    from warp_gemm.tools.bench.grouped import ROWS, _sizes, _time
     from warp_gemm.core import grouped as core
 
     for row in (r for r in ROWS if r.name in ("moe8", "moe64")):
