@@ -68,14 +68,18 @@ def test_quick_cpu_run_writes_rows_and_plots(tmp_path):
     assert list(plot_dir.glob("*.png")), "no figure written"
 
 
-def test_grouped_suite_needs_cuda(capsys):
-    """``warp-gemm bench --suite grouped`` times CUDA events: on the CPU it refuses in one line with exit 2, and
-    the suite's rows and their targets are the package's (``warp_gemm.tools.bench.grouped``)."""
-    from warp_gemm.tools.bench import grouped, runner
+@pytest.mark.parametrize("suite", ["grouped", "first-call", "host"])
+def test_cuda_suites_need_cuda(suite, capsys):
+    """``warp-gemm bench --suite grouped|first-call|host`` run on torch CUDA tensors: on the CPU each refuses in one
+    line with exit 2, and the suites' rows are the package's (``warp_gemm.tools.bench.grouped`` / ``startup``)."""
+    from warp_gemm.tools.bench import grouped, runner, startup
 
     with pytest.raises(SystemExit) as e:
-        runner.main(["--suite", "grouped", "--device", "cpu"])
+        runner.main(["--suite", suite, "--device", "cpu"])
     assert e.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "--suite grouped" in err[0] and "CUDA" in err[0]
+    assert len(err) == 1 and f"--suite {suite}" in err[0] and "CUDA" in err[0]
     assert {"moe8", "moe64", "list1000"} <= {r.name for r in grouped.ROWS}
+    labels = {c[0] for c in startup.FIRST_CALL_CASES}
+    assert {"fp32 1000^3", "fp64 1000^3", "fp16 4096 x 32^3", "fp32 33x17x65", "tf32 1000 x 16^3"} <= labels
+    assert len(labels) == len(startup.FIRST_CALL_CASES)

@@ -7,7 +7,7 @@ import weakref
 
 import numpy as np
 import pytest
-from conftest import make, nan_like, to_f64
+from conftest import DEVICES, kind_ok, make, nan_like, to_f64
 
 import warp as wp
 
@@ -346,3 +346,133 @@ def test_fast_key_follows_the_tuning_cache_dir(rng, monkeypatch, tmp_path):
     warp_gemm.matmul(A, B, out=out)
     assert calls == [1]
     assert compare(to_f64(out), a @ b, "float32").ok
+
+
+# --- re-bound plans (core.rebind): new operands of a planned shape skip validation and planning ------------
+def _count_full(monkeypatch) -> list:
+    """Calls that took the full path (validation and the planner), appended to the returned list."""
+    calls = []
+    real = api._run_full
+
+    def spy(*a, **k):
+        calls.append(1)
+        return real(*a, **k)
+
+    monkeypatch.setattr(api, "_run_full", spy)
+    return calls
+
+
+def _fresh(kind, x, dtype, device):
+    return make(x, dtype, kind, device)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("kind", ["warp", "torch"])
+@pytest.mark.parametrize("dtype,shape", [("float32", (37, 45, 61)), ("float16", (64, 40, 96)),
+                                         ("float64", (5, 33, 17))])
+def test_new_operands_rebind_the_plan(kind, dtype, shape, device, rng, monkeypatch):
+    """Operand sets never seen before, of one planned shape: each call after the first re-binds the first
+    call's launches (no validation, no planning) and computes its own product, with and without ``out``."""
+    if kind == "torch":
+        pytest.importorskip("torch")
+    if (why := kind_ok(kind, dtype, device)) is not None:
+        pytest.skip(why)
+    M, N, K = shape
+    full = _count_full(monkeypatch)
+    for with_out in (True, False):
+        keep = []  # every operand stays alive: no address is reused, each call is on new memory
+        for i in range(4):
+            a, b = random_operands(M, N, K, dtype, rng)
+            A, B = make(a, dtype, kind, device), make(b, dtype, kind, device)
+            out = nan_like(kind, (M, N), dtype, device) if with_out else None
+            r = warp_gemm.matmul(A, B, out=out)
+            if i == 0:
+                # Warp 1.7 widens 16-bit operands into temporaries: such calls keep no plan to re-bind
+                kept = len(api._plans) > 0
+            keep.append((A, B, r))
+            assert compare(to_f64(r), a @ b, dtype).ok, (with_out, i)
+        assert len(full) == (1 if kept else 4), f"with_out={with_out}: {len(full)} calls took the full path"
+        full.clear()
+        api.clear_plans()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_rebind_gemm_with_c_and_in_place(device, rng, monkeypatch):
+    """``gemm`` with C re-binds; calls with C the output itself (``c is out``) between them compute their own
+    product and do not disturb it; an output that overlaps an input is still refused by validation."""
+    if (why := kind_ok("warp", "float32", device)) is not None:
+        pytest.skip(why)
+    M, N, K = 24, 40, 56
+    full = _count_full(monkeypatch)
+    keep, separate = [], 0
+    for in_place in (False, True, False, True, False):
+        a, b = random_operands(M, N, K, "float32", rng)
+        c = rng.standard_normal((M, N))
+        A, B = make(a, "float32", "warp", device), make(b, "float32", "warp", device)
+        C = make(c, "float32", "warp", device)
+        out = C if in_place else nan_like("warp", (M, N), "float32", device)
+        before = len(full)
+        warp_gemm.gemm(A, B, C, alpha=0.5, beta=2.0, out=out)
+        separate += 0 if in_place else len(full) - before
+        keep.append((A, B, C, out))
+        assert compare(to_f64(out), 0.5 * (a @ b) + 2.0 * c, "float32").ok, in_place
+    assert separate == 1
+    with pytest.raises(ValueError, match="shares memory"):
+        warp_gemm.matmul(A, B, out=A[:, :N])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_rebind_keys_on_alignment(device, rng, monkeypatch):
+    """16-bit views one element off a 16-byte boundary plan differently (staged copies): they get a plan of
+    their own, and views of either alignment compute their own product."""
+    torch = pytest.importorskip("torch")
+    if (why := kind_ok("torch", "float16", device)) is not None:
+        pytest.skip(why)
+    M, N, K = 40, 48, 64
+    full = _count_full(monkeypatch)
+    keep = []
+    for off in (0, 1, 0, 1, 1):
+        a, b = random_operands(M, N, K, "float16", rng)
+        bufa = torch.empty(M * K + 8, dtype=torch.float16, device=device)
+        A = bufa[off:off + M * K].view(M, K)
+        A.copy_(torch.from_numpy(a.astype(np.float16)))
+        B = make(b, "float16", "torch", device)
+        r = warp_gemm.matmul(A, B)
+        kept = len(api._plans) > 0  # none on Warp 1.7 (16-bit operands widened into temporaries)
+        keep.append((bufa, B, r))
+        assert compare(to_f64(r), a.astype(np.float16).astype(np.float64) @ b, "float16").ok, off
+    assert len(full) == (2 if kept else 5)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_rebind_refuses_overlapping_inputs(device, rng, monkeypatch):
+    """A and B views of one buffer that overlap (not the same view) take the full path every time."""
+    torch = pytest.importorskip("torch")
+    if (why := kind_ok("torch", "float32", device)) is not None:
+        pytest.skip(why)
+    n = 32
+    full = _count_full(monkeypatch)
+    keep = []  # no address is reused (a reused one would take the fast path, keyed on addresses)
+    for _ in range(3):
+        x = rng.standard_normal((n + 8, n))
+        X = make(x, "float32", "torch", device)
+        r = warp_gemm.matmul(X[:n], X[8:])
+        keep.append((X, r))
+        assert compare(to_f64(r), x[:n] @ x[8:], "float32").ok
+    assert len(full) == 3
+
+
+def test_rebind_build_refuses_unknown_memory(rng):
+    """A plan whose launches name memory outside the operands and the cached workspaces is not kept for
+    re-binding (core.rebind.build returns None)."""
+    from warp_gemm.core import rebind
+
+    a, b = random_operands(16, 16, 16, "float32", rng)
+    A, B = make(a, "float32", "warp", "cpu"), make(b, "float32", "warp", "cpu")
+    out = nan_like("warp", (16, 16), "float32", "cpu")
+    warp_gemm.matmul(A, B, out=out)
+    (cmds,) = api._plans._d.values()  # the one call plan kept
+    assert cmds
+    ranges = [(x.ptr, x.ptr + x.capacity) for x in (A, B, out)]
+    assert rebind.build(cmds, ranges, lambda p: False) is not None
+    assert rebind.build(cmds, ranges[:2], lambda p: False) is None

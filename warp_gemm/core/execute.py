@@ -16,15 +16,19 @@ import warp as wp
 
 from warp_gemm import _compat
 from warp_gemm.config import tables
-from warp_gemm.core import launches
+from warp_gemm.core import launches, rebind
 from warp_gemm.core.fastpath import (  # noqa: F401
     _described_in_place,
     _fast,
+    _extent,
     _fast_key,
     _keep_fast,
     _NewResult,
     _replay,
+    _sig,
     _warp_stream,
+    align_class,
+    template_key,
 )
 from warp_gemm.core.launches import convert, fill
 from warp_gemm.core.lru import LRU
@@ -33,7 +37,7 @@ from warp_gemm.core.operands import data_ptr as _ptr
 from warp_gemm.core.options import options
 from warp_gemm.core.plan import Plan, make_plan
 from warp_gemm.core.problem import Problem, validate
-from warp_gemm.core.workspaces import _staged, _zeroed_ints, workspace
+from warp_gemm.core.workspaces import _staged, _zeroed_ints, owns, workspace
 from warp_gemm.families import registry as families
 from warp_gemm.families.base import Env
 from warp_gemm.families.common import epilogue
@@ -48,6 +52,7 @@ def run(a, b, c, alpha, beta, trans_a, trans_b, out, allow_tf32, config, fname, 
     opts = options()
     fast = _fast_key(a, b, c, out, alpha, beta, trans_a, trans_b, allow_tf32, config, opts, activation)
     new_result = False
+    tk = None
     if fast is not None:
         fk, stream = fast
         hit = _fast.peek(fk)  # fast entries age in insertion order (a miss re-inserts them)
@@ -60,6 +65,27 @@ def run(a, b, c, alpha, beta, trans_a, trans_b, out, allow_tf32, config, fname, 
             if cmds is not None:
                 _replay(cmds, stream, a, b, c, out)
                 return out
+        elif opts.rebind and not _apic_capturing():
+            tk = template_key(fk, (a, b, c, out))
+            t = rebind.get(tk[0]) if tk is not None else None
+            if t is not None:
+                bases = tk[1]
+                if out is None:
+                    out = t.recipe.allocate()
+                    if align_class(_ptr(out)) != t.d_align:
+                        return _run_full(a, b, c, alpha, beta, trans_a, trans_b, out, allow_tf32, config, fname,
+                                         activation, opts, fast, True, None)
+                    bases = bases + [_ptr(out)]
+                t.run(bases, stream)
+                return out
+    return _run_full(a, b, c, alpha, beta, trans_a, trans_b, out, allow_tf32, config, fname, activation, opts,
+                     fast, new_result, tk)
+
+
+def _run_full(a, b, c, alpha, beta, trans_a, trans_b, out, allow_tf32, config, fname, activation, opts, fast,
+              new_result, tk):
+    """``run`` past the fast path: validate, plan (or find the call plan kept for these operands), launch, and
+    keep what a later call may replay (the call plan, the fast entry, the re-bound template under ``tk``)."""
     if activation is not None:
         activation = epilogue.check_activation(activation)
     p = validate(a, b, c, alpha, beta, trans_a, trans_b, out, fname)
@@ -96,7 +122,47 @@ def run(a, b, c, alpha, beta, trans_a, trans_b, out, allow_tf32, config, fname, 
         launches.replay(cmds, stream)
     if fast is not None and _described_in_place(p, a, b, c, out):
         _keep_fast(fast[0], p, None if new_result else out, cmds)
+        if tk is not None and rebind.get(tk[0]) is None:
+            _keep_template(tk, p, None if new_result else out, cmds)
     return p.result
+
+
+def _keep_template(tk, p: Problem, out, cmds: tuple) -> None:
+    """Keep ``cmds`` re-bindable under ``tk`` (fastpath.template_key), where core.rebind accepts them."""
+    key, _, ranges = tk
+    ranges = list(ranges)
+    if out is None:  # the result this call made: its range, and how a later call makes its own
+        sig = _sig(p.result)
+        ext = _extent(p.result, sig) if sig is not None else None
+        if ext is None:
+            return
+        ranges.append(ext)
+    t = rebind.build(cmds, ranges, owns)
+    if t is None:
+        return
+    if out is None:
+        t.recipe, t.d_align = _NewResult(p), align_class(ext[0])
+    rebind.put(key, t)
+
+
+def _apic_capturing() -> bool:
+    """Whether Warp's API capture is recording (1.19+): re-bound launches keep no argument lists to record."""
+    return getattr(getattr(_RUNTIME_HOLDER, "runtime", None), "_apic_capture", None) is not None
+
+
+def _runtime_holder():
+    """Warp's module holding ``runtime`` (``warp._src.context`` from 1.12, ``warp.context`` before)."""
+    import importlib
+
+    for name in ("warp._src.context", "warp.context"):
+        try:
+            return importlib.import_module(name)
+        except ImportError:
+            continue
+    return None
+
+
+_RUNTIME_HOLDER = _runtime_holder()
 
 
 def _replay_stream(p: Problem):
@@ -130,6 +196,7 @@ def clear_plans() -> None:
     """Drop every kept call plan (tables.save does: a new table may choose another configuration)."""
     _plans.clear()
     _fast.clear()
+    rebind.clear()
 
 
 tables.on_save.append(clear_plans)
@@ -143,42 +210,6 @@ def _plan_key(p: Problem, alpha: float, beta: float, allow_tf32: bool, config, o
             activation, os.environ.get("WARP_GEMM_CACHE_DIR"))
 
 
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 # --- device and stream scope, temporaries ---------------------------------------------------------------
 def _stream_scope(p: Problem):
     """The launch's device scope; on torch's current stream when the operands are torch CUDA tensors
@@ -189,10 +220,6 @@ def _stream_scope(p: Problem):
         # torch CUDA graph (a sync would make the captured stream wait on uncaptured Warp work).
         return wp.ScopedStream(_warp_stream(torch.cuda.current_stream(p.A.device.ordinal)), sync_enter=False)
     return wp.ScopedDevice(p.A.device)
-
-
-
-
 
 
 def _allocator(device, torch_stream: bool, log: list):
@@ -270,8 +297,6 @@ def _as3d(op: Operand):
     return as3d(op)
 
 
-
-
 def _c_kernel_view(plan: Plan, Dk):
     """(C as the kernel reads it, its batch count): read in place, or first written into the output."""
     if not plan.use_c:
@@ -316,30 +341,6 @@ def _launch_all(todo, dev) -> None:
         if dev.is_cpu:
             block_dim = 1 if tiled and block_dim is not None else None
         launches.launch(kernel, dim, inputs, dev, block_dim, tiled=tiled)
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 
 
 def _padded(allocate, shape, dtype):

@@ -153,6 +153,63 @@ def _torch_stream(index: int):
     return _streams.peek((index, _torch()._C._cuda_getCurrentRawStream(index)))
 
 
+# --- re-bound plans: new operands of a planned shape (core/rebind.py) ---------------------------------------
+def _extent(x, sig):
+    """``(lowest, past highest)`` byte address of operand ``x`` (``sig`` its signature), or None: empty, or a
+    negative stride."""
+    t = type(x)
+    if t is wp.array:
+        item = _WP_ITEM.get(sig[3])
+        if item is None:
+            item = _WP_ITEM[sig[3]] = wp.types.type_size_in_bytes(sig[3])
+        strides = sig[2]
+    elif t is np.ndarray:
+        item, strides = sig[3].itemsize, sig[2]
+    else:
+        item = x.element_size()
+        strides = tuple(s * item for s in sig[2])
+    last = 0
+    for n, st in zip(sig[1], strides):
+        if n == 0 or st < 0:
+            return None
+        last += (n - 1) * st
+    return sig[0], sig[0] + last + item
+
+
+_WP_ITEM: dict = {}
+
+
+def align_class(ptr: int) -> int:
+    """The largest power of two up to 16 that divides ``ptr``: every alignment rule of the planner and the
+    families (copy chunks of 2-16 bytes, 16-byte vector loads, TMA's 16) is decided by it."""
+    return min(ptr & -ptr, 16) if ptr else 16
+
+
+def template_key(fk: tuple, ops: tuple):
+    """``(key, bases)`` under which a re-bound plan of this call is kept (core/rebind.py), or None: the fast
+    key ``fk`` with each address reduced to its alignment (:func:`align_class`) and how the operands (``ops``: a, b, c, out)
+    relate -- each pair disjoint (0) or the same view (1); any other overlap, an empty operand or a negative
+    stride: None. ``bases``: the operands' lowest addresses, in order."""
+    ext = []
+    for x, sig in zip(ops, fk[1:5]):
+        if x is not None:
+            e = _extent(x, sig)
+            if e is None:
+                return None
+            ext.append((e, sig))
+    rel = []
+    for i, ((lo, hi), si) in enumerate(ext):
+        for (lo2, hi2), sj in ext[i + 1:]:
+            if hi <= lo2 or hi2 <= lo:
+                rel.append(0)
+            elif si == sj:
+                rel.append(1)
+            else:
+                return None
+    key = ("rebind", *(None if s is None else (align_class(s[0]), *s[1:]) for s in fk[1:5]), tuple(rel), *fk[5:])
+    return key, [e[0][0] for e in ext], [e[0] for e in ext]
+
+
 def _described_in_place(p: Problem, a, b, c, out) -> bool:
     """Whether validation described every operand as the caller's own object (no resolution copy)."""
     return p.A.obj is a and p.B.obj is b and (c is None or (p.C is not None and p.C.obj is c)) and \

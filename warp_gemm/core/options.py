@@ -20,6 +20,10 @@ from warp_gemm.config.configs import PipeConfig
 class Options:
     #: Replay recorded launches and whole call plans (core.launches, core.execute).
     record_launches: bool = True
+    #: A call on new operands of a shape, layout, dtype and alignment already planned re-binds that plan's
+    #: launches to the new addresses (core/rebind.py) instead of validating and planning again; False: it
+    #: takes the full path (how the host suite measures the difference).
+    rebind: bool = True
     #: M*N*K from which a CUDA problem that is not tile-aligned runs on zero-padded tile-multiple copies
     #: in the tiled family: they cost ~8 extra launches (~0.4 ms of host time) plus ~3 passes over the
     #: data and save about W*(1/22 - 1/50 TFLOP/s) -- equal near 2^33. 1000^3 fp16 fell from 10-16 to
@@ -86,7 +90,7 @@ def family_names() -> tuple[str, ...]:
     return ("host", *FAMILY_NAMES)
 
 
-_BOOL_FIELDS = ("record_launches", "pad_on_cpu", "smem_pad_on_cpu", "edge_clamp_on_cpu", "peel_on_cpu")
+_BOOL_FIELDS = ("record_launches", "rebind", "pad_on_cpu", "smem_pad_on_cpu", "edge_clamp_on_cpu", "peel_on_cpu")
 
 
 def validated(changes: dict) -> dict:

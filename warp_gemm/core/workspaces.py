@@ -65,6 +65,13 @@ def _cached_buffer(dev, nbytes: int, slot: str, zeroed: bool = False):
     return buf
 
 
+def owns(ptr: int) -> bool:
+    """Whether ``ptr`` lies in a cached workspace buffer (current or outgrown: both live for the process)."""
+    with _ws_lock:
+        bufs = list(_workspaces.values()) + _retired
+    return any(b.ptr <= ptr < b.ptr + b.capacity for b in bufs)
+
+
 def _stream_handle(dev) -> int:
     """The device's current CUDA stream handle, waiting out a context another thread is still setting up (Warp
     publishes the context before its stream: ``_compat.init``)."""
