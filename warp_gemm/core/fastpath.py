@@ -157,26 +157,27 @@ def _torch_stream(index: int):
 def _extent(x, sig):
     """``(lowest, past highest)`` byte address of operand ``x`` (``sig`` its signature), or None: empty, or a
     negative stride."""
-    t = type(x)
-    if t is wp.array:
-        item = _WP_ITEM.get(sig[3])
-        if item is None:
-            item = _WP_ITEM[sig[3]] = wp.types.type_size_in_bytes(sig[3])
-        strides = sig[2]
-    elif t is np.ndarray:
-        item, strides = sig[3].itemsize, sig[2]
-    else:
-        item = x.element_size()
-        strides = tuple(s * item for s in sig[2])
+    item = _ITEM.get(sig[3])
+    if item is None:
+        item = _ITEM[sig[3]] = _itemsize(x, sig[3])
+    scale = item if type(x) is not wp.array and type(x) is not np.ndarray else 1  # torch strides: elements
     last = 0
-    for n, st in zip(sig[1], strides):
+    for n, st in zip(sig[1], sig[2]):
         if n == 0 or st < 0:
             return None
         last += (n - 1) * st
-    return sig[0], sig[0] + last + item
+    return sig[0], sig[0] + last * scale + item
 
 
-_WP_ITEM: dict = {}
+_ITEM: dict = {}  # dtype (Warp, NumPy or torch) -> bytes per element
+
+
+def _itemsize(x, dtype) -> int:
+    if type(x) is wp.array:
+        return wp.types.type_size_in_bytes(dtype)
+    if type(x) is np.ndarray:
+        return dtype.itemsize
+    return x.element_size()
 
 
 def align_class(ptr: int) -> int:
@@ -186,28 +187,36 @@ def align_class(ptr: int) -> int:
 
 
 def template_key(fk: tuple, ops: tuple):
-    """``(key, bases)`` under which a re-bound plan of this call is kept (core/rebind.py), or None: the fast
-    key ``fk`` with each address reduced to its alignment (:func:`align_class`) and how the operands (``ops``: a, b, c, out)
-    relate -- each pair disjoint (0) or the same view (1); any other overlap, an empty operand or a negative
-    stride: None. ``bases``: the operands' lowest addresses, in order."""
-    ext = []
+    """``(key, bases, ranges)`` for a re-bound plan of this call (core/rebind.py), or None. ``key``: the fast key
+    ``fk`` with each address reduced to its alignment (:func:`align_class`), plus how the operands (``ops``: a,
+    b, c, out) relate -- each pair disjoint (0) or the same view (1); any other overlap, an empty operand or a
+    negative stride: None. ``bases``: the present operands' lowest addresses, ``ranges`` their byte ranges."""
+    ext, sigs, stripped = [], [], []
     for x, sig in zip(ops, fk[1:5]):
-        if x is not None:
-            e = _extent(x, sig)
-            if e is None:
-                return None
-            ext.append((e, sig))
+        if x is None:
+            stripped.append(None)
+            continue
+        e = _extent(x, sig)
+        if e is None:
+            return None
+        ext.append(e)
+        sigs.append(sig)
+        p = sig[0]
+        stripped.append((min(p & -p, 16) if p else 16,) + sig[1:])
     rel = []
-    for i, ((lo, hi), si) in enumerate(ext):
-        for (lo2, hi2), sj in ext[i + 1:]:
+    n = len(ext)
+    for i in range(n):
+        lo, hi = ext[i]
+        for j in range(i + 1, n):
+            lo2, hi2 = ext[j]
             if hi <= lo2 or hi2 <= lo:
                 rel.append(0)
-            elif si == sj:
+            elif sigs[i] == sigs[j]:
                 rel.append(1)
             else:
                 return None
-    key = ("rebind", *(None if s is None else (align_class(s[0]), *s[1:]) for s in fk[1:5]), tuple(rel), *fk[5:])
-    return key, [e[0][0] for e in ext], [e[0] for e in ext]
+    key = ("rebind", *stripped, tuple(rel)) + fk[5:]
+    return key, [e[0] for e in ext], ext
 
 
 def _described_in_place(p: Problem, a, b, c, out) -> bool:
