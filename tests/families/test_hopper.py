@@ -96,8 +96,8 @@ def _run(spec: H.HopperSpec, M, N, K, rng, *, batch=1, a_nb=1, b_nb=1, c_nb=1, a
     return to_f64(D), ref
 
 
-def _check(out, ref, dtype):
-    cmp = compare(out, ref, dtype)
+def _check(out, ref, dtype, tf32=False):
+    cmp = compare(out, ref, dtype, tf32)
     assert cmp.ok, str(cmp)
 
 
@@ -129,6 +129,20 @@ def test_default_tiles_against_float64(M, N, K, in_dtype, layout_b, request):
     spec = _spec(in_dtype, in_dtype, layout_b)
     out, ref = _run(spec, M, N, K, _rng(request))
     _check(out, ref, in_dtype)
+
+
+@pytest.mark.gpu
+@needs_sm90
+@pytest.mark.parametrize("epilogue", ["scale", "axpby"])
+@pytest.mark.parametrize("M,N,K", SHAPES)
+def test_tf32_against_float64(M, N, K, epilogue, request):
+    """float32 operands multiplied as tf32 (K-major B: layout T), the default tiles, every shape of the 16-bit test,
+    with and without beta * C (batch 2, C broadcast): within the tf32 tolerance (the tensor core truncates the inputs
+    to tf32)."""
+    spec = _spec("float32", "float32", "T", epilogue)
+    batch = 2 if epilogue == "axpby" else 1
+    out, ref = _run(spec, M, N, K, _rng(request), batch=batch, a_nb=batch, b_nb=batch)
+    _check(out, ref, "float32", tf32=True)
 
 
 @pytest.mark.gpu
@@ -244,7 +258,7 @@ def test_rules_refuse_cpu_and_other_gpus():
     ({"off_a": 1}, {}, "base address"),
     ({"ld_a": 4095, "M": 8, "K": 4095}, {"K": 4095}, "row stride"),
     ({"col_stride_b": True}, {}, "columns are not contiguous"),
-    ({}, {"in_dtype": "float32"}, "float16 and bfloat16"),
+    ({}, {"in_dtype": "float64"}, "float16, bfloat16 and float32"),
     ({}, {"out_dtype": "float64"}, "out_dtype"),
     ({}, {"layout_a": "T"}, "layout_a"),
     ({}, {"K": 0}, "K == 0"),
@@ -270,7 +284,8 @@ def test_rules_accept_aligned_operands_with_the_default_spec():
 
 
 @pytest.mark.parametrize("over,match", [
-    ({"in_dtype": "float32"}, "float16 and bfloat16"), ({"layout_a": "T"}, "layout_a"),
+    ({"in_dtype": "float64"}, "float16, bfloat16 and float32"), ({"in_dtype": "float32", "layout_b": "N"}, "K-major"),
+    ({"transpose_b": True}, "transpose_b"), ({"layout_a": "T"}, "layout_a"),
     ({"bm": 96}, "bm 96"), ({"bn": 320}, "bn 320"), ({"bm": 256, "bn": 256}, "bn 256"),
     ({"stages": 5}, "shared memory"), ({"cluster": 2}, "cluster"), ({"consumer_regs": 248}, "setmaxnreg")])
 def test_unfit_specs_are_refused_before_any_compile(over, match):
@@ -338,7 +353,8 @@ def test_split_count_and_tile_choice():
 
 
 _OFFLINE = [H.HopperSpec(), H.HopperSpec(layout_b="N", out_dtype="float32", epilogue="axpby"),
-            H.HopperSpec(bn=128, stages=6, splits=8)] + (
+            H.HopperSpec(bn=128, stages=6, splits=8),
+            H.HopperSpec(in_dtype="float32", out_dtype="float32", epilogue="axpby")] + (
     [H.HopperSpec(in_dtype="bfloat16", out_dtype="bfloat16", bm=256, bn=128, epilogue="axpby")] if HAS_BF16 else [])
 
 
@@ -348,7 +364,7 @@ _OFFLINE = [H.HopperSpec(), H.HopperSpec(layout_b="N", out_dtype="float32", epil
 def test_cuda_build_offline_sm90a(spec, tmp_path):
     """The kernel compiles for sm_90a with no GPU (cubin, and PTX where compile_aot_module writes it); the PTX keeps
     the sums in registers (no local memory), moves registers with setmaxnreg, copies with 3-D bulk tensor copies and
-    multiplies with wgmma m64n{bn}k16 of the spec's types and B transpose bit."""
+    multiplies with wgmma m64n{bn}k16 of the spec's types and B transpose bit (tf32: m64n{bn}k8, no transpose bits)."""
     k = H.get_kernel(spec)
     k.module.options["block_dim"] = spec.block_dim
     old = wp.config.cuda_arch_suffix
@@ -362,10 +378,14 @@ def test_cuda_build_offline_sm90a(spec, tmp_path):
     finally:
         wp.config.cuda_arch_suffix = old
     ptx = "".join(p.read_text(errors="replace") for p in (tmp_path / "ptx").rglob("*.ptx"))
-    t = {"float16": "f16", "bfloat16": "bf16"}[spec.in_dtype]
+    t = {"float16": "f16", "bfloat16": "bf16", "float32": "tf32"}[spec.in_dtype]
     assert ".target sm_90a" in ptx and ".local" not in ptx
     assert "setmaxnreg.dec.sync.aligned.u32 40" in ptx and "setmaxnreg.inc.sync.aligned.u32 232" in ptx
     assert "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes" in ptx
+    if t == "tf32":
+        wg = re.findall(r"wgmma\.mma_async\.sync\.aligned\.m64n(\d+)k8\.f32\.tf32\.tf32[^;]*, 1, 1;", ptx)
+        assert wg and {int(n) for n in wg} == {spec.bn}, wg[:2]
+        return
     wg = re.findall(rf"wgmma\.mma_async\.sync\.aligned\.m64n(\d+)k16\.f32\.{t}\.{t}[^;]*, (\d);", ptx)
     assert wg and {int(n) for n, _ in wg} == {spec.bn}, wg[:2]
     assert {int(tb) for _, tb in wg} == {int(spec.layout_b == "N")}
@@ -406,4 +426,29 @@ def test_planner_takes_the_family_on_sm90(monkeypatch):
     assert fam(512, 512, 512).family != "hopper"  # 24.6 against 27.1
     assert fam(512, 512, 512, family="hopper").family == "hopper"  # forced: no work threshold
     assert fam(16, 8192, 8192).family != "hopper"  # a side of 16: the split pipe
-    assert fam(4096, 4096, 4096, dtype=np.float32).family != "hopper"
+    assert fam(4096, 4096, 4096, dtype=np.float32).family != "hopper"  # exact float32: no wgmma
+    for trans_b in (False, True):  # tf32: B stored (K, N) is copied transposed first
+        tf = make_plan(cuda_like_problem(monkeypatch, np.zeros((4096, 4096), np.float32),
+                                         np.zeros((4096, 4096), np.float32), trans_b), 1.0, 0.0, True, None, Options())
+        assert tf.family == "hopper" and tf.family_spec.layout_b == "T", tf.family
+        assert tf.family_spec.transpose_b is (not trans_b) and tf.stage == (False, False)
+
+
+@pytest.mark.parametrize("device", ["cpu"] + (["cuda:0"] if DEV is not None else []))
+def test_transposed_copy_of_b(device, request):
+    """tf32 products of B stored (K, N) read a transposed copy: every element moved (edges of partial 32x32 tiles
+    included), into a view whose rows are padded, the padding untouched."""
+    if device == "cpu" and not _compat.HAS_CPU_TILES:
+        pytest.skip("needs Warp's CPU tile backend")
+    from warp_gemm.families.hopper.kernel import transpose_launch
+
+    rng = _rng(request)
+    nb, k, n = 2, 37, 45
+    src = wp.array(rng.standard_normal((nb, k, n)).astype(np.float32), device=device)
+    wide = wp.full((nb, n, 40), 7.0, dtype=wp.float32, device=device)
+    dst = wide[:, :, :k]
+    kern, dim, inputs, block = transpose_launch(src, dst)
+    wp.launch_tiled(kern, dim=list(dim), inputs=inputs, block_dim=block if device != "cpu" else 1, device=device)
+    got = wide.numpy()
+    np.testing.assert_array_equal(got[:, :, :k], np.swapaxes(src.numpy(), 1, 2))
+    np.testing.assert_array_equal(got[:, :, k:], 7.0)

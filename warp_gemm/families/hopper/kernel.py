@@ -39,7 +39,9 @@ def snippet(spec: HopperSpec) -> str:
     fields = {
         "BM": spec.bm, "BN": spec.bn, "ST": spec.stages, "NC": spec.consumers, "WGM": spec.wg_m, "STAGE": spec.stage_bytes,
         "SMEM": spec.smem_bytes, "IN_T": PTX_TYPES[spec.in_dtype], "OUT_BYTES": ITEM_BYTES[spec.out_dtype],
-        "B_MN": int(b_mn), "B_STEP": "2048u" if b_mn else "32u", "B_LBO": "8192" if b_mn else "16",
+        "B_MN": int(b_mn), "B_STEP": "2048u" if b_mn else "32u", "B_LBO": "8192" if b_mn else "16", "BK": spec.bk,
+        # 32 bytes of K per wgmma: k16 of 16-bit inputs (with the transpose bits), k8 of tf32 (K-major only)
+        "KI": 8 if spec.in_dtype == "float32" else 16, "TRANS": "" if spec.in_dtype == "float32" else f", 0, {int(b_mn)}",
         "DREGS": ", ".join(f"%{i}" for i in range(nr)), "NA": nr, "NB": nr + 1, "NS": nr + 2,
         "DOUTS": ", ".join(f'"+f"(d[h][{i}])' for i in range(nr)), "AXPBY": axpby, "STORE": store,
         "PRODUCER_SETMAXNREG": (f'asm volatile("setmaxnreg.dec.sync.aligned.u32 {spec.producer_regs};\\n");'
@@ -109,3 +111,26 @@ def load(spec: HopperSpec, device) -> None:
             return
         _compat.load_arch_specific(k.module, device, spec.block_dim)
         _loaded.add(key)
+
+
+#: Side of the square tiles the transposing copy moves through shared memory.
+T_TILE = 32
+
+
+@functools.cache
+def _transpose_kernel():
+    def transpose_b(src: wp.array3d(dtype=wp.float32), dst: wp.array3d(dtype=wp.float32)):
+        b, i, j = wp.tid()
+        t = wp.tile_load(src[b], shape=(T_TILE, T_TILE), offset=(i * T_TILE, j * T_TILE), storage="shared")
+        wp.tile_store(dst[b], wp.tile_transpose(t), offset=(j * T_TILE, i * T_TILE))
+
+    return _compat.make_kernel(transpose_b, "hopper_transpose_f32")
+
+
+def transpose_launch(src, dst):
+    """``(kernel, dim, inputs, block_dim)``: ``dst[b] = src[b].T`` for float32 ``(nb, K, N)`` -> ``(nb, N, K)`` views
+    (any strides; edges bounds-checked), 32x32 tiles through shared memory (tf32 products of B stored (K, N))."""
+    nb, k, n = (int(s) for s in src.shape)
+    with _lock:
+        kern = _transpose_kernel()
+    return kern, (nb, -(-k // T_TILE), -(-n // T_TILE)), [src, dst], 256

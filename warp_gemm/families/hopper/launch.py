@@ -6,8 +6,9 @@ import warp as wp
 
 from warp_gemm import _compat
 
+from ...core.operands import raw_view
 from . import tma
-from .kernel import get_kernel, load
+from .kernel import get_kernel, load, transpose_launch
 from .spec import HopperSpec, k_ranges
 
 # tile rows per group of the grouped order (Triton tutorial 03's GROUP_SIZE_M); in the probe's design, grouping 8 ran
@@ -48,11 +49,11 @@ def launch_args(spec: HopperSpec, A, B, C, D, alpha: float, beta: float, M: int,
         raise ValueError(f"hopper.launch_args: {spec.key} M={M} N={N} K={K} batch={batch}: got A "
                          f"{tuple(A.shape)}, B {tuple(B.shape)}, D {tuple(D.shape)} (B is (nb, K, N) for layout N, "
                          f"(nb, N, K) for T)")
-    splits, kt_per = k_ranges(K, spec.splits)
+    splits, kt_per = k_ranges(K, spec.splits, spec.bk)
     W = None
     if spec.splits > 1:
         if splits != spec.splits:
-            raise ValueError(f"hopper.launch_args: {spec.key} K={K}: {spec.splits} K ranges of whole 64-deep K tiles "
+            raise ValueError(f"hopper.launch_args: {spec.key} K={K}: {spec.splits} K ranges of whole {spec.bk}-deep K tiles "
                              f"leave an empty one (hopper.spec.k_ranges gives {splits})")
         want = (splits * int(batch), int(M), int(N))
         if (workspace is None or tuple(workspace.shape) != want or workspace.dtype != wp.float32
@@ -87,6 +88,14 @@ def launches(plan, p, Dk, alpha: float, beta: float, env) -> list:
     Av, Bv, Cv, c_nb = env.views(plan, p, Dk)
     spec = plan.family_spec
     ws = env.workspace(p.A.device, *plan.workspace, "hopper_split") if spec.splits > 1 else None
-    return [(*args, True) for args in launch_args(spec, Av, Bv, Cv if spec.epilogue == "axpby" else None, Dk, alpha,
-                                                   beta, plan.M, plan.N, p.K, p.batch, Av.shape[0], Bv.shape[0], c_nb,
-                                                   workspace=ws)]
+    pre = []
+    if spec.transpose_b:  # tf32, B stored (K, N): a K-major copy, rows padded to 16 bytes (TMA)
+        nb, k, n = (int(s) for s in Bv.shape)
+        kp = -(-k // 4) * 4
+        buf = env.workspace(p.A.device, (nb, n, kp), "float32", "hopper_bt")
+        Bt = raw_view(buf.ptr, wp.float32, (nb, n, k), (n * kp * 4, kp * 4, 4), buf.device)
+        pre.append((*transpose_launch(Bv, Bt), True))
+        Bv = Bt
+    return pre + [(*args, True) for args in launch_args(spec, Av, Bv, Cv if spec.epilogue == "axpby" else None, Dk,
+                                                         alpha, beta, plan.M, plan.N, p.K, p.batch, Av.shape[0],
+                                                         Bv.shape[0], c_nb, workspace=ws)]

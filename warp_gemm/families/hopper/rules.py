@@ -26,22 +26,23 @@ SPLIT_FIXED_US = 14.0
 SPLIT_US_PER_MB = 0.8
 
 
-def split_count(tiles: int, M: int, N: int, K: int, batch: int, sm_count: int) -> int:
+def split_count(tiles: int, M: int, N: int, K: int, batch: int, sm_count: int, bk: int = BK) -> int:
     """K splits for ``tiles`` 128x128 output tiles (batch included): as many as keep ``tiles * splits`` within one
     wave of ``sm_count`` blocks with at least ``SPLIT_MIN_KT`` K tiles each (normalised by :func:`spec.k_ranges`: no
     empty range), where the time model above says they save time; else 1. 1024x1024x16384: 2 (modelled 67 us against
     85; measured 521 TFLOP/s against 401 unsplit); 1024x1024x4096: 1 (modelled 32 against 21; measured 269 split in 2
     against 301); 128x128x65536: 64 (23 us against 338; measured 81.6 TFLOP/s against 7.1)."""
-    k_tiles = cdiv(K, BK)
+    k_tiles = cdiv(K, bk)  # tf32's 32-deep K tiles take about a 16-bit tile's time (half the rate, half the depth)
     s = min(sm_count // max(1, tiles), k_tiles // SPLIT_MIN_KT)
     if s < 2:
         return 1
-    s, per = k_ranges(K, s)
+    s, per = k_ranges(K, s, bk)
     split = per * T_KT_US * SPLIT_SLOW + SPLIT_FIXED_US + SPLIT_US_PER_MB * s * batch * M * N * 4 / 1e6
     return s if split < k_tiles * T_KT_US else 1
 
 
-def tile_choice(M: int, N: int, K: int, batch: int, sm_count: int, split: bool = True) -> tuple[int, int, int]:
+def tile_choice(M: int, N: int, K: int, batch: int, sm_count: int, split: bool = True,
+                bk: int = BK) -> tuple[int, int, int]:
     """``(bm, bn, splits)``: 128x256 tiles where they fill the SMs, else 128x128 tiles (twice the blocks), split over K
     where :func:`split_count` says so (``split`` False: never). Measured (H200, fp16): 4097^3 360 TFLOP/s with
     128x256 tiles (561 tiles, 4.25 waves) against 301 with 128x128 (1089 tiles, 8.25 waves); 2048^3 (128 tiles of
@@ -51,7 +52,7 @@ def tile_choice(M: int, N: int, K: int, batch: int, sm_count: int, split: bool =
     if tiles >= sm_count:
         return 128, 256, 1
     tiles = batch * cdiv(M, 128) * cdiv(N, 128)
-    return 128, 128, split_count(tiles, M, N, K, batch, sm_count) if split else 1
+    return 128, 128, split_count(tiles, M, N, K, batch, sm_count, bk) if split else 1
 
 
 def default_spec(in_dtype: str, out_dtype: str, layout_b: str, M: int, N: int, K: int, batch: int, sm_count: int = 132,
@@ -64,9 +65,10 @@ def default_spec(in_dtype: str, out_dtype: str, layout_b: str, M: int, N: int, K
     and 354 at 333x4096x4096 (B = W.T) against 219 and 226 with 128x256 and 350 and 304 with one 128x128 consumer
     warpgroup."""
     epi = "axpby" if use_c else "scale"
-    bm, bn, s = tile_choice(M, N, K, batch, sm_count, splits)
-    return HopperSpec(in_dtype, out_dtype, "N", layout_b, bm=bm, bn=bn, stages=STAGES[(bm, bn)], epilogue=epi,
-                      splits=s)
+    transpose = in_dtype == "float32" and layout_b == "N"  # tf32 reads K-major B only: a transposed copy first
+    bm, bn, s = tile_choice(M, N, K, batch, sm_count, splits, 128 // ITEM_BYTES[in_dtype])
+    return HopperSpec(in_dtype, out_dtype, "N", "T" if transpose else layout_b, bm=bm, bn=bn, stages=STAGES[(bm, bn)],
+                      epilogue=epi, splits=s, transpose_b=transpose)
 
 
 def _operand_reason(name: str, view, item: int) -> str:
@@ -95,7 +97,7 @@ def applies(device, in_dtype: str, out_dtype: str, layout_a: str, layout_b: str,
     """The family's kernel for this problem, or the reason it does not apply (a str).
 
     Needs: a CUDA sm_90 device (H100/H200) and a Warp that compiles sm_90a modules and passes shared tiles to native
-    snippets; 16-bit inputs, a float16/bfloat16/float32 output; A stored (M, K) row-major; B stored (K, N) ("N") or
+    snippets; 16-bit inputs (or float32 as tf32), a float16/bfloat16/float32 output; A stored (M, K) row-major; B stored (K, N) ("N") or
     (N, K) ("T"); M, N, K >= 1; A and B views with unit column strides, 16-byte aligned base addresses and row (and
     batch) strides (TMA's rule: contiguous operands need K, and N for layout N, multiples of 8). D (and C) may have
     any strides."""
@@ -108,7 +110,7 @@ def applies(device, in_dtype: str, out_dtype: str, layout_a: str, layout_b: str,
         return (f"warp-lang {_compat.WARP_VERSION} lacks cuda_arch_suffix, tile_empty, launch_bounds or tile "
                 f"arguments of native functions (1.19 has them)")
     if in_dtype not in IN_DTYPES:
-        return f"in_dtype {in_dtype}: the family multiplies float16 and bfloat16"
+        return f"in_dtype {in_dtype}: the family multiplies float16, bfloat16 and float32 (as tf32)"
     if out_dtype not in OUT_DTYPES:
         return f"out_dtype {out_dtype}: one of {OUT_DTYPES}"
     if layout_a != "N":
@@ -121,6 +123,8 @@ def applies(device, in_dtype: str, out_dtype: str, layout_a: str, layout_b: str,
         return f"M={M} N={N} K={K}: dimensions must fit 32-bit coordinates"
     item = ITEM_BYTES[in_dtype]
     for name, view in (("A", A_view), ("B", B_view)):
+        if name == "B" and in_dtype == "float32" and layout_b == "N":
+            continue  # copied transposed into an aligned workspace first
         why = _operand_reason(name, view, item)
         if why:
             return why
@@ -147,7 +151,8 @@ MIN_SIDE = 64
 
 
 def plan(ctx):
-    """16-bit inputs on an sm_90 GPU, A stored (M, K), products of at least ``MIN_WORK`` (batched:
+    """16-bit inputs (and float32 with ``allow_tf32``: B stored (K, N) is first copied transposed) on an sm_90 GPU, A
+    stored (M, K), products of at least ``MIN_WORK`` (batched:
     ``BATCHED_MIN_WORK``; both output sides at least ``MIN_SIDE`` under ``SMALL_SIDE_WORK``; any size where
     ``Options.family`` forces the family): the TMA + wgmma kernel, with split-K a float32 workspace
     ``((splits * batch, M, N), "float32")`` and the finishing pass. Operands whose rows are not 16-byte aligned
@@ -160,6 +165,8 @@ def plan(ctx):
     p, b, dev = ctx.p, ctx.base, ctx.dev
     if dev.is_cpu or not ctx.opts.hopper or p.in_dtype not in IN_DTYPES or p.out_dtype not in OUT_DTYPES:
         return None
+    if p.in_dtype == "float32" and not ctx.tf32:
+        return None  # exact float32 has no wgmma
     if ctx.la != "N" or ctx.lb not in ("N", "T"):
         return None
     if getattr(dev, "arch", 0) != 90 or not (_compat.HAS_CUDA_ARCH_SUFFIX and _compat.HAS_TILE_EMPTY
@@ -176,4 +183,4 @@ def plan(ctx):
         return None
     ws = ((spec.splits * p.batch, b.M, b.N), "float32") if spec.splits > 1 else None
     return replace(b, family="hopper", family_spec=spec, c_into_d=ctx.c_into_d, workspace=ws,
-                   stage=(_max_chunk(b.A) < 16, _max_chunk(b.B) < 16))
+                   stage=(_max_chunk(b.A) < 16, _max_chunk(b.B) < 16 and not spec.transpose_b))

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 
-IN_DTYPES = ("float16", "bfloat16")
+#: Input dtypes: float16, bfloat16, and float32 multiplied on tf32 tensor cores (``tf32=True`` calls only; both
+#: operands K-major: wgmma reads 32-bit operands in no other order).
+IN_DTYPES = ("float16", "bfloat16", "float32")
 OUT_DTYPES = ("float16", "bfloat16", "float32")
 ITEM_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4}
-#: PTX type names of the 16-bit inputs (wgmma's .atype / .btype, cvt's destination)
-PTX_TYPES = {"float16": "f16", "bfloat16": "bf16"}
-BK = 64  # K elements per stage: one 128-byte swizzle row of 16-bit elements
+#: PTX type names of the inputs (wgmma's .atype / .btype, cvt's destination)
+PTX_TYPES = {"float16": "f16", "bfloat16": "bf16", "float32": "tf32"}
+ROW_BYTES = 128  # bytes of K per stage row: the 128-byte swizzle's span
+BK = 64  # K elements per stage of 16-bit inputs (tf32: 32)
 SMEM_LIMIT = 232448  # dynamic shared memory a block may have on sm_90 (227 KB)
 MBAR_BYTES = 16  # a full and an empty mbarrier per stage
 MAX_SPLITS = 1024  # K splits of one output tile (split-K partial slabs in the workspace)
@@ -47,17 +50,24 @@ class HopperSpec:
     producer_regs: int = 40
     consumer_regs: int = 232
     splits: int = 1
+    #: tf32 with B stored (K, N): B is first copied transposed into a workspace and the kernel reads it as layout T
+    #: (``layout_b`` is then "T").
+    transpose_b: bool = False
 
     @property
     def kernel_spec(self) -> HopperSpec:
-        """The spec of the compiled kernel: this one, or with split-K its float32 ``scale`` kernel (splits 1)."""
-        if self.splits == 1:
+        """The spec of the compiled kernel: this one, or with split-K its float32 ``scale`` kernel (splits 1); the
+        B transposition is the launcher's, not the kernel's."""
+        if self.splits == 1 and not self.transpose_b:
             return self
-        return dataclasses.replace(self, out_dtype="float32", epilogue="scale", splits=1)
+        if self.splits == 1:
+            return dataclasses.replace(self, transpose_b=False)
+        return dataclasses.replace(self, out_dtype="float32", epilogue="scale", splits=1, transpose_b=False)
 
     @property
     def bk(self) -> int:
-        return BK
+        """K elements per stage: one 128-byte row (64 16-bit, 32 tf32)."""
+        return ROW_BYTES // ITEM_BYTES[self.in_dtype]
 
     @property
     def wg_m(self) -> int:
@@ -70,7 +80,7 @@ class HopperSpec:
 
     @property
     def stage_bytes(self) -> int:
-        return (self.bm + self.bn) * BK * ITEM_BYTES[self.in_dtype]
+        return (self.bm + self.bn) * ROW_BYTES
 
     @property
     def smem_bytes(self) -> int:
@@ -82,7 +92,8 @@ class HopperSpec:
         """A readable name (kernel names, logs): ``hopper_f16_f32_NT_128x256_s4_c2_axpby``."""
         short = {"float16": "f16", "bfloat16": "bf16", "float32": "f32"}
         tail = ("" if self.setmaxnreg else "_nosetmaxnreg") + (f"_split{self.splits}" if self.splits > 1 else "")
-        return (f"hopper_{short[self.in_dtype]}_{short[self.out_dtype]}_{self.layout_a}{self.layout_b}_"
+        tail += "_bt" if self.transpose_b else ""
+        return (f"hopper_{PTX_TYPES[self.in_dtype] if self.in_dtype == 'float32' else short[self.in_dtype]}_{short[self.out_dtype]}_{self.layout_a}{self.layout_b}_"
                 f"{self.bm}x{self.bn}_s{self.stages}_c{self.consumers}_{self.epilogue}{tail}")
 
 
@@ -91,13 +102,17 @@ def unfit(spec: HopperSpec) -> str:
     if not isinstance(spec.splits, int):
         return f"splits {spec.splits!r}: an int"
     if spec.in_dtype not in IN_DTYPES:
-        return f"in_dtype {spec.in_dtype!r}: the family multiplies float16 and bfloat16 only"
+        return f"in_dtype {spec.in_dtype!r}: the family multiplies float16, bfloat16 and float32 (as tf32) only"
     if spec.out_dtype not in OUT_DTYPES:
         return f"out_dtype {spec.out_dtype!r}: one of {OUT_DTYPES}"
     if spec.layout_a != "N":
         return f"layout_a {spec.layout_a!r}: A must be stored (M, K) row-major (layout N)"
     if spec.layout_b not in ("N", "T"):
         return f"layout_b {spec.layout_b!r}: N or T"
+    if spec.in_dtype == "float32" and spec.layout_b != "T":
+        return "layout_b 'N' with tf32: wgmma reads 32-bit operands K-major only (transpose_b copies B first)"
+    if spec.transpose_b and spec.in_dtype != "float32":
+        return "transpose_b: only tf32 products copy B transposed"
     if spec.epilogue not in ("scale", "axpby"):
         return f"epilogue {spec.epilogue!r}: scale or axpby"
     if spec.consumers not in (1, 2):
@@ -128,9 +143,9 @@ def cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def k_ranges(K: int, splits: int) -> tuple[int, int]:
-    """``(splits, k_tiles_per_split)`` with every range non-empty: ``splits`` (asked) K ranges of whole 64-deep K
+def k_ranges(K: int, splits: int, bk: int = BK) -> tuple[int, int]:
+    """``(splits, k_tiles_per_split)`` with every range non-empty: ``splits`` (asked) K ranges of whole ``bk``-deep K
     tiles become ``cdiv(k_tiles, per)`` ranges of ``per = cdiv(k_tiles, splits)`` tiles (the last may be shorter)."""
-    k_tiles = max(1, cdiv(K, BK))
+    k_tiles = max(1, cdiv(K, bk))
     per = cdiv(k_tiles, max(1, min(int(splits), k_tiles)))
     return cdiv(k_tiles, per), per

@@ -16,9 +16,9 @@ import threading
 import numpy as np
 import warp as wp
 
-# CUtensorMapDataType: 16-bit operands are copied as bits, so float16 and bfloat16 share UINT16 (its
-# out-of-bounds fill, zero, is the zero of both)
-_DT_UINT16 = 1
+# CUtensorMapDataType: operands are copied as bits, so float16 and bfloat16 share UINT16 and float32 (tf32) takes
+# UINT32 (the out-of-bounds fill, zero, is the zero of each)
+_DT_UINT = {2: 1, 4: 2}
 _SWIZZLE_128B = 3
 _L2_PROMOTION_256B = 3  # 256-byte L2 promotion, as the probe and CUTLASS's sm90 TMA loads use
 _MAX_MAPS = 4096  # 128 bytes of device memory each
@@ -45,14 +45,14 @@ def _encode_fn():
     return _encoder[0]
 
 
-def encode(ptr: int, dims: tuple[int, ...], strides: tuple[int, ...], box: tuple[int, ...]) -> bytes:
-    """The 128 bytes of a tiled 16-bit tensor map: ``dims`` innermost first (elements), ``strides`` the byte
-    strides of dims 1.. (multiples of 16), ``box`` the copied box (elements; the innermost 64 = 128 bytes, the
-    128-byte swizzle's span). Raises ValueError with the driver's error code when the driver refuses."""
+def encode(ptr: int, dims: tuple[int, ...], strides: tuple[int, ...], box: tuple[int, ...], item: int = 2) -> bytes:
+    """The 128 bytes of a tiled tensor map of ``item``-byte elements (2 or 4): ``dims`` innermost first (elements),
+    ``strides`` the byte strides of dims 1.. (multiples of 16), ``box`` the copied box (elements; the innermost 128
+    bytes, the 128-byte swizzle's span). Raises ValueError with the driver's error code when the driver refuses."""
     rank = len(dims)
     raw = (ctypes.c_uint8 * 192)()
     p = (ctypes.addressof(raw) + 63) & ~63  # the driver writes the map to a 64-byte aligned address
-    err = _encode_fn()(ctypes.c_void_p(p), _DT_UINT16, rank, ctypes.c_void_p(ptr),
+    err = _encode_fn()(ctypes.c_void_p(p), _DT_UINT[item], rank, ctypes.c_void_p(ptr),
                        (ctypes.c_uint64 * rank)(*dims), (ctypes.c_uint64 * (rank - 1))(*strides),
                        (ctypes.c_uint32 * rank)(*box), (ctypes.c_uint32 * rank)(*([1] * rank)),
                        0, _SWIZZLE_128B, _L2_PROMOTION_256B, 0)
@@ -62,21 +62,24 @@ def encode(ptr: int, dims: tuple[int, ...], strides: tuple[int, ...], box: tuple
     return ctypes.string_at(p, 128)
 
 
-def tensor_map(view: wp.array, box_rows: int, box_cols: int = 64) -> int:
-    """Device address of the map of a 3-D 16-bit Warp view ``(nb, rows, cols)`` (unit column stride, row and batch
-    strides multiples of 16 bytes) with a ``(box_cols, box_rows, 1)`` box. A batch of one gets a stride covering
-    the rows (the map's strides must be multiples of 16 bytes; a broadcast view's stride 0 is not)."""
+def tensor_map(view: wp.array, box_rows: int, box_cols: int | None = None) -> int:
+    """Device address of the map of a 3-D 16- or 32-bit Warp view ``(nb, rows, cols)`` (unit column stride, row and
+    batch strides multiples of 16 bytes) with a ``(box_cols, box_rows, 1)`` box (``box_cols`` default: 128 bytes of
+    elements). A batch of one gets a stride covering the rows (the map's strides must be multiples of 16 bytes; a
+    broadcast view's stride 0 is not)."""
+    item = int(view.strides[2])
+    box_cols = 128 // item if box_cols is None else box_cols
     nb, rows, cols = (int(s) for s in view.shape)
     s0, s1 = int(view.strides[0]), int(view.strides[1])
     if nb == 1:
         s0 = s1 * rows
-    key = (str(view.device), int(view.ptr), (cols, rows, nb), (s1, s0), (box_cols, box_rows, 1))
+    key = (str(view.device), int(view.ptr), item, (cols, rows, nb), (s1, s0), (box_cols, box_rows, 1))
     with _lock:
         hit = _maps.get(key)
         if hit is not None:
             _maps.move_to_end(key)
             return hit.ptr
-    blob = encode(int(view.ptr), (cols, rows, nb), (s1, s0), (box_cols, box_rows, 1))
+    blob = encode(int(view.ptr), (cols, rows, nb), (s1, s0), (box_cols, box_rows, 1), item)
     arr = wp.array(np.frombuffer(blob, dtype=np.uint64).copy(), dtype=wp.uint64, device=view.device)
     # the copy is on Warp's stream of the device; the kernel may run on another (torch's): finish it first
     wp.synchronize_device(view.device)

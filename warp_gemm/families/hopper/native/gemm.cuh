@@ -5,8 +5,9 @@
 //! __launch_bounds__(block, 1); `buf` a shared tile of at least ${SMEM} bytes (stages aligned up to a
 //! 1024-byte boundary here, then ${ST} stages of ${STAGE} bytes, then 2 x ${ST} mbarriers); `tma_a`, `tma_b`
 //! device addresses of 64-byte-aligned CUtensorMaps (tma.py; dims innermost first), 128-byte swizzle: A (K, M, batch) box
-//! (64, ${BM}, 1); B (K, N, batch) box (64, ${BN}, 1) (B stored (N, K): layout T, K-major) or (N, K, batch) box
-//! (64, 64, 1) (B stored (K, N): layout N, N-major); both operands 16-bit (${IN_T}); C and D (batch, M, N) views of the output type, any
+//! (${BK}, ${BM}, 1); B (K, N, batch) box (${BK}, ${BN}, 1) (B stored (N, K): layout T, K-major) or (N, K, batch) box
+//! (64, 64, 1) (B stored (K, N): layout N, N-major, 16-bit only); operands ${IN_T}: 16-bit, or float32 bits
+//! multiplied as tf32 (the tensor core reads their upper 19 bits: truncation), K tiles of ${BK} (128 bytes); C and D (batch, M, N) views of the output type, any
 //! strides (pairs of outputs are stored as one access where D's columns are contiguous and aligned).
 //! Split-K: `splits` K ranges of `kt_per` K tiles each (every range non-empty: hopper.spec.k_ranges); with
 //! splits > 1, D is the (splits * batch, M, N) float32 workspace, alpha 1 and the epilogue "scale".
@@ -32,8 +33,8 @@
     // probe's design (every warpgroup waits on each stage, wgmma wait 0 and a block barrier per K step). The
     // persistent grid (624 / 625) and setmaxnreg (without: 637 / 641) measured no gain inside the 10% spread seen
     // between two processes for one kernel; both stay as the reference designs have them.
-    constexpr int BM = ${BM}, BN = ${BN}, BK = 64, ST = ${ST}, NC = ${NC}, WGM = ${WGM}, NR = BN / 2;
-    constexpr unsigned A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE = A_BYTES + B_BYTES;
+    constexpr int BM = ${BM}, BN = ${BN}, BK = ${BK}, ST = ${ST}, NC = ${NC}, WGM = ${WGM}, NR = BN / 2;
+    constexpr unsigned A_BYTES = BM * 128, B_BYTES = BN * 128, STAGE = A_BYTES + B_BYTES;  // 128-byte rows of K
     const unsigned s_raw = (unsigned)__cvta_generic_to_shared(buf.data.ptr);
     const unsigned sbase = (s_raw + 1023u) & ~1023u;  // the 128-byte swizzle repeats every 1024 bytes
     const unsigned full0 = sbase + ST * STAGE, empty0 = full0 + 8 * ST;
@@ -144,15 +145,15 @@
                 const unsigned sb = sbase + s * STAGE + A_BYTES;
                 asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #pragma unroll
-                for (int kk = 0; kk < BK / 16; ++kk) {
+                for (int kk = 0; kk < 4; ++kk) {  // four 32-byte K steps per 128-byte row (k16 16-bit, k8 tf32)
                     const unsigned long long db = desc(sb + ${B_STEP} * kk, ${B_LBO});
                     const int acc = (kt != kt0) | (kk != 0);  // the item's first k16 step overwrites the sums
 #pragma unroll
                     for (int h = 0; h < WGM; ++h) {
                         const unsigned long long da = desc(sa + 8192u * h + 32u * kk, 16);
                         asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %${NS}, 0;\n"
-                                     "wgmma.mma_async.sync.aligned.m64n${BN}k16.f32.${IN_T}.${IN_T} "
-                                     "{${DREGS}}, %${NA}, %${NB}, p, 1, 1, 0, ${B_MN};\n}\n"
+                                     "wgmma.mma_async.sync.aligned.m64n${BN}k${KI}.f32.${IN_T}.${IN_T} "
+                                     "{${DREGS}}, %${NA}, %${NB}, p, 1, 1${TRANS};\n}\n"
                                      : ${DOUTS}
                                      : "l"(da), "l"(db), "r"(acc));
                     }
