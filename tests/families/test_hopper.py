@@ -434,9 +434,9 @@ def test_planner_takes_the_family_on_sm90(monkeypatch):
         assert tf.family_spec.transpose_b is (not trans_b) and tf.stage == (False, False)
 
 
-@pytest.mark.parametrize("device", ["cpu"] + (["cuda:0"] if DEV is not None else []))
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda:0", marks=[pytest.mark.gpu, needs_sm90])])
 def test_transposed_copy_of_b(device, request):
-    """tf32 products of B stored (K, N) read a transposed copy: every element moved (edges of partial 32x32 tiles
+    """tf32 products of B stored (K, N) read a transposed copy: every element moved (edges of partial tiles
     included), into a view whose rows are padded, the padding untouched."""
     if device == "cpu" and not _compat.HAS_CPU_TILES:
         pytest.skip("needs Warp's CPU tile backend")
