@@ -11,7 +11,8 @@
 #   GPU_TEST_LOGS=DIR (shard logs; default $OUT); test files or folders among the arguments replace tests/.
 #   Shards are balanced by count of kernel groups, not time (one of 16 took 1.5-7 min on the H100 host: cold CUDA
 #   compiles dominate), so more shards than jobs keeps every core compiling until the end.
-# bench: TABLE is one of 16bit, 32-64bit, small, gemv, host -- the folders benchmarks/results/h100-<TABLE>/.
+# bench: TABLE is one of 16bit, 32-64bit, small, gemv, targets, host -- the folders benchmarks/results/h100-<TABLE>/
+#   (targets: the issues' target rows).
 #   Each table's kernels are first built in parallel processes (benchmarks/warm_cache.py), then timed by
 #   benchmarks/run.py against cuBLAS; JSON per table and dtype group in $OUT/bench_<TABLE>*.json.
 # check: every dtype x layout x the odd-shape matrix, warp_gemm and the Triton reference against float64
@@ -75,6 +76,11 @@ TABLE_32_64bit=("tf32|4096x4096x4096,4095x4095x4095,2048x2048x2048,1023x1025x102
   "fp32|4096x4096x4096,4095x4095x4095,8192x8192x8192,1000x1000x1000,10000x16x16x16"
   "fp64|4096x4096x4096,1000x1000x1000,10000x16x16x16")
 TABLE_small=("fp16,bf16|32x32x32,64x64x64,96x96x96,128x128x128,33x129x65,100x200x300,64x64x1024,128x128x1024,128x256x256,48x80x4000,256x128x64,255x255x255,200x200x200")
+# The issues' target rows (Hopper, compile-time / fp32 / fp64), NN layout.
+TABLE_targets=("fp16,bf16|4096x4096x4096,8192x8192x8192,4095x4095x4095,4097x4097x4097,1024x1024x16384,128x128x65536,1000x1000x1000"
+  "tf32|4096x4096x4096,8192x8192x8192,4095x4095x4095,1000x1000x1000"
+  "fp32|4096x4096x4096,1000x1000x1000"
+  "fp64|4096x4096x4096,1000x1000x1000")
 TABLE_gemv=("fp16|1x4096x1024,1x16384x1024,1x4096x16384,1x32768x4096,1x65536x512,1x24576x2048,1x4096x4096")
 
 bench_table() {
@@ -85,7 +91,7 @@ bench_table() {
     return
   fi
   var="TABLE_${table//-/_}"
-  declare -p "$var" > /dev/null 2>&1 || { echo "gpu.sh bench: no table '$table' (16bit, 32-64bit, small, gemv, host)"; return 2; }
+  declare -p "$var" > /dev/null 2>&1 || { echo "gpu.sh bench: no table '$table' (16bit, 32-64bit, small, gemv, targets, host)"; return 2; }
   var="$var[@]"
   for entry in "${!var}"; do  # kernels first, every runner call's in parallel processes
     python3 benchmarks/warm_cache.py --shapes "${entry#*|}" --dtype "${entry%%|*}" -j 16 >> "$out/warm_$table.txt" 2>&1
