@@ -425,9 +425,11 @@ def parse_args(argv: list[str] | None, prog: str | None = None) -> argparse.Name
     p.add_argument("--rep-ms", type=float, help="timed repetition budget per row (default 100; --quick 20)")
     p.add_argument("--warmup-ms", type=float, help="warm-up budget per row (default 25; --quick 5)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--suite", choices=("gemm", "grouped"), default="gemm",
+    p.add_argument("--suite", choices=("gemm", "grouped", "fused"), default="gemm",
                    help="gemm: the GEMM table over --shapes (default); grouped: grouped_mm / grouped_matmul against "
-                        "F.grouped_mm and loops of torch.matmul (CUDA; its own rows, see warp_gemm.tools.bench.grouped)")
+                        "F.grouped_mm and loops of torch.matmul (CUDA; its own rows, see warp_gemm.tools.bench.grouped); "
+                        "fused: a GEMM and its epilogue in one user kernel (fused_gemm) against the unfused pair and "
+                        "torch (CUDA; warp_gemm.tools.bench.fused)")
     p.add_argument("--_first-call", dest="first_call", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     unknown = [n for n in args.providers.split(",") if n.strip() not in PROVIDERS]
@@ -441,8 +443,8 @@ def parse_args(argv: list[str] | None, prog: str | None = None) -> argparse.Name
     cuda = is_cuda(args.device)
     if cuda and not cuda_available():
         p.exit(2, f"{p.prog}: error: --device {args.device}: no CUDA device here (Warp sees none); use --device cpu\n")
-    if args.suite == "grouped" and not (cuda and torch_on(args.device)):
-        p.exit(2, f"{p.prog}: error: --suite grouped times CUDA events: it needs a CUDA device and torch with CUDA\n")
+    if args.suite in ("grouped", "fused") and not (cuda and torch_on(args.device)):
+        p.exit(2, f"{p.prog}: error: --suite {args.suite} times CUDA events: it needs a CUDA device and torch with CUDA\n")
     args.shapes = args.shapes or ("bench-quick" if args.quick or not cuda else "bench-all")
     args.dtype = args.dtype or ("fp16,bf16,tf32,fp32" if cuda and not args.quick else "fp32")
     try:
@@ -526,6 +528,10 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         from warp_gemm.tools.bench import grouped
 
         return grouped.main(["--reps", "20"] + (["--json", args.json] if args.json else []))
+    if args.suite == "fused":
+        from warp_gemm.tools.bench import fused
+
+        return fused.main(["--reps", "20"] + (["--json", args.json] if args.json else []))
     shape_list = args.shape_list
     dtypes = args.dtype_list
     _wp()
