@@ -164,7 +164,10 @@ def _rel_err(out, ref) -> float:
     return float((out.double() - ref).norm() / max(ref.norm(), 1e-30))
 
 
-def run_row(row: Row, reps: int, device: str = "cuda") -> list[dict]:
+def run_row(row: Row, reps: int, device: str = "cuda", time: bool = True) -> list[dict]:
+    """The providers' records of ``row`` on ``device`` (``time`` False: the checks only, e.g. on the CPU)."""
+    import contextlib
+
     import torch
     import torch.nn.functional as F
     import warp as wp
@@ -193,7 +196,9 @@ def run_row(row: Row, reps: int, device: str = "cuda") -> list[dict]:
     else:
         ref = torch.exp(SCALE * z).sum(1)
     flops = 2.0 * M * N * K
-    stream = wp.stream_from_torch(torch.cuda.current_stream())
+    dev = "cpu" if device == "cpu" else wp.device_from_torch(a.device)
+    scope = (lambda: contextlib.nullcontext()) if device == "cpu" else (
+        lambda s=wp.stream_from_torch(torch.cuda.current_stream()): wp.ScopedStream(s))
     wa, wb, ww = wp.from_torch(a), (wp.from_torch(b) if b is not None else None), wp.from_torch(w)
 
     def torch_fn():
@@ -221,8 +226,9 @@ def run_row(row: Row, reps: int, device: str = "cuda") -> list[dict]:
         wy32 = wp.from_torch(y32)
 
         def fused():
-            with wp.ScopedStream(stream):
-                wp.launch_tiled(k32, dim=(-(-M // TM), -(-N // TN)), inputs=[wa, wb, wy32], block_dim=256)
+            with scope():
+                wp.launch_tiled(k32, dim=(-(-M // TM), -(-N // TN)), inputs=[wa, wb, wy32], block_dim=256,
+                                 device=dev)
             return y32
     else:
         g, kern = _kernels(row.op, row.dtype, "T" if lin else "N")
@@ -234,15 +240,15 @@ def run_row(row: Row, reps: int, device: str = "cuda") -> list[dict]:
         wres = wp.from_torch(res)
 
         def fused():
-            with wp.ScopedStream(stream):
+            with scope():
                 ops = g.operands(wa, ww if lin else wb)
                 if row.op == "rowsum":
                     rs.zero_()
-                    g.launch(kern, M, N, [ops.a, ops.b, ops.K, N, wrs])
+                    g.launch(kern, M, N, [ops.a, ops.b, ops.K, N, wrs], device=dev)
                     return rs
                 last = wbias if lin else wres
                 g.launch(kern, M, N, [ops.a, ops.b, ops.K, last, wy] if row.op != "silu"
-                         else [ops.a, ops.b, ops.K, wy])
+                         else [ops.a, ops.b, ops.K, wy], device=dev)
                 return y
 
     out = []
@@ -252,13 +258,17 @@ def run_row(row: Row, reps: int, device: str = "cuda") -> list[dict]:
             if name == "fused":
                 (y32 if row.dtype == "float32" else rs if row.op == "rowsum" else y).fill_(float("nan"))
             r = fn()
-            torch.cuda.synchronize()
+            if device != "cpu":
+                torch.cuda.synchronize()
         except Exception as e:  # noqa: BLE001 - reported per provider
             out.append(dict(rec, status=f"error: {type(e).__name__}: {str(e)[:160]}"))
             continue
         err = _rel_err(r[pick], ref)
         if not math.isfinite(err) or err > _BOUND[row.dtype]:
             out.append(dict(rec, status=f"WRONG (rel. error {err:.1e})"))
+            continue
+        if not time:
+            out.append(dict(rec, status="ok", rel_err=err))
             continue
         med, p20, p80 = _time(fn, reps)
         out.append(dict(rec, status="ok", rel_err=err, ms=med, p20=p20, p80=p80, tflops=flops / med / 1e9))
