@@ -51,7 +51,7 @@ def _gelu(z):
     return 0.5 * z * (1.0 + np.vectorize(erf)(z / math.sqrt(2.0)))
 
 
-def _run(op, dtype, M, N, K, device, layout_b=None, a_view=None, tn=256, seed=0):
+def _run(op, dtype, M, N, K, device, layout_b=None, a_view=None, tn=suite.TN, seed=0):
     """One user kernel of the bench suite on fresh inputs; returns (result, float64 reference, bound)."""
     rng = np.random.default_rng(seed)
     lin = op == "linear_gelu"
@@ -66,7 +66,7 @@ def _run(op, dtype, M, N, K, device, layout_b=None, a_view=None, tn=256, seed=0)
     B, b64, k = _arr(w, dtype, device)
     keep.append(k)
     z = a64 @ (b64.T if layout_b == "T" else b64)
-    if tn != 256 or layout_b != ("T" if lin else "N"):
+    if tn != suite.TN or layout_b != ("T" if lin else "N"):
         g = warp_gemm.fused_gemm(getattr(wp, dtype), layout_b=layout_b, tn=tn)
         kern = _silu_kernel(g, dtype)
         op = "silu"
@@ -134,8 +134,9 @@ CASES = [  # (op, dtype, M, N, K, extra)
     ("residual", "float16", 131, 33, 17, {}),
     ("rowsum", "float16", 140, 300, 40, {}),
     ("silu", "float16", 70, 45, 33, {"a_view": True}),
-    ("silu", "float16", 150, 140, 66, {"layout_b": "T", "tn": 128}),
-    ("silu", "bfloat16", 129, 130, 64, {"layout_b": "N", "tn": 128}),
+    ("silu", "float16", 150, 140, 66, {"layout_b": "T", "tn": 256}),
+    ("silu", "bfloat16", 129, 300, 64, {"layout_b": "N", "tn": 256}),
+    ("silu", "float16", 129, 130, 64, {"layout_b": "T"}),
 ]
 
 
@@ -147,12 +148,14 @@ def test_cpu_twin(op, dtype, M, N, K, extra):
 
 def test_configuration():
     g = warp_gemm.fused_gemm(wp.float16)
-    assert (g.bm, g.bn, g.block_dim, g.stages, g.layout_b) == (128, 256, 384, 4, "N")
-    # the stages, 4 x 2 barriers and the 1024-byte alignment fit the buffer; the sums stay below the stages' end
-    assert g.buf_rows * g.buf_cols * 4 >= 4 * (128 + 256) * 64 * 2 + 4 * 16 + 1024
-    assert g.smem_bytes <= 232448
+    assert (g.bm, g.bn, g.block_dim, g.stages, g.layout_b) == (128, 128, 384, 6, "N")
+    for x in (g, warp_gemm.fused_gemm(wp.float16, layout_b="T", tn=256)):
+        # the stages, their barriers and the 1024-byte alignment fit the buffer; the sums stay below the stages' end
+        assert x.buf_rows * x.buf_cols * 4 >= x.stages * ((128 + x.bn) * 64 * 2 + 16) + 1024
+        assert x.bm * x.buf_cols * 4 <= x.stages * (128 + x.bn) * 64 * 2
+        assert x.smem_bytes <= 232448
     assert warp_gemm.fused_gemm("fp16") is g
-    assert warp_gemm.fused_gemm(wp.float16, layout_b="T", tn=128).stages == 6
+    assert warp_gemm.fused_gemm(wp.float16, layout_b="T", tn=256).stages == 4
 
 
 def test_errors():
@@ -187,3 +190,15 @@ def _sm90():
 def test_gpu(op, dtype, M, N, K, extra):
     y, ref, bound = _run(op, dtype, M, N, K, "cuda:0", **extra)
     _check(y, ref, bound)
+
+
+@pytest.mark.parametrize("row", [suite.Row("s", "silu", "float16", 130, 300, 70),
+                                 suite.Row("g", "linear_gelu", "bfloat16", 129, 257, 65),
+                                 suite.Row("r", "residual", "float16", 131, 33, 17),
+                                 suite.Row("rs", "rowsum", "float16", 140, 300, 40)], ids=lambda r: r.name)
+def test_suite_checks_cpu(row):
+    """The fused suite's providers on the CPU (checks only, no timing): each one agrees with float64."""
+    pytest.importorskip("torch")
+    recs = suite.run_row(row, 1, device="cpu", time=False)
+    assert [r["provider"] for r in recs] == ["fused", "warp_gemm+ew", "torch"]
+    assert all(r["status"] == "ok" for r in recs), recs

@@ -177,7 +177,7 @@ def _get(in_name: str, layout_b: str, tn: int) -> FusedGemm:
     return FusedGemm(in_name, layout_b, tn)
 
 
-def fused_gemm(dtype, *, layout_b: str = "N", tn: int = 256) -> FusedGemm:
+def fused_gemm(dtype, *, layout_b: str = "N", tn: int = 128) -> FusedGemm:
     """The Hopper family's GEMM loop for one output tile, as a Warp function for the caller's tile kernel.
 
     Returns a :class:`FusedGemm` ``g`` whose ``g.func(buf, ta, tb, K, row, col)`` leaves the float32 tile
@@ -191,7 +191,10 @@ def fused_gemm(dtype, *, layout_b: str = "N", tn: int = 256) -> FusedGemm:
     Args:
         dtype: ``wp.float16`` or ``wp.bfloat16`` (or a name); A and B have this dtype, the sums are float32.
         layout_b: ``"N"``: B stored (K, N) (``A @ B``); ``"T"``: B stored (N, K) (``A @ W.T``, ``F.linear``'s weight).
-        tn: output tile columns, 256 (4 stages; the Hopper family's large-grid tile) or 128 (6 stages).
+        tn: output tile columns: 128 (6 stages, the default) or 256 (4 stages). H100, fp16 silu(A @ B) 4096^3 in the
+            fused suite: 0.457 ms with 128 against 0.911 with 256, whose 128 float32 sums per consumer thread meet the
+            170-register cap of a 384-thread block (the Hopper family's kernel lifts it with setmaxnreg, which this
+            function does not use: the caller's code after it runs on every warpgroup).
 
     CUDA: sm_90 (H100/H200) and warp-lang 1.19+. CPU: a twin of the same function (element by element) for tests.
     bfloat16 kernels need ``module_options={"enable_backward": False}`` (docs/tile_func.md).
