@@ -200,8 +200,11 @@ def run_row(row: Row, reps: int, device: str = "cuda", time: bool = True) -> lis
         ref = torch.exp(SCALE * z).sum(1)
     flops = 2.0 * M * N * K
     dev = "cpu" if device == "cpu" else wp.device_from_torch(a.device)
-    scope = (lambda: contextlib.nullcontext()) if device == "cpu" else (
-        lambda s=wp.stream_from_torch(torch.cuda.current_stream()): wp.ScopedStream(s))
+    tstream = None if device == "cpu" else wp.stream_from_torch(torch.cuda.current_stream())
+
+    def scope():
+        """Warp's launches on torch's current stream (the one the CUDA events time)."""
+        return contextlib.nullcontext() if tstream is None else wp.ScopedStream(tstream)
     wa, wb, ww = wp.from_torch(a), (wp.from_torch(b) if b is not None else None), wp.from_torch(w)
 
     def torch_fn():
@@ -256,7 +259,8 @@ def run_row(row: Row, reps: int, device: str = "cuda", time: bool = True) -> lis
 
     out = []
     for name, fn in (("fused", fused), ("warp_gemm+ew", unfused), ("torch", torch_fn)):
-        rec = dict(row=row.name, op=row.op, dtype=row.dtype, M=M, N=N, K=K, provider=name, target=row.target)
+        rec = {"row": row.name, "op": row.op, "dtype": row.dtype, "M": M, "N": N, "K": K, "provider": name,
+               "target": row.target}
         try:
             if name == "fused":
                 (y32 if row.dtype == "float32" else rs if row.op == "rowsum" else y).fill_(float("nan"))
