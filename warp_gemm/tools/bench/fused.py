@@ -53,7 +53,7 @@ ROWS = [
 ER = 32  # rows of the accumulator per epilogue step: a (32, 128) float32 register tile is 11 values per thread
 SCALE = 1.0 / 64.0
 #: output tile columns of the 16-bit user kernels (fused_gemm's tn; 256 ran 0.911 ms against 0.457 at fp16 silu 4096^3,
-#: H100: benchmarks/results/fused/)
+#: H100: benchmarks/results/h100-fused/)
 TN = 128  # the rowsum rows' exp(s * x): s = 1 / sqrt(4096), as attention scores
 
 
