@@ -1,8 +1,16 @@
-"""A fused layer in your own Warp kernel: ``warp_gemm.tile_gemm_func`` + your activation + your store.
+"""A fused layer in your own Warp kernel: warp_gemm's GEMM loop + your activation + your store.
 
-``y = silu(x @ W)`` in one tile kernel: ``mma = tile_gemm_func(TM, TN, TK, dtype)``; ``mma(A, B, row, col)`` returns the (TM, TN) accumulator tile
-of ``A @ B`` over all of K (edges zero-filled, any M, N, K); the kernel applies its own activation with
-``wp.tile_map`` and stores the tile itself, so the GEMM result never goes through global memory.
+``y = silu(x @ W)`` in one tile kernel, two ways (``--body``):
+
+- ``fused`` (16-bit inputs; the default for them): ``g = warp_gemm.fused_gemm(dtype)``; ``g.func(buf, ta, tb, K,
+  row, col)`` runs the Hopper family's TMA + wgmma K loop (sm_90; a CPU twin elsewhere in this example's CPU runs)
+  and leaves the float32 (128, 128) tile of ``A @ B`` in the kernel's shared ``buf``; ``g.operands(A, B)`` gives the
+  descriptors (staging operands whose rows TMA cannot read), ``g.launch`` compiles for sm_90a and launches.
+- ``tile`` (every dtype; the default for float32 / float64): ``mma = tile_gemm_func(TM, TN, TK, dtype)``;
+  ``mma(A, B, row, col)`` returns the (TM, TN) accumulator tile of ``A @ B`` over all of K.
+
+Either way the kernel applies its own activation with ``wp.tile_map`` and stores the tile itself, so the GEMM
+result never goes through global memory; edges are zero-filled (any M, N, K).
 
 Checks the fused result against float64 NumPy, and with ``--time`` (the default on CUDA) times it
 against the unfused pair ``warp_gemm.matmul`` + a separate elementwise Warp kernel. On Warp 1.19 the
@@ -49,6 +57,8 @@ def parse_args(argv):
                    help="K tiles of A and B in flight in the pipelined body, 2-4 (default: %(default)s)")
     p.add_argument("--epilogue-rows", type=int, default=0,
                    help="apply the activation to row chunks of this many rows (0: the whole tile; default)")
+    p.add_argument("--body", choices=("fused", "tile"), default=None,
+                   help="fused: warp_gemm.fused_gemm (float16/bfloat16; their default); tile: tile_gemm_func")
     p.add_argument("--time", action="store_true", help="time it (always on CUDA)")
     p.add_argument("--repeats", type=int, default=20, help="timed launches per variant (default: %(default)s)")
     return p.parse_args(argv)
@@ -112,6 +122,30 @@ def build_kernels(tm: int, tn: int, tk: int, dtype: str, epilogue_rows: int = 0,
     return kernels
 
 
+def build_fused_kernel(dtype: str, epilogue_rows: int = 32):
+    """The layer on ``warp_gemm.fused_gemm``'s function: ``(g, kernel)``; the activation and store run on
+    ``epilogue_rows``-row views of the float32 tile that the function leaves in ``buf``."""
+    IN = wp_dtype(dtype)
+    g = warp_gemm.fused_gemm(IN)
+    gemm, BM, BN, ROWS, COLS = g.func, g.bm, g.bn, g.buf_rows, g.buf_cols  # closure constants for Warp
+    ER = epilogue_rows or BM
+
+    @wp.func
+    def silu(x: float):
+        return x / (1.0 + wp.exp(-x))
+
+    def fused_layer(ta: wp.uint64, tb: wp.uint64, K: int, Y: wp.array2d(dtype=IN)):
+        i, j = wp.tid()
+        buf = wp.tile_empty(shape=(ROWS, COLS), dtype=float, storage="shared")
+        gemm(buf, ta, tb, K, i * BM, j * BN)  # rows 0 .. BM - 1 of buf: the tile of A @ B, float32
+        for e in range(BM // ER):
+            v = wp.tile_view(buf, offset=(e * ER, 0), shape=(ER, BN))
+            wp.tile_store(Y, wp.tile_astype(wp.tile_map(silu, v), IN), offset=(i * BM + e * ER, j * BN))
+
+    fused_layer.__name__ = fused_layer.__qualname__ = f"fused_gemm_layer_{dtype}_e{ER}"
+    return g, wp.kernel(fused_layer, module="unique", module_options={"enable_backward": False})
+
+
 def to_wp(x: np.ndarray, dtype: str, device: str) -> wp.array:
     if dtype == "bfloat16":
         return wp.array(x.astype(np.float32), dtype=wp_dtype(dtype), device=device)
@@ -164,17 +198,35 @@ def main(argv=None) -> int:
     b = round_to(rng.standard_normal((K, N)) * s, dtype)
     A, B = to_wp(a, dtype, device), to_wp(b, dtype, device)
     Y = to_wp(np.full((M, N), np.nan), dtype, device)
-    fused, silu_k = build_kernels(tm, tn, tk, dtype, args.epilogue_rows, args.stages)
-    grid = (-(-M // tm), -(-N // tn))
-    mma = tile_gemm_func(tm, tn, tk, wp_dtype(dtype), stages=args.stages)  # the cached function
-    body = f"pipelined, {mma.stages} stages" if mma.pipelined else "synchronous tile_load"
-    print(f"y = silu(A @ B): A {M}x{K}, B {K}x{N}, {dtype} on {device}; tiles {tm}x{tn}x{tk}, "
-          f"block_dim {block_dim}, epilogue rows {args.epilogue_rows or tm}, grid {grid}; warp-lang {_compat.WARP_VERSION}")
-    print(f"  tile_gemm_func body: {body}; its shared memory {mma.smem_bytes} bytes per block "
-          f"(+ {tm * tn * (8 if dtype == 'float64' else 4)} for the kernel's result tile)")
+    sixteen = dtype in ("float16", "bfloat16")
+    body_kind = args.body or ("fused" if sixteen and _compat.HAS_TILE_EMPTY and _compat.HAS_TILE_FUNC_ARGS
+                              and (not cuda or wp.get_device(device).arch == 90) else "tile")
+    if body_kind == "fused" and not sixteen:
+        print(f"--body fused multiplies float16 and bfloat16, not {dtype}")
+        return 1
+    _, silu_k = build_kernels(tm, tn, tk, dtype, args.epilogue_rows, args.stages)
+    if body_kind == "fused":
+        g, fused = build_fused_kernel(dtype, args.epilogue_rows or 32)
+        print(f"y = silu(A @ B): A {M}x{K}, B {K}x{N}, {dtype} on {device}; fused_gemm {g.bm}x{g.bn}, "
+              f"{g.stages} stages, block_dim {g.block_dim}, shared buffer {g.smem_bytes} bytes; "
+              f"warp-lang {_compat.WARP_VERSION}")
 
-    def run_fused():
-        wp.launch_tiled(fused, dim=grid, inputs=[A, B, Y], block_dim=block_dim, device=device)
+        def run_fused():
+            ops = g.operands(A, B)  # descriptors (cached), aligned copies where rows need them
+            g.launch(fused, M, N, [ops.a, ops.b, ops.K, Y], device=device)
+    else:
+        fused, _ = build_kernels(tm, tn, tk, dtype, args.epilogue_rows, args.stages)
+        grid = (-(-M // tm), -(-N // tn))
+        mma = tile_gemm_func(tm, tn, tk, wp_dtype(dtype), stages=args.stages)  # the cached function
+        body = f"pipelined, {mma.stages} stages" if mma.pipelined else "synchronous tile_load"
+        print(f"y = silu(A @ B): A {M}x{K}, B {K}x{N}, {dtype} on {device}; tiles {tm}x{tn}x{tk}, "
+              f"block_dim {block_dim}, epilogue rows {args.epilogue_rows or tm}, grid {grid}; "
+              f"warp-lang {_compat.WARP_VERSION}")
+        print(f"  tile_gemm_func body: {body}; its shared memory {mma.smem_bytes} bytes per block "
+              f"(+ {tm * tn * (8 if dtype == 'float64' else 4)} for the kernel's result tile)")
+
+        def run_fused():
+            wp.launch_tiled(fused, dim=grid, inputs=[A, B, Y], block_dim=block_dim, device=device)
 
     t = time.perf_counter()
     run_fused()

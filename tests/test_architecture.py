@@ -1,6 +1,6 @@
 """The package's layering (docs/design.md): imports go one way, and there are no cycles.
 
-    __init__ / __main__ / tools  ->  api, tile, compat  ->  torch (custom ops)  ->  autograd  ->  planner (core.plan,
+    __init__ / __main__ / tools  ->  api, fused -> tile, compat  ->  torch (custom ops)  ->  autograd  ->  planner (core.plan,
     core.execute, core.fastpath)  ->  families  ->  core (problem, operands, options, launches, ...)  ->
     families.common  ->  config  ->  _compat
 
@@ -16,7 +16,7 @@ import pathlib
 PKG = pathlib.Path(__file__).resolve().parent.parent / "warp_gemm"
 
 RANK = {"_compat": 0, "config": 1, "families.common": 1.5, "core": 2, "families": 2.5, "planner": 3, "autograd": 4,
-        "torch": 4.5, "api": 5, "grouped": 5, "tile": 5, "compat": 5.5, "tools": 6, "bench": 6, "__init__": 7, "__main__": 7}
+        "torch": 4.5, "api": 5, "grouped": 5, "tile": 5, "fused": 5.2, "compat": 5.5, "tools": 6, "bench": 6, "__init__": 7, "__main__": 7}
 #: The planner and executor sit above the families they loop over; the rest of core below them.
 PLANNER = ("warp_gemm.core.plan", "warp_gemm.core.execute", "warp_gemm.core.fastpath", "warp_gemm.core.grouped")
 

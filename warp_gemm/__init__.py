@@ -18,6 +18,7 @@ from warp_gemm.core.options import override as options
 from warp_gemm.families.pipelined.rules import candidate_pipe_configs
 from warp_gemm.tools.precompile import precompile_config
 from warp_gemm.tile import tile_gemm_func
+from warp_gemm.fused import fused_gemm
 from warp_gemm.tools.tune import tune
 
 
@@ -48,6 +49,7 @@ __all__ = [
     "matmul",
     "precompile_config",
     "tile_gemm_func",
+    "fused_gemm",
     "tune",
 ]
 

@@ -425,9 +425,11 @@ def parse_args(argv: list[str] | None, prog: str | None = None) -> argparse.Name
     p.add_argument("--rep-ms", type=float, help="timed repetition budget per row (default 100; --quick 20)")
     p.add_argument("--warmup-ms", type=float, help="warm-up budget per row (default 25; --quick 5)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--suite", choices=("gemm", "grouped", "first-call", "host"), default="gemm",
+    p.add_argument("--suite", choices=("gemm", "grouped", "fused", "first-call", "host"), default="gemm",
                    help="gemm: the GEMM table over --shapes (default); grouped: grouped_mm / grouped_matmul against "
                         "F.grouped_mm and loops of torch.matmul (CUDA; its own rows, see warp_gemm.tools.bench.grouped); "
+                        "fused: a GEMM and its epilogue in one user kernel (fused_gemm) against the unfused pair and "
+                        "torch (CUDA; warp_gemm.tools.bench.fused); "
                         "first-call: seconds to the first result, each case in a fresh process on an empty kernel "
                         "cache; host: host time per call on new and seen operands against torch.matmul (both CUDA, "
                         "see warp_gemm.tools.bench.startup)")
@@ -535,6 +537,10 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         from warp_gemm.tools.bench import startup
 
         return startup.main([args.suite, "--jobs", str(args.jobs)] + (["--json", args.json] if args.json else []))
+    if args.suite == "fused":
+        from warp_gemm.tools.bench import fused
+
+        return fused.main(["--reps", "20"] + (["--json", args.json] if args.json else []))
     shape_list = args.shape_list
     dtypes = args.dtype_list
     _wp()

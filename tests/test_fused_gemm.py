@@ -1,0 +1,204 @@
+"""``warp_gemm.fused_gemm``: the Hopper K loop inside a user's Warp kernel. CPU: its twin (the same function, the
+same user kernels, the descriptors' bounds, both B layouts, both tile widths, odd shapes, strided views); GPU (sm_90,
+``-m gpu``): the TMA + wgmma body with the same kernels and checks, aligned and unaligned rows."""
+
+import math
+
+import numpy as np
+import pytest
+import warp as wp
+
+import warp_gemm
+from warp_gemm import _compat
+from warp_gemm.tools.bench import fused as suite
+
+pytestmark = pytest.mark.skipif(not (_compat.HAS_TILE_EMPTY and _compat.HAS_TILE_FUNC_ARGS),
+                                reason="fused_gemm needs warp-lang 1.19 (tile arguments of native functions)")
+
+
+def _np(dtype: str):
+    return {"float16": np.float16, "bfloat16": np.float32}[dtype]
+
+
+def _arr(x64: np.ndarray, dtype: str, device):
+    """A Warp array of ``dtype`` holding ``x64`` rounded to it, and the rounded values in float64."""
+    if dtype == "bfloat16":
+        bits = (x64.astype(np.float32).view(np.uint32) + 0x8000) >> 16  # round to nearest (no NaN here)
+        r = (bits << 16).astype(np.uint32).view(np.float32).astype(np.float64)
+        a = wp.array(bits.astype(np.uint16), dtype=wp.uint16, device=device)
+        return wp.array(ptr=a.ptr, dtype=wp.bfloat16, shape=a.shape, strides=a.strides, device=device), r, a
+    h = x64.astype(np.float16)
+    return wp.array(h, dtype=wp.float16, device=device), h.astype(np.float64), None
+
+
+def _to64(y: wp.array, dtype: str) -> np.ndarray:
+    if dtype == "bfloat16":
+        v = wp.array(ptr=y.ptr, dtype=wp.uint16, shape=y.shape, strides=y.strides, device=y.device).numpy()
+        return (v.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    return y.numpy().astype(np.float64)
+
+
+def _nan_out(M, N, dtype, device):
+    if dtype == "bfloat16":
+        a = wp.array(np.full((M, N), 0x7FC0, np.uint16), dtype=wp.uint16, device=device)
+        return wp.array(ptr=a.ptr, dtype=wp.bfloat16, shape=a.shape, strides=a.strides, device=device), a
+    return wp.array(np.full((M, N), np.nan, np.float16), dtype=wp.float16, device=device), None
+
+
+def _gelu(z):
+    from math import erf
+
+    return 0.5 * z * (1.0 + np.vectorize(erf)(z / math.sqrt(2.0)))
+
+
+def _run(op, dtype, M, N, K, device, layout_b=None, a_view=None, tn=suite.TN, seed=0):
+    """One user kernel of the bench suite on fresh inputs; returns (result, float64 reference, bound)."""
+    rng = np.random.default_rng(seed)
+    lin = op == "linear_gelu"
+    layout_b = layout_b or ("T" if lin else "N")
+    keep = []
+    a_full = rng.standard_normal((M, K + (3 if a_view else 0))) * K ** -0.25
+    A, a64, k = _arr(a_full, dtype, device)
+    keep.append(k)
+    if a_view:  # a column slice: rows 2 bytes off any 16-byte grid, row stride K + 3 elements
+        A, a64 = A[:, 1:K + 1], a64[:, 1:K + 1]
+    w = rng.standard_normal((N, K) if layout_b == "T" else (K, N)) * K ** -0.25
+    B, b64, k = _arr(w, dtype, device)
+    keep.append(k)
+    z = a64 @ (b64.T if layout_b == "T" else b64)
+    if tn != suite.TN or layout_b != ("T" if lin else "N"):
+        g = warp_gemm.fused_gemm(getattr(wp, dtype), layout_b=layout_b, tn=tn)
+        kern = _silu_kernel(g, dtype)
+        op = "silu"
+    else:
+        g, kern = suite._kernels(op, dtype, layout_b)
+    ops = g.operands(A, B)
+    if op == "rowsum":
+        out = wp.array(np.full(M, np.nan, np.float32), device=device)
+        out.zero_()
+        g.launch(kern, M, N, [ops.a, ops.b, ops.K, N, out], device=device)
+        wp.synchronize_device(device)
+        return out.numpy().astype(np.float64), np.exp(suite.SCALE * z).sum(1), 1e-5
+    Y, k = _nan_out(M, N, dtype, device)
+    keep.append(k)
+    if op == "silu":
+        g.launch(kern, M, N, [ops.a, ops.b, ops.K, Y], device=device)
+        ref = z / (1.0 + np.exp(-z))
+    elif lin:
+        bias, bias64, k = _arr(rng.standard_normal((1, N)), dtype, device)
+        keep.append(k)
+        g.launch(kern, M, N, [ops.a, ops.b, ops.K, bias, Y], device=device)
+        ref = _gelu(z + bias64)
+    else:
+        R, r64, k = _arr(rng.standard_normal((M, N)), dtype, device)
+        keep.append(k)
+        g.launch(kern, M, N, [ops.a, ops.b, ops.K, R, Y], device=device)
+        ref = z + r64
+    wp.synchronize_device(device)
+    return _to64(Y, dtype), ref, (2e-3 if dtype == "float16" else 1e-2)
+
+
+_SILU = {}
+
+
+def _silu_kernel(g, dtype):
+    if g.key in _SILU:
+        return _SILU[g.key]
+    T = getattr(wp, dtype)
+    gemm, BM, BN, R, C = g.func, g.bm, g.bn, g.buf_rows, g.buf_cols
+
+    @wp.func
+    def silu(x: float):
+        return x / (1.0 + wp.exp(-x))
+
+    def k(ta: wp.uint64, tb: wp.uint64, K: int, Y: wp.array2d(dtype=T)):
+        i, j = wp.tid()
+        buf = wp.tile_empty(shape=(R, C), dtype=float, storage="shared")
+        gemm(buf, ta, tb, K, i * BM, j * BN)
+        acc = wp.tile_view(buf, offset=(0, 0), shape=(BM, BN))
+        wp.tile_store(Y, wp.tile_astype(wp.tile_map(silu, acc), T), offset=(i * BM, j * BN))
+
+    _SILU[g.key] = wp.kernel(k, module="unique", module_options={"enable_backward": False})
+    return _SILU[g.key]
+
+
+def _check(y, ref, bound):
+    assert not np.isnan(y).any(), f"{np.isnan(y).sum()} outputs unwritten"
+    err = np.linalg.norm(y - ref) / np.linalg.norm(ref)
+    assert err < bound, err
+
+
+CASES = [  # (op, dtype, M, N, K, extra)
+    ("silu", "float16", 130, 260, 70, {}),
+    ("linear_gelu", "bfloat16", 129, 257, 65, {}),
+    ("residual", "float16", 131, 33, 17, {}),
+    ("rowsum", "float16", 140, 300, 40, {}),
+    ("silu", "float16", 70, 45, 33, {"a_view": True}),
+    ("silu", "float16", 150, 140, 66, {"layout_b": "T", "tn": 256}),
+    ("silu", "bfloat16", 129, 300, 64, {"layout_b": "N", "tn": 256}),
+    ("silu", "float16", 129, 130, 64, {"layout_b": "T"}),
+]
+
+
+@pytest.mark.parametrize("op,dtype,M,N,K,extra", CASES)
+def test_cpu_twin(op, dtype, M, N, K, extra):
+    y, ref, bound = _run(op, dtype, M, N, K, "cpu", **extra)
+    _check(y, ref, bound)
+
+
+def test_configuration():
+    g = warp_gemm.fused_gemm(wp.float16)
+    assert (g.bm, g.bn, g.block_dim, g.stages, g.layout_b) == (128, 128, 384, 6, "N")
+    for x in (g, warp_gemm.fused_gemm(wp.float16, layout_b="T", tn=256)):
+        # the stages, their barriers and the 1024-byte alignment fit the buffer; the sums stay below the stages' end
+        assert x.buf_rows * x.buf_cols * 4 >= x.stages * ((128 + x.bn) * 64 * 2 + 16) + 1024
+        assert x.bm * x.buf_cols * 4 <= x.stages * (128 + x.bn) * 64 * 2
+        assert x.smem_bytes <= 232448
+    assert warp_gemm.fused_gemm("fp16") is g
+    assert warp_gemm.fused_gemm(wp.float16, layout_b="T", tn=256).stages == 4
+
+
+def test_errors():
+    with pytest.raises(TypeError, match="fused_gemm: dtype float32"):
+        warp_gemm.fused_gemm(wp.float32)
+    with pytest.raises(ValueError, match="layout_b"):
+        warp_gemm.fused_gemm(wp.float16, layout_b="X")
+    with pytest.raises(ValueError, match="tn must be 256 or 128"):
+        warp_gemm.fused_gemm(wp.float16, tn=64)
+    g = warp_gemm.fused_gemm(wp.float16)
+    A = wp.zeros((4, 5), dtype=wp.float16, device="cpu")
+    with pytest.raises(ValueError, match=r"disagree on K \(5 against 6\)"):
+        g.operands(A, wp.zeros((6, 3), dtype=wp.float16, device="cpu"))
+    with pytest.raises(TypeError, match="has dtype float32"):
+        g.operands(A, wp.zeros((5, 3), dtype=wp.float32, device="cpu"))
+    with pytest.raises(TypeError, match="2-D wp.array"):
+        g.operands(np.zeros((4, 5)), A)
+
+
+def _sm90():
+    return wp.get_cuda_device_count() > 0 and wp.get_device("cuda:0").arch == 90
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _sm90(), reason="needs an sm_90 GPU")
+@pytest.mark.parametrize("op,dtype,M,N,K,extra", CASES + [
+    ("silu", "float16", 1000, 1030, 4095, {}),          # odd K: A's rows staged into an aligned copy
+    ("linear_gelu", "bfloat16", 777, 513, 1001, {}),    # odd K: both operands staged
+    ("silu", "float16", 300, 1001, 512, {}),            # odd N: B's rows staged
+    ("rowsum", "bfloat16", 513, 1000, 257, {}),
+])
+def test_gpu(op, dtype, M, N, K, extra):
+    y, ref, bound = _run(op, dtype, M, N, K, "cuda:0", **extra)
+    _check(y, ref, bound)
+
+
+@pytest.mark.parametrize("row", [suite.Row("s", "silu", "float16", 130, 300, 70),
+                                 suite.Row("g", "linear_gelu", "bfloat16", 129, 257, 65),
+                                 suite.Row("r", "residual", "float16", 131, 33, 17),
+                                 suite.Row("rs", "rowsum", "float16", 140, 300, 40)], ids=lambda r: r.name)
+def test_suite_checks_cpu(row):
+    """The fused suite's providers on the CPU (checks only, no timing): each one agrees with float64."""
+    pytest.importorskip("torch")
+    recs = suite.run_row(row, 1, device="cpu", time=False)
+    assert [r["provider"] for r in recs] == ["fused", "warp_gemm+ew", "torch"]
+    assert all(r["status"] == "ok" for r in recs), recs

@@ -1,0 +1,172 @@
+//! One output tile of the Hopper K loop (TMA + wgmma) inside a user's Warp kernel, its sums left in shared memory.
+//! snippet block_gemm template
+//! Assumes: the calling block has 128 * (1 + ${NC}) threads (warpgroup 0 the producer, 1..${NC} the consumers),
+//! every thread of it calls this (block-collective: barriers); an sm_90a build on CUDA (wgmma; the module loads
+//! with wp.config.cuda_arch_suffix = "a": FusedGemm.launch); `buf` the caller's shared float32 tile of ${ROWS} x
+//! ${COLS} (row stride ${COLS} floats); `ta`, `tb` FusedGemm.operands' descriptors: on CUDA the device addresses of
+//! 128-byte-swizzled CUtensorMaps (hopper/tma.py) of A (K, M, 1) box (64, ${BM}, 1) and B (K, N, 1) box (64, ${BN}, 1)
+//! (B stored (N, K): layout T) or (N, K, 1) box (64, 64, 1) (B stored (K, N): layout N); on the CPU host addresses
+//! of 5 int64 words each: data pointer, rows, columns, row stride and column stride in bytes.
+#if defined(__CUDA_ARCH__)
+#if !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#error "warp_gemm.fused_gemm needs an sm_90a build: launch the kernel with FusedGemm.launch (or FusedGemm.load first)"
+#endif
+    static_assert(WP_TILE_BLOCK_DIM == 128 * (1 + ${NC}), "fused_gemm: launch with block_dim 128 * (1 + ${NC})");
+    // acc[r, c] = sum_k A[row + r, k] * B[k, col + c] for the ${BM} x ${BN} tile at (row, col), float32, into rows
+    // 0 .. ${BM} - 1 of buf (columns 0 .. ${BN} - 1); TMA reads zeros past M, N and K, so the sums past the matrix
+    // are zeros. The K loop is the Hopper family's (native/gemm.cuh) for one tile: thread 0 of the producer
+    // warpgroup streams the K tiles through ${ST} stages (full[s] / empty[s] mbarriers), consumer warpgroup c
+    // multiplies rows 64 ${WGM} (c - 1) .. of the tile with ${WGM} m64n${BN}k16 wgmma per k16 step, one wgmma group in
+    // flight. The stages and barriers live in buf from its first 1024-byte boundary on; once every stage is
+    // consumed (a block barrier), each consumer writes its register sums over them as float2 pairs (row stride
+    // ${COLS}: eight rows of a warp's store fall 32 bytes apart in the banks), then a second block barrier, after
+    // which the caller's Warp code reads the tile.
+    constexpr int BM = ${BM}, BN = ${BN}, BK = 64, ST = ${ST}, NC = ${NC}, WGM = ${WGM}, NR = BN / 2;
+    constexpr unsigned A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE = A_BYTES + B_BYTES;
+    const unsigned s_raw = (unsigned)__cvta_generic_to_shared(buf.data.ptr);
+    const unsigned sbase = (s_raw + 1023u) & ~1023u;  // the 128-byte swizzle repeats every 1024 bytes
+    const unsigned full0 = sbase + ST * STAGE, empty0 = full0 + 8 * ST;
+    const int tid = WP_TILE_THREAD_IDX;
+    const int wg = tid / 128;
+    const int k_tiles = (K + BK - 1) / BK;
+
+    auto wait = [](unsigned bar, unsigned parity) {
+        unsigned done;
+        do {
+            asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                         "selp.u32 %0, 1, 0, p;\n}\n" : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+        } while (!done);
+    };
+
+    __syncthreads();  // every earlier reader of buf (a previous call's epilogue) is done
+    if (tid == 0) {
+        for (int s = 0; s < ST; ++s) {
+            asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" :: "r"(full0 + 8 * s) : "memory");
+            asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(empty0 + 8 * s), "r"(NC) : "memory");
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+
+    float d[WGM][NR];
+    if (wg == 0) {
+        if (tid == 0) {
+            asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;\n" :: "l"(ta) : "memory");
+            asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;\n" :: "l"(tb) : "memory");
+            unsigned s = 0, ph = 0;
+            for (int kt = 0; kt < k_tiles; ++kt) {
+                wait(empty0 + 8 * s, ph ^ 1);  // a fresh barrier passes parity 1 at once
+                const unsigned fb = full0 + 8 * s, sa = sbase + s * STAGE, sb = sa + A_BYTES;
+                asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" :: "r"(fb), "r"(STAGE) : "memory");
+                asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                             " [%0], [%1, {%2, %3, %4}], [%5];\n"
+                             :: "r"(sa), "l"(ta), "r"(kt * BK), "r"(row), "r"(0), "r"(fb) : "memory");
+#if ${B_MN}
+#pragma unroll
+                for (int j = 0; j < BN / 64; ++j)
+                    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                                 " [%0], [%1, {%2, %3, %4}], [%5];\n"
+                                 :: "r"(sb + 8192u * j), "l"(tb), "r"(col + 64 * j), "r"(kt * BK), "r"(0), "r"(fb)
+                                 : "memory");
+#else
+                asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                             " [%0], [%1, {%2, %3, %4}], [%5];\n"
+                             :: "r"(sb), "l"(tb), "r"(kt * BK), "r"(col), "r"(0), "r"(fb) : "memory");
+#endif
+                if (++s == ST) { s = 0; ph ^= 1; }
+            }
+        }
+    } else {
+        const int c = wg - 1;
+        auto desc = [](unsigned addr, unsigned long long lbo) -> unsigned long long {
+            return (unsigned long long)((addr & 0x3FFFFu) >> 4) | ((lbo >> 4) << 16) | (64ull << 32) | (1ull << 62);
+        };
+#pragma unroll
+        for (int h = 0; h < WGM; ++h)
+#pragma unroll
+            for (int i = 0; i < NR; ++i) d[h][i] = 0.0f;
+        unsigned s = 0, ph = 0;
+        int prev = -1;
+        for (int kt = 0; kt < k_tiles; ++kt) {
+            wait(full0 + 8 * s, ph);
+            const unsigned sa = sbase + s * STAGE + (unsigned)(c * WGM) * 8192u;
+            const unsigned sb = sbase + s * STAGE + A_BYTES;
+            asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+            for (int kk = 0; kk < BK / 16; ++kk) {
+                const unsigned long long db = desc(sb + ${B_STEP} * kk, ${B_LBO});
+#pragma unroll
+                for (int h = 0; h < WGM; ++h) {
+                    const unsigned long long da = desc(sa + 8192u * h + 32u * kk, 16);
+                    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %${NS}, 0;\n"
+                                 "wgmma.mma_async.sync.aligned.m64n${BN}k16.f32.${IN_T}.${IN_T} "
+                                 "{${DREGS}}, %${NA}, %${NB}, p, 1, 1, 0, ${B_MN};\n}\n"
+                                 : ${DOUTS}
+                                 : "l"(da), "l"(db), "r"(1));
+                }
+            }
+            asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+            if (prev >= 0) {
+                asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+                if (tid % 128 == 0) asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(empty0 + 8 * prev) : "memory");
+            }
+            prev = (int)s;
+            if (++s == ST) { s = 0; ph ^= 1; }
+        }
+        asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+#pragma unroll
+        for (int h = 0; h < WGM; ++h)
+#pragma unroll
+            for (int i = 0; i < NR; ++i) asm volatile("" : "+f"(d[h][i]) :: "memory");
+    }
+    __syncthreads();  // every stage consumed: the sums may overwrite them
+    if (wg > 0) {
+        // thread (w, l) of consumer c holds, per m64 block h and j < BN / 8, d[h][4 j + 2 e + q] at row
+        // 64 (WGM (c - 1) + h) + 16 w + l / 4 + 8 e, column 8 j + 2 (l % 4) + q (wgmma's D fragment)
+        const int c = wg - 1, lt = tid % 128, w = lt / 32, l = lt % 32;
+        float* out = (float*)buf.data.ptr;
+#pragma unroll
+        for (int h = 0; h < WGM; ++h)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                float* r = out + (size_t)(64 * (WGM * c + h) + 16 * w + l / 4 + 8 * e) * ${COLS} + 2 * (l % 4);
+#pragma unroll
+                for (int j = 0; j < NR / 4; ++j)
+                    *(float2*)(r + 8 * j) = make_float2(d[h][4 * j + 2 * e], d[h][4 * j + 2 * e + 1]);
+            }
+    }
+    __syncthreads();
+#else
+    // The CPU twin: the same tile from the descriptors' arrays, element by element (zeros past the arrays' extents),
+    // the block's threads taking outputs in turn; sums in float32 over k in order.
+    const long long* da = (const long long*)ta;
+    const long long* db = (const long long*)tb;
+    const char* pa = (const char*)da[0];
+    const char* pb = (const char*)db[0];
+    const int am = (int)da[1], ak = (int)da[2];
+    const int br = (int)db[1], bc = (int)db[2];
+    float* out = (float*)buf.data.ptr;
+    WP_TILE_SYNC();
+    for (int x = WP_TILE_THREAD_IDX; x < ${BM} * ${BN}; x += WP_TILE_BLOCK_DIM) {
+        const int r = row + x / ${BN};
+        const int cc = col + x % ${BN};
+        float s = 0.0f;
+        for (int k = 0; k < K; ++k) {
+            if (r >= am || k >= ak)
+                continue;
+#if ${B_MN}
+            if (k >= br || cc >= bc)
+                continue;
+            const char* b = pb + (size_t)k * db[3] + (size_t)cc * db[4];
+#else
+            if (cc >= br || k >= bc)
+                continue;
+            const char* b = pb + (size_t)cc * db[3] + (size_t)k * db[4];
+#endif
+            const float av = (float)*(const ${IT}*)(pa + (size_t)r * da[3] + (size_t)k * da[4]);
+            s += av * (float)*(const ${IT}*)b;
+        }
+        out[(size_t)(x / ${BN}) * ${COLS} + x % ${BN}] = s;
+    }
+    WP_TILE_SYNC();
+#endif

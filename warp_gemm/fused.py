@@ -1,0 +1,220 @@
+"""``fused_gemm``: the Hopper family's K loop (TMA + wgmma) inside a user's own Warp tile kernel.
+
+    g = warp_gemm.fused_gemm(wp.float16)                   # B stored (K, N); layout_b="T" for W (N, K)
+    gemm, BM, BN, ROWS, COLS = g.func, g.bm, g.bn, g.buf_rows, g.buf_cols
+
+    @wp.kernel(module="unique", module_options={"enable_backward": False})
+    def layer(ta: wp.uint64, tb: wp.uint64, K: int, Y: wp.array2d(dtype=wp.float16)):
+        i, j = wp.tid()
+        buf = wp.tile_empty(shape=(ROWS, COLS), dtype=float, storage="shared")
+        gemm(buf, ta, tb, K, i * BM, j * BN)                # rows 0..BM-1 of buf: the float32 tile of A @ B
+        acc = wp.tile_view(buf, offset=(0, 0), shape=(BM, BN))
+        wp.tile_store(Y, wp.tile_astype(wp.tile_map(silu, acc), wp.float16), offset=(i * BM, j * BN))
+
+    ops = g.operands(A, B)                                  # descriptors (and aligned copies where rows need them)
+    g.launch(layer, M, N, inputs=[ops.a, ops.b, ops.K, Y])
+
+See docs/tile_func.md.
+"""
+
+# No `from __future__ import annotations`: Warp reads the stub's annotations as objects.
+import dataclasses
+import functools
+import threading
+
+import numpy as np
+import warp as wp
+
+from . import _compat
+from .families.common import native
+from .families.hopper import spec as _hspec
+from .tile import dtype_name
+
+#: Stages per tile shape: the Hopper family's (hopper/rules.py STAGES): 128x256 4 stages, 128x128 6.
+_STAGES = {256: 4, 128: 6}
+#: Extra float32 columns per accumulator row: row stride 1056 / 544 bytes, so the eight rows one warp's float2
+#: stores reach fall 32 bytes apart in the banks (every 128-byte wavefront whole).
+_PAD = 8
+
+_lock = threading.Lock()
+
+
+@dataclasses.dataclass
+class Operands:
+    """What :meth:`FusedGemm.operands` returns: the kernel arguments ``a``, ``b`` (``wp.uint64`` descriptors) and
+    ``K``, and the arrays they point into (kept alive here: aligned copies, the CPU's descriptor words)."""
+
+    a: int
+    b: int
+    K: int
+    M: int
+    N: int
+    keep: tuple = ()
+
+
+class FusedGemm:
+    """One ``(dtype, layout_b, tn)`` configuration of :func:`fused_gemm` (built once, cached)."""
+
+    def __init__(self, in_name: str, layout_b: str, tn: int):
+        self.dtype = in_name
+        self.layout_b = layout_b
+        self.bm, self.bn = 128, tn
+        self.consumers = 2
+        self.stages = _STAGES[tn]
+        self.block_dim = 128 * (1 + self.consumers)
+        stage = (self.bm + self.bn) * 64 * 2
+        self.buf_cols = tn + _PAD
+        need = self.stages * (stage + _hspec.MBAR_BYTES) + _hspec.ALIGN_SLACK
+        self.buf_rows = max(self.bm, -(-need // (4 * self.buf_cols)))
+        #: shared memory of the caller's buffer (bytes): the stages, their barriers and the 1024-byte alignment
+        self.smem_bytes = self.buf_rows * self.buf_cols * 4
+        assert self.bm * self.buf_cols * 4 <= self.stages * stage  # the sums never reach the barriers
+        self.key = f"warp_gemm_fused_{in_name}_{layout_b}_{self.bm}x{tn}_s{self.stages}"
+        self.func = self._build()
+
+    def _build(self):
+        sn = native.load(_hspec.__file__, "block.cuh")["block_gemm"]
+        nr = self.bn // 2
+        b_mn = self.layout_b == "N"
+        text = native.fill(
+            sn, BM=self.bm, BN=self.bn, ST=self.stages, NC=self.consumers, WGM=self.bm // (64 * self.consumers),
+            ROWS=self.buf_rows, COLS=self.buf_cols, IN_T=_hspec.PTX_TYPES[self.dtype], IT=native.C_TYPES[self.dtype],
+            B_MN=int(b_mn), B_STEP="2048u" if b_mn else "32u", B_LBO="8192" if b_mn else "16",
+            DREGS=", ".join(f"%{i}" for i in range(nr)), NA=nr, NB=nr + 1, NS=nr + 2,
+            DOUTS=", ".join(f'"+f"(d[h][{i}])' for i in range(nr)))
+        R, C = self.buf_rows, self.buf_cols
+
+        def stub(buf: wp.tile(dtype=wp.float32, shape=(R, C)), ta: wp.uint64, tb: wp.uint64, K: int, row: int,
+                 col: int): ...
+
+        return native.func(text, self.key, stub)
+
+    # --- host side ---------------------------------------------------------------------------------------------
+    def operands(self, A: wp.array, B: wp.array) -> Operands:
+        """The descriptors of ``A`` (M, K) and ``B`` ((K, N) for ``layout_b="N"``, (N, K) for "T"), 2-D Warp arrays
+        of the configuration's dtype, any strides. CUDA: TMA maps (cached per pointer, shape and strides, as the
+        Hopper family's); an operand whose rows TMA cannot read (base or row stride not a multiple of 16 bytes,
+        columns not contiguous: e.g. odd K) is first copied into an aligned buffer (16-byte chunks, rows padded to
+        a multiple of 8 elements) on the array's device and stream -- the staging ``warp_gemm.matmul`` does; the
+        copy reflects the values at this call. CPU: host words (pointer, extents, byte strides) for the twin."""
+        name = "fused_gemm.operands"
+        for n, x in (("A", A), ("B", B)):
+            if not isinstance(x, wp.array) or x.ndim != 2:
+                raise TypeError(f"{name}: {n} must be a 2-D wp.array, got {type(x).__name__} "
+                                f"{getattr(x, 'shape', '')}")
+            if dtype_name(x.dtype) != self.dtype:
+                raise TypeError(f"{name}: {n} has dtype {dtype_name(x.dtype)}, this function multiplies {self.dtype}")
+        M, K = (int(s) for s in A.shape)
+        kb, N = (int(s) for s in B.shape) if self.layout_b == "N" else (int(B.shape[1]), int(B.shape[0]))
+        if kb != K:
+            raise ValueError(f"{name}: A {tuple(A.shape)} and B {tuple(B.shape)} (layout_b {self.layout_b}) "
+                             f"disagree on K ({K} against {kb})")
+        if A.device != B.device:
+            raise ValueError(f"{name}: A is on {A.device}, B on {B.device}")
+        if min(M, N, K) < 1:
+            raise ValueError(f"{name}: M={M} N={N} K={K}: every side must be at least 1")
+        if A.device.is_cpu:
+            words = [np.array([x.ptr, x.shape[0], x.shape[1], x.strides[0], x.strides[1]], dtype=np.int64)
+                     for x in (A, B)]
+            return Operands(int(words[0].ctypes.data), int(words[1].ctypes.data), K, M, N, (A, B, *words))
+        from .families.hopper import tma
+
+        if getattr(A.device, "arch", 0) != 90 or not _compat.HAS_CUDA_ARCH_SUFFIX:
+            raise ValueError(f"{name}: the TMA + wgmma loop needs an sm_90 GPU (H100/H200) and Warp 1.19+; "
+                             f"got {A.device} (sm_{getattr(A.device, 'arch', 0)}); use warp_gemm.tile_gemm_func")
+        a, b = _aligned(A), _aligned(B)
+        ta = tma.tensor_map(_view3(a), self.bm)
+        tb = tma.tensor_map(_view3(b), 64 if self.layout_b == "N" else self.bn)
+        return Operands(ta, tb, K, M, N, (a, b))
+
+    def grid(self, M: int, N: int) -> tuple[int, int]:
+        """The launch grid of one block per output tile: ``(ceil(M / bm), ceil(N / bn))``."""
+        return -(-int(M) // self.bm), -(-int(N) // self.bn)
+
+    def load(self, kernel, device=None) -> None:
+        """Compile and load ``kernel``'s module for ``device``: sm_90a on CUDA (wgmma), with ``__launch_bounds__``
+        of ``block_dim`` threads where the kernel names none (384 threads leave 170 registers each)."""
+        device = wp.get_device(device)
+        if device.is_cpu:
+            kernel.module.load(device, self.block_dim)
+            return
+        kernel.options.setdefault("launch_bounds", (self.block_dim, 1))
+        _compat.load_arch_specific(kernel.module, device, self.block_dim)
+
+    def launch(self, kernel, M: int, N: int, inputs: list, device=None, stream=None) -> None:
+        """``wp.launch_tiled`` of ``kernel`` over :meth:`grid` with ``block_dim`` threads, after :meth:`load`."""
+        device = wp.get_device(device)
+        self.load(kernel, device)
+        wp.launch_tiled(kernel, dim=self.grid(M, N), inputs=inputs, block_dim=self.block_dim, device=device,
+                        stream=stream)
+
+
+def _view3(x: wp.array) -> wp.array:
+    """``x`` (2-D) as a ``(1, rows, cols)`` view with the same strides."""
+    return wp.array(ptr=x.ptr, dtype=x.dtype, shape=(1, *x.shape), strides=(x.strides[0] * x.shape[0], *x.strides),
+                    device=x.device)
+
+
+def _aligned(x: wp.array) -> wp.array:
+    """``x`` where TMA can read its rows (16-byte base and row stride, contiguous columns), else a copy of it in an
+    aligned buffer whose rows are padded to a multiple of 8 elements (returned as the unpadded view)."""
+    it = 2
+    if x.strides[1] == it and x.ptr % 16 == 0 and (x.shape[0] <= 1 or x.strides[0] % 16 == 0):
+        return x
+    from .families.common.elementwise import stage_kernel
+
+    r, c = int(x.shape[0]), int(x.shape[1])
+    cp = -(-c // 8) * 8
+    buf = wp.empty((1, r, cp), dtype=x.dtype, device=x.device)
+    src = _view3(x)
+    n = r * cp // 8
+    wp.launch(stage_kernel(dtype_name(x.dtype)), dim=n, inputs=[buf, src, buf, src, n], device=x.device)
+    return buf[0, :, :c]
+
+
+@functools.cache
+def _get(in_name: str, layout_b: str, tn: int) -> FusedGemm:
+    return FusedGemm(in_name, layout_b, tn)
+
+
+def fused_gemm(dtype, *, layout_b: str = "N", tn: int = 128) -> FusedGemm:
+    """The Hopper family's GEMM loop for one output tile, as a Warp function for the caller's tile kernel.
+
+    Returns a :class:`FusedGemm` ``g`` whose ``g.func(buf, ta, tb, K, row, col)`` leaves the float32 tile
+    ``sum_k A[row + r, k] * B[k, col + c]`` (``r < g.bm`` = 128, ``c < g.bn`` = ``tn``) in rows ``0 .. g.bm - 1`` of
+    ``buf``, the caller's ``wp.tile_empty(shape=(g.buf_rows, g.buf_cols), dtype=float, storage="shared")`` (the
+    function's stages live in it during the call); read it as ``wp.tile_view(buf, offset=(0, 0), shape=(g.bm,
+    g.bn))``. Past M, N and K the sums are zeros (TMA reads zeros there); ``wp.tile_store`` drops the outputs past the
+    matrix. ``ta``, ``tb``, ``K``: :meth:`FusedGemm.operands`. Every thread of the block calls it (barriers); the
+    block has ``g.block_dim`` (384) threads: launch with :meth:`FusedGemm.launch` (sm_90a build, launch bounds).
+
+    Args:
+        dtype: ``wp.float16`` or ``wp.bfloat16`` (or a name); A and B have this dtype, the sums are float32.
+        layout_b: ``"N"``: B stored (K, N) (``A @ B``); ``"T"``: B stored (N, K) (``A @ W.T``, ``F.linear``'s weight).
+        tn: output tile columns: 128 (6 stages, the default) or 256 (4 stages). H100, fp16 silu(A @ B) 4096^3 in the
+            fused suite: 0.457 ms with 128 against 0.911 with 256, whose 128 float32 sums per consumer thread meet the
+            register cap of a 384-thread block (ptxas: 168 registers and a 784-byte stack frame, against 72 bytes
+            at 128; the Hopper family's kernel lifts the cap with setmaxnreg, which this function does not use: the
+            caller's code after it runs on every warpgroup).
+
+    CUDA: sm_90 (H100/H200) and warp-lang 1.19+. CPU: a twin of the same function (element by element) for tests.
+    bfloat16 kernels need ``module_options={"enable_backward": False}`` (docs/tile_func.md).
+    """
+    name = dtype_name(dtype)
+    if name not in ("float16", "bfloat16"):
+        raise TypeError(f"fused_gemm: dtype {name}: the TMA + wgmma loop multiplies float16 and bfloat16; "
+                        "use warp_gemm.tile_gemm_func for float32 and float64")
+    if layout_b not in ("N", "T"):
+        raise ValueError(f"fused_gemm: layout_b must be 'N' (B stored (K, N)) or 'T' (B stored (N, K)), got "
+                         f"{layout_b!r}")
+    if tn not in _STAGES:
+        raise ValueError(f"fused_gemm: tn must be 256 or 128, got {tn!r}")
+    _compat.require_supported()
+    if not (_compat.HAS_TILE_EMPTY and _compat.HAS_TILE_FUNC_ARGS):
+        raise _compat.UnsupportedWarpError(
+            f"fused_gemm: warp-lang {_compat.WARP_VERSION} cannot pass shared tiles to native functions "
+            "(1.19 can); use warp_gemm.tile_gemm_func")
+    if name == "bfloat16":
+        _compat.bf16_dtype()
+    with _lock:
+        return _get(name, layout_b, int(tn))

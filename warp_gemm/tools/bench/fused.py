@@ -1,0 +1,326 @@
+"""The ``fused`` benchmark suite: a GEMM with its epilogue inside one user Warp kernel (``warp_gemm.fused_gemm``:
+the Hopper family's TMA + wgmma loop; ``warp_gemm.tile_gemm_func`` for float32) against the unfused pair
+(``warp_gemm.matmul`` / ``warp_gemm.linear`` and a separate elementwise or reduction kernel) and against torch
+(``F.linear`` / ``torch.matmul`` plus the activation). Issue 43's target rows first.
+
+    warp-gemm bench --suite fused                          # every row on CUDA: a table (--json PATH: the rows)
+    python -m warp_gemm.tools.bench.fused --rows silu4096 --json rows.json
+
+Each row is one layer as a user would fuse it: ``silu(A @ B)``; ``gelu(x @ W.T + b)`` (``linear``); ``A @ B + R``
+(a residual); ``sum_j exp(s (A @ B)[i, j])`` (a softmax denominator: the product is never stored). Providers:
+``fused`` (the user kernel of this module; its host work per call -- descriptors, aligned copies of operands whose
+rows TMA cannot read -- is timed with it), ``warp_gemm+ew`` (warp_gemm's product, then torch's elementwise or
+reduction kernel on its output; ``linear`` rows: ``warp_gemm.linear(..., activation=)``, its own epilogue),
+``torch``. Every provider's result is checked first on a sample of output rows against a float64 reference; a wrong
+one is reported "WRONG" and not timed. Times: median / p20 / p80 ms of CUDA events after warm-up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from dataclasses import dataclass
+
+from .grouped import _time
+
+
+@dataclass(frozen=True)
+class Row:
+    name: str
+    op: str  # silu / linear_gelu / residual / rowsum
+    dtype: str
+    M: int
+    N: int
+    K: int
+    target: str = ""
+
+
+ROWS = [
+    Row("silu4096", "silu", "float16", 4096, 4096, 4096, ">= 1.0x warp_gemm+ew"),
+    Row("silu4095", "silu", "float16", 4095, 4095, 4095, ">= 1.0x warp_gemm+ew"),
+    Row("gelu_bf16", "linear_gelu", "bfloat16", 4096, 4096, 4096, ">= 0.95x warp_gemm.linear"),
+    Row("gelu_fp16", "linear_gelu", "float16", 4096, 4096, 4096),
+    Row("gelu_bf16_odd", "linear_gelu", "bfloat16", 4095, 4097, 4095),
+    Row("silu_bf16_2048", "silu", "bfloat16", 2048, 2048, 2048),
+    Row("residual", "residual", "float16", 4096, 4096, 4096),
+    Row("rowsum", "rowsum", "float16", 4096, 4096, 4096),
+    Row("rowsum_odd", "rowsum", "bfloat16", 4095, 4095, 4095),
+    Row("silu_fp32", "silu", "float32", 2048, 2048, 2048),
+]
+
+ER = 32  # rows of the accumulator per epilogue step: a (32, 128) float32 register tile is 11 values per thread
+SCALE = 1.0 / 64.0
+#: output tile columns of the 16-bit user kernels (fused_gemm's tn; 256 ran 0.911 ms against 0.457 at fp16 silu 4096^3,
+#: H100: benchmarks/results/h100-fused/)
+TN = 128  # the rowsum rows' exp(s * x): s = 1 / sqrt(4096), as attention scores
+
+
+# --- the user kernels ---------------------------------------------------------------------------------------------
+_CACHE: dict = {}
+
+
+def _kernels(op: str, dtype: str, layout_b: str):
+    """``(FusedGemm, kernel)``: the fused kernel of ``op`` written as a user would (``warp_gemm.fused_gemm``'s
+    function, then Warp tile code on the float32 tile in ``ER``-row steps), built once."""
+    key = (op, dtype, layout_b)
+    if key not in _CACHE:
+        _CACHE[key] = _build_kernel(op, dtype, layout_b)
+    return _CACHE[key]
+
+
+def _build_kernel(op: str, dtype: str, layout_b: str):
+    import warp as wp
+
+    import warp_gemm
+    from warp_gemm.families.common.epilogue import activation_func
+
+    T = {"float16": wp.float16, "bfloat16": wp.bfloat16}[dtype]
+    g = warp_gemm.fused_gemm(T, layout_b=layout_b, tn=TN)
+    gemm, BM, BN, R, C = g.func, g.bm, g.bn, g.buf_rows, g.buf_cols
+    act = activation_func("gelu" if op == "linear_gelu" else "silu", wp.float32)
+    S = float(SCALE)
+    opts = {"enable_backward": False}
+
+    if op == "silu":
+        def k_silu(ta: wp.uint64, tb: wp.uint64, K: int, Y: wp.array2d(dtype=T)):
+            i, j = wp.tid()
+            buf = wp.tile_empty(shape=(R, C), dtype=float, storage="shared")
+            gemm(buf, ta, tb, K, i * BM, j * BN)
+            for e in range(BM // ER):
+                v = wp.tile_view(buf, offset=(e * ER, 0), shape=(ER, BN))
+                wp.tile_store(Y, wp.tile_astype(wp.tile_map(act, v), T), offset=(i * BM + e * ER, j * BN))
+
+        return g, wp.kernel(k_silu, module="unique", module_options=opts)
+    if op == "linear_gelu":
+        def k_lin(ta: wp.uint64, tb: wp.uint64, K: int, bias: wp.array2d(dtype=T), Y: wp.array2d(dtype=T)):
+            i, j = wp.tid()
+            buf = wp.tile_empty(shape=(R, C), dtype=float, storage="shared")
+            gemm(buf, ta, tb, K, i * BM, j * BN)
+            brow = wp.tile_astype(wp.tile_load(bias, shape=(1, BN), offset=(0, j * BN)), float)
+            bb = wp.tile_broadcast(brow, shape=(ER, BN))
+            for e in range(BM // ER):
+                v = wp.tile_view(buf, offset=(e * ER, 0), shape=(ER, BN))
+                y = wp.tile_map(act, wp.tile_map(wp.add, v, bb))
+                wp.tile_store(Y, wp.tile_astype(y, T), offset=(i * BM + e * ER, j * BN))
+
+        return g, wp.kernel(k_lin, module="unique", module_options=opts)
+    if op == "residual":
+        def k_res(ta: wp.uint64, tb: wp.uint64, K: int, Rm: wp.array2d(dtype=T), Y: wp.array2d(dtype=T)):
+            i, j = wp.tid()
+            buf = wp.tile_empty(shape=(R, C), dtype=float, storage="shared")
+            gemm(buf, ta, tb, K, i * BM, j * BN)
+            for e in range(BM // ER):
+                v = wp.tile_view(buf, offset=(e * ER, 0), shape=(ER, BN))
+                r = wp.tile_astype(wp.tile_load(Rm, shape=(ER, BN), offset=(i * BM + e * ER, j * BN)), float)
+                wp.tile_store(Y, wp.tile_astype(wp.tile_map(wp.add, v, r), T), offset=(i * BM + e * ER, j * BN))
+
+        return g, wp.kernel(k_res, module="unique", module_options=opts)
+
+    @wp.func
+    def exp_s(x: float):
+        return wp.exp(S * x)
+
+    def k_rowsum(ta: wp.uint64, tb: wp.uint64, K: int, N: int, out: wp.array(dtype=float)):
+        i, j = wp.tid()
+        buf = wp.tile_empty(shape=(R, C), dtype=float, storage="shared")
+        gemm(buf, ta, tb, K, i * BM, j * BN)
+        # columns past N hold zeros, and exp(0) = 1 must not count: subtract them
+        pad = float(wp.max(0, j * BN + BN - N))
+        for e in range(BM // ER):
+            v = wp.tile_view(buf, offset=(e * ER, 0), shape=(ER, BN))
+            s = wp.tile_sum(wp.tile_map(exp_s, v), axis=1)
+            s = wp.tile_map(wp.sub, s, wp.tile_ones(shape=(ER,), dtype=float) * pad)
+            wp.tile_atomic_add(out, s, offset=(i * BM + e * ER,))
+
+    return g, wp.kernel(k_rowsum, module="unique", module_options=opts)
+
+
+def _fp32_kernel():
+    """float32 ``silu(A @ B)`` through ``tile_gemm_func`` (the Hopper loop takes 16-bit inputs only)."""
+    import warp as wp
+
+    import warp_gemm
+    from warp_gemm.families.common.epilogue import activation_func
+
+    if "fp32" in _CACHE:
+        return _CACHE["fp32"]
+    TM, TN = 128, 128
+    mma = warp_gemm.tile_gemm_func(TM, TN, 32, wp.float32)
+    act = activation_func("silu", wp.float32)
+
+    def k32(A: wp.array2d(dtype=float), B: wp.array2d(dtype=float), Y: wp.array2d(dtype=float)):
+        i, j = wp.tid()
+        acc = mma(A, B, i * TM, j * TN)
+        wp.tile_store(Y, wp.tile_map(act, acc), offset=(i * TM, j * TN))
+
+    _CACHE["fp32"] = (TM, TN, wp.kernel(k32, module="unique"))
+    return _CACHE["fp32"]
+
+
+# --- one row ------------------------------------------------------------------------------------------------------
+_BOUND = {"bfloat16": 1e-2, "float16": 2e-3, "float32": 1e-5}
+
+
+def _rel_err(out, ref) -> float:
+    return float((out.double() - ref).norm() / max(ref.norm(), 1e-30))
+
+
+def run_row(row: Row, reps: int, device: str = "cuda", time: bool = True) -> list[dict]:
+    """The providers' records of ``row`` on ``device`` (``time`` False: the checks only, e.g. on the CPU)."""
+    import contextlib
+
+    import torch
+    import torch.nn.functional as F
+    import warp as wp
+
+    import warp_gemm
+
+    tdt = getattr(torch, row.dtype)
+    M, N, K = row.M, row.N, row.K
+    gen = torch.Generator(device=device).manual_seed(hash(row.name) % 2**31)
+    a = (torch.randn(M, K, device=device, generator=gen) * K ** -0.25).to(tdt)
+    lin = row.op == "linear_gelu"
+    w = (torch.randn(N, K, device=device, generator=gen) * K ** -0.25).to(tdt)  # linear: W (N, K); else B = W.T
+    b = w.T.contiguous() if not lin else None  # B (K, N)
+    bias = torch.randn(N, device=device, generator=gen).to(tdt)
+    res = torch.randn(M, N, device=device, generator=gen).to(tdt)
+    pick = torch.arange(0, M, max(1, M // 61), device=device)[:64]
+    pick = torch.unique(torch.cat([pick, torch.tensor([M - 1], device=device)]))
+    z = a[pick].double() @ w.double().T
+    if row.op == "silu":
+        ref = z * torch.sigmoid(z)
+    elif lin:
+        zb = z + bias.double()
+        ref = 0.5 * zb * (1.0 + torch.erf(zb / math.sqrt(2.0)))
+    elif row.op == "residual":
+        ref = z + res[pick].double()
+    else:
+        ref = torch.exp(SCALE * z).sum(1)
+    flops = 2.0 * M * N * K
+    dev = "cpu" if device == "cpu" else wp.device_from_torch(a.device)
+    tstream = None if device == "cpu" else wp.stream_from_torch(torch.cuda.current_stream())
+
+    def scope():
+        """Warp's launches on torch's current stream (the one the CUDA events time)."""
+        return contextlib.nullcontext() if tstream is None else wp.ScopedStream(tstream)
+    wa, wb, ww = wp.from_torch(a), (wp.from_torch(b) if b is not None else None), wp.from_torch(w)
+
+    def torch_fn():
+        if row.op == "silu":
+            return F.silu(a @ b)
+        if lin:
+            return F.gelu(F.linear(a, w, bias))
+        if row.op == "residual":
+            return torch.addmm(res, a, b)
+        return torch.exp(SCALE * (a @ b).float()).sum(1)
+
+    def unfused():
+        if lin:
+            return warp_gemm.linear(a, w, bias, activation="gelu")
+        y = warp_gemm.matmul(a, b)
+        if row.op == "silu":
+            return F.silu(y)
+        if row.op == "residual":
+            return y.add_(res)
+        return torch.exp(SCALE * y.float()).sum(1)
+
+    if row.dtype == "float32":
+        TM, TN, k32 = _fp32_kernel()
+        y32 = torch.empty(M, N, device=device, dtype=tdt)
+        wy32 = wp.from_torch(y32)
+
+        def fused():
+            with scope():
+                wp.launch_tiled(k32, dim=(-(-M // TM), -(-N // TN)), inputs=[wa, wb, wy32], block_dim=256,
+                                 device=dev)
+            return y32
+    else:
+        g, kern = _kernels(row.op, row.dtype, "T" if lin else "N")
+        y = torch.empty(M, N, device=device, dtype=tdt)
+        wy = wp.from_torch(y)
+        rs = torch.empty(M, device=device, dtype=torch.float32)
+        wrs = wp.from_torch(rs)
+        wbias = wp.from_torch(bias.reshape(1, N))
+        wres = wp.from_torch(res)
+
+        def fused():
+            with scope():
+                ops = g.operands(wa, ww if lin else wb)
+                if row.op == "rowsum":
+                    rs.zero_()
+                    g.launch(kern, M, N, [ops.a, ops.b, ops.K, N, wrs], device=dev)
+                    return rs
+                last = wbias if lin else wres
+                g.launch(kern, M, N, [ops.a, ops.b, ops.K, last, wy] if row.op != "silu"
+                         else [ops.a, ops.b, ops.K, wy], device=dev)
+                return y
+
+    out = []
+    for name, fn in (("fused", fused), ("warp_gemm+ew", unfused), ("torch", torch_fn)):
+        rec = {"row": row.name, "op": row.op, "dtype": row.dtype, "M": M, "N": N, "K": K, "provider": name,
+               "target": row.target}
+        try:
+            if name == "fused":
+                (y32 if row.dtype == "float32" else rs if row.op == "rowsum" else y).fill_(float("nan"))
+            r = fn()
+            if device != "cpu":
+                torch.cuda.synchronize()
+        except Exception as e:  # noqa: BLE001 - reported per provider
+            out.append(dict(rec, status=f"error: {type(e).__name__}: {str(e)[:160]}"))
+            continue
+        err = _rel_err(r[pick], ref)
+        if not math.isfinite(err) or err > _BOUND[row.dtype]:
+            out.append(dict(rec, status=f"WRONG (rel. error {err:.1e})"))
+            continue
+        if not time:
+            out.append(dict(rec, status="ok", rel_err=err))
+            continue
+        med, p20, p80 = _time(fn, reps)
+        out.append(dict(rec, status="ok", rel_err=err, ms=med, p20=p20, p80=p80, tflops=flops / med / 1e9))
+    return out
+
+
+def table(rows: list[dict]) -> str:
+    lines = ["| row | dtype | M×N×K | provider | ms | TFLOP/s | fused ÷ this (speed) | status |", "|---|---|---|---|---|---|---|---|"]
+    fused = {r["row"]: r.get("ms") for r in rows if r["provider"] == "fused"}
+    for r in rows:
+        ms = r.get("ms")
+        f = fused.get(r["row"])
+        ratio = f"{ms / f:.2f}×" if ms and f and r["provider"] != "fused" else ""
+        t = "" if ms is None else f"{ms:.3f} | {r['tflops']:.0f}"
+        lines.append(f"| {r['row']} | {r['dtype']} | {r['M']}×{r['N']}×{r['K']} | {r['provider']} | "
+                     f"{t or ' | '} | {ratio} | {r['status']} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m warp_gemm.tools.bench.fused", description=__doc__.split("\n\n")[0])
+    p.add_argument("--rows", nargs="*", default=None, help=f"row names (default: all): {[r.name for r in ROWS]}")
+    p.add_argument("--reps", type=int, default=20)
+    p.add_argument("--json", default=None)
+    args = p.parse_args(argv)
+    import torch
+    import warp as wp
+
+    wp.init()
+    if not torch.cuda.is_available():
+        p.exit(2, "the fused suite times CUDA events: it needs torch with CUDA and a GPU\n")
+    rows = [r for r in ROWS if args.rows is None or r.name in args.rows]
+    out = []
+    for r in rows:
+        res = run_row(r, args.reps)
+        out += res
+        for x in res:
+            print(json.dumps(x), flush=True)
+    print(f"\n{torch.cuda.get_device_name()}")
+    print(table(out))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
