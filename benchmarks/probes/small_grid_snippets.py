@@ -1,5 +1,6 @@
-"""Purpose: time snippet (mma.sync) kernels and the small family's scalar GEMM against the tile_matmul kernels they
-would replace on small grids and tiny batched products, each variant's cold first call in a fresh process with an
+"""Purpose: time the snippet (mma.sync) defaults of small grids and tiny batched products and the small family's scalar
+GEMM ("default"), other mma.sync tiles, and the tile_matmul kernels they replace ("tile_matmul": pipe_snippets=False;
+"small-mathdx": the small family on MathDx), each variant's cold first call in a fresh process with an
 empty kernel cache, then all of them by CUDA-graph replay in one process beside cuBLAS (torch.matmul).
 
     python benchmarks/probes/small_grid_snippets.py --out DIR [--workers 14] [--only SUBSTR]
@@ -11,7 +12,6 @@ DIR/timed.jsonl (graph-replay microseconds) and prints one table.
 import argparse
 import concurrent.futures as cf
 import json
-import os
 import pathlib
 import shutil
 import subprocess
@@ -60,7 +60,7 @@ M16 = {
     "short_k": ["pipe/128x128x64/s3/b128/o1/mma", "pipe/128x128x32/s4/b128/o2/mma", "pipe/128x128x64/s3/b256/o1/mma"],
     "tiny": ["pipe/32x32x32/s2/b64/mma", "pipe/32x32x32/s2/b32/mma", "pipe/32x32x32/s3/b64/mma"],
     "tiny_k": ["pipe/32x32x64/s2/b64/mma", "pipe/32x32x32/s4/b64/mma"],
-    "tiny16": ["small-scalar", "pipe/16x16x16/s2/b32/mma", "pipe/32x32x32/s2/b64/mma"],
+    "tiny16": ["small-mathdx", "pipe/16x16x16/s2/b32/mma", "pipe/32x32x32/s2/b64/mma"],
 }
 T32 = {
     "small": ["pipe/64x32x32/s3/b128/mma", "pipe/32x32x32/s3/b64/mma", "pipe/64x64x32/s3/b128/o2/mma"],
@@ -77,15 +77,16 @@ VARIANTS = {
     "fp16-1000x16": M16["tiny16"], "bf16-1000x16": M16["tiny16"], "fp16-4096x8": M16["tiny16"][:2],
     "tf32-64": T32["small"], "tf32-512": T32["small"], "tf32-1000": T32["mid"], "tf32-1023x1025x1027": T32["odd"],
     "tf32-1024x1024x4096": T32["mid"], "tf32-1000x16": T32["tiny16"], "tf32-4096x32": T32["tiny"],
-    "fp32-1000x16": ["small-scalar"], "fp32-4096x8": ["small-scalar"], "fp64-1000x16": ["small-scalar"],
-    "fp64-4096x8": ["small-scalar"],
+    "fp32-1000x16": ["small-mathdx"], "fp32-4096x8": ["small-mathdx"], "fp64-1000x16": ["small-mathdx"],
+    "fp64-4096x8": ["small-mathdx"],
 }
 
 
 def jobs(only: str | None = None) -> list[tuple[str, str]]:
     out = []
     for case in CASES:
-        for v in ["default"] + VARIANTS.get(case, []):
+        extra = ["small-mathdx"] if "small-mathdx" in VARIANTS.get(case, []) else ["tile_matmul"]
+        for v in ["default"] + extra + [x for x in VARIANTS.get(case, []) if x != "small-mathdx"]:
             if only is None or only in f"{case}/{v}":
                 out.append((case, v))
     return out
@@ -109,19 +110,21 @@ def _scope(variant: str):
 
     if variant == "default":
         return contextlib.nullcontext()
-    if variant == "small-scalar":
+    if variant == "tile_matmul":  # the configurations before the snippet defaults (tiled family below 24 tf32 tiles)
+        return warp_gemm.options(pipe_snippets=False)
+    if variant == "small-mathdx":  # the small family on MathDx's tile GEMM
         import dataclasses
 
         from warp_gemm.families.small import rules as small_rules
         from warp_gemm.families.small.kernel import choose_spec
 
-        def scalar(*a, **k):
+        def mathdx(*a, **k):
             s = choose_spec(*a, **k)
-            return None if s is None else dataclasses.replace(s, mathdx=False)
+            return None if s is None else dataclasses.replace(s, mathdx=True)
 
         @contextlib.contextmanager
         def patched():
-            small_rules.choose_spec = scalar
+            small_rules.choose_spec = mathdx
             try:
                 with warp_gemm.options(family="small"):
                     yield
@@ -182,7 +185,7 @@ def run_one(case: str, variant: str, cache: str) -> dict:
 
     t_import = time.perf_counter() - t0
     _record_plans()
-    ref, ta, tb, tout, wa, wb, wout, tf32, base = _operands(case)
+    ref, _, _, tout, wa, wb, wout, tf32, base = _operands(case)
     row = {"case": case, "variant": variant, "import_init_s": round(t_import, 2)}
     try:
         with _scope(variant):
@@ -214,7 +217,7 @@ def time_all(todo: list[tuple[str, str]], cache: str) -> list[dict]:
         by_case.setdefault(case, []).append(variant)
     for case, variants in by_case.items():
         ref, ta, tb, tout, wa, wb, wout, tf32, base = _operands(case, seed=1)
-        dt, batch, M, N, K = CASES[case]
+        _, batch, M, N, K = CASES[case]
         flop = 2.0 * max(batch, 1) * M * N * K
         for variant in variants:
             row = {"case": case, "variant": variant}
@@ -225,7 +228,7 @@ def time_all(todo: list[tuple[str, str]], cache: str) -> list[dict]:
                     wp.synchronize()
                     row["plan"] = _describe(_PLANS[-1])
                     row["ok"] = compare(tout.double().cpu().numpy(), ref, base, tf32).ok
-                    ms = _time_one(lambda: warp_gemm.matmul(wa, wb, out=wout, allow_tf32=tf32), "cuda:0")
+                    ms = _time_one(lambda a=wa, b=wb, o=wout, t=tf32: warp_gemm.matmul(a, b, out=o, allow_tf32=t), "cuda:0")
                 row.update(us=round(ms * 1e3, 2), tflops=round(flop / ms / 1e9, 2))
             except Exception as e:
                 row.update(ok=False, error=f"{type(e).__name__}: {e}"[:400])
@@ -290,7 +293,7 @@ def main() -> int:
             cache = f"/tmp/sgs_cache/{i}"
             t0 = time.perf_counter()
             p = subprocess.run([sys.executable, __file__, "--one", case, variant, cache], capture_output=True,
-                               text=True, timeout=400)
+                               text=True, timeout=400, check=False)
             rows = [json.loads(ln[4:]) for ln in p.stdout.splitlines() if ln.startswith("ROW ")]
             row = rows[0] if rows else {"case": case, "variant": variant, "ok": False,
                                         "error": (p.stderr or p.stdout)[-400:]}
@@ -298,17 +301,17 @@ def main() -> int:
             return row, cache
 
         with cf.ThreadPoolExecutor(args.workers) as ex:
-            # tile_matmul defaults first: they take the longest
-            order = sorted(enumerate(todo), key=lambda ij: ij[1][1] != "default")
+            # the tile_matmul (MathDx) variants first: they take the longest to compile
+            order = sorted(enumerate(todo), key=lambda ij: ij[1][1] not in ("tile_matmul", "small-mathdx"))
             for row, cache in ex.map(one, order):
                 cold.append(row)
                 print("COLD " + json.dumps(row), flush=True)
-                subprocess.run(f"cp -rn {cache}/. {shared}/", shell=True)
+                subprocess.run(f"cp -rn {cache}/. {shared}/", shell=True, check=False)
         (out / "cold.jsonl").write_text("".join(json.dumps(r) + "\n" for r in cold))
     ok = [(r["case"], r["variant"]) for r in cold if r.get("ok")] if cold else todo
     (out / "todo.json").write_text(json.dumps(ok))
     p = subprocess.run([sys.executable, __file__, "--time", str(out / "todo.json"), str(shared)], capture_output=True,
-                       text=True, timeout=500)
+                       text=True, timeout=500, check=False)
     timed = [json.loads(ln[4:]) for ln in p.stdout.splitlines() if ln.startswith("ROW ")]
     (out / "timed.jsonl").write_text("".join(json.dumps(r) + "\n" for r in timed))
     (out / "time_stderr.txt").write_text(p.stderr[-20000:])

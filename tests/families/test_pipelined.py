@@ -622,6 +622,69 @@ def test_tiny_batched_planned_on_cuda(dtype, planned, request):
         _assert_close(to_f64(out), np.matmul(a, b), dtype)
 
 
+# (dtype, tf32, batch, M, N, K, layout, epilogue, family): products whose default kernel compiles in seconds on CUDA
+# (mma.sync snippets, Warp's scalar tile GEMM in the small family), with odd sides, transposed views and C
+SMALL_GRID_CASES = [
+    ("float16", False, 0, 64, 64, 64, "NN", "scale", "pipelined"),
+    ("bfloat16", False, 0, 64, 64, 64, "TN", "axpby", "pipelined"),
+    ("float16", False, 0, 127, 4099, 1031, "NT", "scale", "pipelined"),
+    ("float16", False, 0, 1023, 1025, 1027, "TT", "axpby", "pipelined"),
+    ("float16", False, 3, 1500, 1500, 200, "NN", "scale", "pipelined"),
+    ("float16", False, 300, 24, 32, 40, "TN", "axpby", "pipelined"),
+    ("bfloat16", False, 4096, 32, 32, 128, "NN", "scale", "pipelined"),
+    ("float32", True, 0, 64, 64, 64, "NN", "scale", "pipelined"),
+    ("float32", True, 0, 33, 17, 65, "NT", "axpby", "pipelined"),
+    ("float32", True, 1000, 16, 16, 16, "TT", "scale", "pipelined"),
+    ("float32", False, 1000, 16, 16, 16, "NN", "axpby", "small"),
+    ("float64", False, 4096, 8, 8, 8, "TN", "scale", "small"),
+    ("float16", False, 1000, 16, 16, 16, "NT", "scale", "small"),
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", SMALL_GRID_CASES, ids=lambda c: "{}{}-b{}-M{}-N{}-K{}-{}-{}".format(
+    c[0], "-tf32" if c[1] else "", *c[2:8]))
+def test_small_grid_defaults_on_cuda(case, planned, request):
+    """The default plans of small grids and tiny batched products on CUDA take no tile_matmul (MathDx) kernel: the
+    pipelined family's mma.sync kernel, or the small family on Warp's scalar tile GEMM; each matches float64 with
+    operands stored as the layout says (T: a transposed view), alpha and beta * C, the output NaN-prefilled."""
+    from conftest import make, nan_like, to_f64
+
+    import warp_gemm
+
+    dtype, tf32, batch, M, N, K, layout, epilogue, family = case
+    if dtype == "bfloat16" and not _compat.HAS_BF16:
+        pytest.skip("no bfloat16 in this Warp")
+    if tf32 and not _compat.HAS_TF32:
+        pytest.skip("no tf32 in this Warp")
+    rng = _rng(request)
+    a, b = random_operands(M, N, K, dtype, rng, batch=batch)
+    lead = (batch,) if batch else ()
+    c = round_to(rng.standard_normal(lead + (M, N)), dtype) if epilogue == "axpby" else None
+    out = nan_like("warp", lead + (M, N), dtype, "cuda")
+
+    def operand(x, trans):
+        if not trans:
+            return make(x, dtype, "warp", "cuda")
+        t = make(np.ascontiguousarray(np.swapaxes(x, -1, -2)), dtype, "warp", "cuda")
+        return t.transpose((0, 2, 1) if batch else (1, 0))
+
+    args = [operand(a, layout[0] == "T"), operand(b, layout[1] == "T")]
+    if c is None:
+        warp_gemm.gemm(*args, alpha=1.25, out=out, allow_tf32=tf32)
+    else:
+        warp_gemm.gemm(*args, make(c, dtype, "warp", "cuda"), alpha=1.25, beta=-0.5, out=out, allow_tf32=tf32)
+    plan = planned[-1]
+    assert plan.family == family, (case, plan.family)
+    spec = plan.family_spec
+    if family == "pipelined":
+        assert spec.mma and spec.tf32 == tf32, spec
+    else:
+        assert not spec.mathdx, spec
+    ref = 1.25 * np.matmul(a, b) + (0.0 if c is None else -0.5 * c)
+    _assert_close(to_f64(out), ref, dtype, tf32)
+
+
 PERSIST_PADS = {"float16": (8, 8), "bfloat16": (8, 8), "float32": (4, 8), "float64": (4, 4)}
 
 
