@@ -63,8 +63,9 @@ M16 = {
     "tiny16": ["small-mathdx", "pipe/16x16x16/s2/b32/mma", "pipe/32x32x32/s2/b64/mma"],
 }
 T32 = {
-    "small": ["pipe/64x32x32/s3/b128/mma", "pipe/32x32x32/s3/b64/mma", "pipe/64x64x32/s3/b128/o2/mma"],
-    "mid": ["pipe/64x64x32/s3/b128/o2/mma", "pipe/128x64x32/s3/b128/o1/mma", "pipe/64x32x32/s3/b128/mma",
+    "small": ["pipe/64x32x32/s3/b128/mma", "pipe/32x32x32/s3/b64/mma", "pipe/64x64x32/s3/b128/o2/mma",
+              "pipe/64x64x64/s2/b128/o2"],  # the last: tile_matmul, the tuning table's former 512^3 / 1000^3 winner
+    "mid": ["pipe/64x64x64/s2/b128/o2", "pipe/64x64x32/s3/b128/o2/mma", "pipe/128x64x32/s3/b128/o1/mma", "pipe/64x32x32/s3/b128/mma",
             "pipe/128x128x32/s3/b128/o2/mma"],
     "odd": ["pipe/64x64x32/s3/b128/o2/mma", "pipe/128x64x32/s3/b128/o1/mma", "pipe/96x128x32/s3/b128/o1/mma"],
     "tiny16": ["pipe/16x16x16/s2/b32/mma", "pipe/32x32x32/s2/b64/mma"],

@@ -474,6 +474,12 @@ def test_precompile_lists_the_pipelined_family():
             assert P.default_spec("float16", "float16", layout=lay, epilogue=epi, M=8192, N=8192, K=256).key in keys
     for k in (32, 128):  # the 32x32 tiles of batched small 16-bit products
         assert P.default_spec("float16", "float16", layout="NN", epilogue="scale", M=32, N=32, K=k).key in keys
+    # every 16-bit default is an mma.sync kernel where the snippets are on (so are the shipped table's 16-bit winners)
+    assert all(j[1].mma for j in jobs if j[1].in_dtype == "float16") == options().pipe_snippets
+    if _compat.HAS_TF32:  # tf32: the large, small-grid and 32x32 tiles
+        t32 = {j[1].key for j in pipelined_jobs(["tf32"])}
+        for side in (8192, 1024, 32):
+            assert P.default_spec("float32", "float32", tf32=True, M=side, N=side, K=side).key in t32
     # exact float32: its large-problem kernel only (the SIMT kernel), one per layout and epilogue
     f32 = {j[1].key for j in jobs if j[1].in_dtype == "float32"}
     assert f32 == {P.default_spec("float32", "float32", layout=lay, epilogue=epi, M=8192, N=8192).key

@@ -114,7 +114,8 @@ SIMT_MIN_TILES = 264
 
 def tiny_takes(ctx) -> bool:
     """Batched 16-bit products of 17-32 output sides with 16-byte-aligned rows: the 32x32 tiles here beat the
-    small family's (``tiny_batched``; 4096 x 32^3 20.2 us cold L2 against 27.2, H100)."""
+    small family's (``tiny_batched``; with tile_matmul's 32x32 kernel, 4096 x 32^3 20.2 us cold L2 against 27.2 on
+    MathDx, H100; the mma.sync tiles that the snippets now put there are not timed)."""
     from ...core.operands import _max_chunk
 
     p, b = ctx.p, ctx.base
