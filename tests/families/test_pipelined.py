@@ -474,6 +474,12 @@ def test_precompile_lists_the_pipelined_family():
             assert P.default_spec("float16", "float16", layout=lay, epilogue=epi, M=8192, N=8192, K=256).key in keys
     for k in (32, 128):  # the 32x32 tiles of batched small 16-bit products
         assert P.default_spec("float16", "float16", layout="NN", epilogue="scale", M=32, N=32, K=k).key in keys
+    # every 16-bit default is an mma.sync kernel where the snippets are on (so are the shipped table's 16-bit winners)
+    assert all(j[1].mma for j in jobs if j[1].in_dtype == "float16") == options().pipe_snippets
+    if _compat.HAS_TF32:  # tf32: the large, small-grid and 32x32 tiles
+        t32 = {j[1].key for j in pipelined_jobs(["tf32"])}
+        for side in (8192, 1024, 32):
+            assert P.default_spec("float32", "float32", tf32=True, M=side, N=side, K=side).key in t32
     # exact float32: its large-problem kernel only (the SIMT kernel), one per layout and epilogue
     f32 = {j[1].key for j in jobs if j[1].in_dtype == "float32"}
     assert f32 == {P.default_spec("float32", "float32", layout=lay, epilogue=epi, M=8192, N=8192).key
@@ -545,10 +551,12 @@ def test_staging_kernel_builds_offline(tmp_path):
     assert "*(uint4*)d" in src
 
 
-def test_narrow_rows_rule_and_kernel(request):
-    """16-bit problems whose 128x128 blocks leave a wave mostly idle get 96-row tiles (fewer waves at
-    ~0.84 of the time per block, H100); the others keep 128. The 96x128 tile (the CUDA shape, padded
-    shared rows) and the 64x32 tile of grids under half the SMs are correct on the CPU twin."""
+def test_narrow_rows_rule_and_kernel(monkeypatch, request):
+    """tile_matmul's 16-bit configurations (without the snippets): problems whose 128x128 blocks leave a wave mostly
+    idle get 96-row tiles (fewer waves at ~0.84 of the time per block, H100); the others keep 128. The 96x128 tile
+    (the CUDA shape, padded shared rows) and the 64x32 tile of grids under half the SMs are correct on the CPU
+    twin."""
+    set_options(monkeypatch, pipe_snippets=False)  # tile_matmul's kernels (the snippet defaults: own tests)
     pick = {sh: P.default_spec("float16", M=sh[0], N=sh[1]).tm
             for sh in [(1023, 1025), (1536, 1536), (2048, 1024), (4095, 4095), (4096, 4096)]}
     assert pick == {(1023, 1025): 96, (1536, 1536): 96, (2048, 1024): 128, (4095, 4095): 128, (4096, 4096): 128}
@@ -566,20 +574,23 @@ def test_narrow_rows_rule_and_kernel(request):
         _assert_close(out, ref, "float16")
 
 
-def test_short_k_block_rule():
-    """16-bit 128x128 tiles take 128 threads, except with at most SHORT_K_STEPS K steps (256 threads: the
-    fixed cost per tile dominates); K unknown keeps 128."""
+def test_short_k_block_rule(monkeypatch):
+    """tile_matmul's 16-bit 128x128 tiles take 128 threads, except with at most SHORT_K_STEPS K steps (256 threads:
+    the fixed cost per tile dominates); K unknown keeps 128."""
+    set_options(monkeypatch, pipe_snippets=False)  # tile_matmul's kernels (the snippet defaults: own tests)
     b = {K: P.default_spec("float16", M=256, N=256, batch=64, K=K).block_dim for K in (128, 256, 257, 4096)}
     assert b == {128: 256, 256: 256, 257: 128, 4096: 128}
     assert P.default_spec("bfloat16", M=4096, N=4096).block_dim == 128
     assert P.default_spec("float16", M=4096, N=4096, K=256).tm == 128
 
 
-def test_tiny_batched_rule_and_kernel(request):
+def test_tiny_batched_rule_and_kernel(monkeypatch, request):
     """Batched 16-bit products of 17-32 output sides (K <= 128, >= 256 entries) are the family's on CUDA
     (32x32 tiles, 64-deep K tiles past K 32); sides of 16, wider outputs, longer K, fewer entries and
-    other dtypes stay with the small family. The CUDA tile (padded shared rows, the accumulator and
-    store snippets) on the CPU twin: edges in M, N and K, two K tiles, B broadcast, both epilogues."""
+    other dtypes stay with the small family. tile_matmul's CUDA tile (padded shared rows, the accumulator and
+    store snippets; without the snippets) on the CPU twin: edges in M, N and K, two K tiles, B broadcast, both
+    epilogues."""
+    set_options(monkeypatch, pipe_snippets=False)  # tile_matmul's kernels (the snippet defaults: own tests)
     assert P.tiny_batched("float16", 32, 32, 32, 4096) and P.tiny_batched("bfloat16", 17, 32, 128, 256)
     for args in (("float16", 16, 32, 32, 4096), ("float16", 32, 33, 32, 4096), ("float16", 32, 32, 129, 4096),
                  ("float16", 32, 32, 32, 255), ("float32", 32, 32, 32, 4096), ("float16", 24, 24, 0, 4096)):
@@ -615,6 +626,69 @@ def test_tiny_batched_planned_on_cuda(dtype, planned, request):
         warp_gemm.matmul(make(a, dtype, "warp", "cuda"), make(b, dtype, "warp", "cuda"), out=out)
         assert planned[-1].family == fam, (M, N, K, planned[-1].family)
         _assert_close(to_f64(out), np.matmul(a, b), dtype)
+
+
+# (dtype, tf32, batch, M, N, K, layout, epilogue, family): products whose default kernel compiles in seconds on CUDA
+# (mma.sync snippets, Warp's scalar tile GEMM in the small family), with odd sides, transposed views and C
+SMALL_GRID_CASES = [
+    ("float16", False, 0, 64, 64, 64, "NN", "scale", "pipelined"),
+    ("bfloat16", False, 0, 64, 64, 64, "TN", "axpby", "pipelined"),
+    ("float16", False, 0, 127, 4099, 1031, "NT", "scale", "pipelined"),
+    ("float16", False, 0, 1023, 1025, 1027, "TT", "axpby", "pipelined"),
+    ("float16", False, 3, 1500, 1500, 200, "NN", "scale", "pipelined"),
+    ("float16", False, 300, 24, 32, 40, "TN", "axpby", "pipelined"),
+    ("bfloat16", False, 4096, 32, 32, 128, "NN", "scale", "pipelined"),
+    ("float32", True, 0, 64, 64, 64, "NN", "scale", "pipelined"),
+    ("float32", True, 0, 33, 17, 65, "NT", "axpby", "pipelined"),
+    ("float32", True, 1000, 16, 16, 16, "TT", "scale", "pipelined"),
+    ("float32", False, 1000, 16, 16, 16, "NN", "axpby", "small"),
+    ("float64", False, 4096, 8, 8, 8, "TN", "scale", "small"),
+    ("float16", False, 1000, 16, 16, 16, "NT", "scale", "small"),
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", SMALL_GRID_CASES, ids=lambda c: "{}{}-b{}-M{}-N{}-K{}-{}-{}".format(
+    c[0], "-tf32" if c[1] else "", *c[2:8]))
+def test_small_grid_defaults_on_cuda(case, planned, request):
+    """The default plans of small grids and tiny batched products on CUDA take no tile_matmul (MathDx) kernel: the
+    pipelined family's mma.sync kernel, or the small family on Warp's scalar tile GEMM; each matches float64 with
+    operands stored as the layout says (T: a transposed view), alpha and beta * C, the output NaN-prefilled."""
+    from conftest import make, nan_like, to_f64
+
+    import warp_gemm
+
+    dtype, tf32, batch, M, N, K, layout, epilogue, family = case
+    if dtype == "bfloat16" and not _compat.HAS_BF16:
+        pytest.skip("no bfloat16 in this Warp")
+    if tf32 and not _compat.HAS_TF32:
+        pytest.skip("no tf32 in this Warp")
+    rng = _rng(request)
+    a, b = random_operands(M, N, K, dtype, rng, batch=batch)
+    lead = (batch,) if batch else ()
+    c = round_to(rng.standard_normal(lead + (M, N)), dtype) if epilogue == "axpby" else None
+    out = nan_like("warp", lead + (M, N), dtype, "cuda")
+
+    def operand(x, trans):
+        if not trans:
+            return make(x, dtype, "warp", "cuda")
+        t = make(np.ascontiguousarray(np.swapaxes(x, -1, -2)), dtype, "warp", "cuda")
+        return t.transpose((0, 2, 1) if batch else (1, 0))
+
+    args = [operand(a, layout[0] == "T"), operand(b, layout[1] == "T")]
+    if c is None:
+        warp_gemm.gemm(*args, alpha=1.25, out=out, allow_tf32=tf32)
+    else:
+        warp_gemm.gemm(*args, make(c, dtype, "warp", "cuda"), alpha=1.25, beta=-0.5, out=out, allow_tf32=tf32)
+    plan = planned[-1]
+    assert plan.family == family, (case, plan.family)
+    spec = plan.family_spec
+    if family == "pipelined":
+        assert spec.mma and spec.tf32 == tf32, spec
+    else:
+        assert not spec.mathdx, spec
+    ref = 1.25 * np.matmul(a, b) + (0.0 if c is None else -0.5 * c)
+    _assert_close(to_f64(out), ref, dtype, tf32)
 
 
 PERSIST_PADS = {"float16": (8, 8), "bfloat16": (8, 8), "float32": (4, 8), "float64": (4, 4)}
@@ -798,10 +872,10 @@ def test_simt_planned_on_a_cuda_like_device(monkeypatch, cfg, family, want):
 
 
 def test_snippet_defaults_for_large_problems_on_cuda(monkeypatch):
-    """Round 12's defaults (H100 measurements in default_spec): large 16-bit problems on CUDA take the mma.sync
-    kernel (128x128x64, 3 stages, 4 warps), tf32 the tf32 one (128x128x32, two blocks per SM), exact fp32 the SIMT
-    kernel (64x128x16, 128 threads; round 13) from SIMT_MIN_TILES 128x128 tiles; small, narrow and short-K grids, fused
-    activations and the CPU keep tile_matmul's kernels; and the planner follows (a CUDA-like device)."""
+    """The defaults on CUDA (H100 measurements in default_spec): large 16-bit problems take the mma.sync kernel
+    (128x128x64, 3 stages, 4 warps), tf32 the tf32 one (128x128x32, two blocks per SM), exact fp32 the SIMT kernel
+    (64x128x16, 128 threads) from SIMT_MIN_TILES 128x128 tiles; fused activations and the CPU keep tile_matmul's
+    kernels; and the planner follows (a CUDA-like device). Small grids: test_snippet_defaults_for_small_grids."""
     from warp_gemm.families.pipelined import rules as _plan
     from warp_gemm.core.options import Options
     from warp_gemm.core.plan import make_plan
@@ -816,8 +890,7 @@ def test_snippet_defaults_for_large_problems_on_cuda(monkeypatch):
         assert (s32.tk, s32.stages, s32.min_blocks, s32.mma, s32.pad_ab, s32.pad_c) == (32, 3, 2, 4, 4, 0)
     sx = P.default_spec("float32", layout="NT", **big)
     assert sx.simt and (sx.tm, sx.tn, sx.tk, sx.block_dim, sx.min_blocks) == (64, 128, 16, 128, 3)
-    for spec in (P.default_spec("float16", M=1000, N=1000, K=1000), P.default_spec("float16", M=4096, N=4096, K=256),
-                 P.default_spec("float16", activation="relu", **big), P.default_spec("float16", device_is_cpu=True),
+    for spec in (P.default_spec("float16", activation="relu", **big), P.default_spec("float16", device_is_cpu=True),
                  P.default_spec("float32", activation="relu", **big)):
         assert not spec.mma and not spec.simt, spec
     for spec in (s16, sx):
@@ -835,6 +908,50 @@ def test_snippet_defaults_for_large_problems_on_cuda(monkeypatch):
     set_options(monkeypatch, pipe_snippets=False)
     assert make_plan(_cuda_like_problem(monkeypatch, 4096, np.float32), 1.0, 0.0, False, None, Options()).family \
         == "tiled"
+
+
+def test_snippet_defaults_for_small_grids(monkeypatch):
+    """With the snippets on CUDA, no 16-bit or tf32 grid takes a tile_matmul kernel (21-25 s cold compile, H100):
+    16-bit 64x64x64 s3 o4 tiles where 128x64 tiles fit one wave or fill under half the SMs, or 96-row tiles would
+    replace one wave of 128x128 tiles; 128x128x32 s4 o2 for short K; 32x32 tiles in 2 warps for outputs up to 32x32
+    (64-deep K past 32); 1536^3 (narrow, two waves) the large tiles; tf32 64x64x32 on small grids and 32x32x32 on
+    tiny outputs. The planner sends tf32 products of 1-23 output tiles (K <= 2048) to the family, not to the tiled
+    family's tile_matmul kernel; every default fits (``unfit``)."""
+    from warp_gemm.core.options import Options
+    from warp_gemm.core.plan import make_plan
+
+    def fields(s):
+        return (s.tm, s.tn, s.tk, s.stages, s.block_dim, s.min_blocks, s.mma, s.pad_c)
+
+    mid = (64, 64, 64, 3, 128, 4, 4, 0)
+    cases16 = {
+        (1000, 1000, 1000, 1): mid, (1023, 1025, 1027, 1): mid, (256, 2048, 2048, 1): mid, (64, 64, 64, 1): mid,
+        (127, 4099, 1031, 1): mid, (1024, 1024, 4096, 1): mid,
+        (1536, 1536, 1536, 1): (128, 128, 64, 3, 128, 1, 4, 0), (2048, 1024, 1024, 1): (128, 128, 64, 3, 128, 1, 4, 0),
+        (8192, 8192, 256, 1): (128, 128, 32, 4, 128, 2, 4, 0), (256, 256, 256, 64): (128, 128, 32, 4, 128, 2, 4, 0),
+        (32, 32, 32, 4096): (32, 32, 32, 2, 64, 0, 2, 0), (24, 30, 100, 4096): (32, 32, 64, 2, 64, 0, 2, 0),
+    }
+    for (M, N, K, b), want in cases16.items():
+        for dt in ("float16", "bfloat16"):
+            spec = P.default_spec(dt, M=M, N=N, K=K, batch=b)
+            assert fields(spec) == want and P.unfit(spec) == "", (dt, M, N, K, b, spec)
+    if _compat.HAS_TF32:
+        cases32 = {(64, 64, 64, 1): (64, 64, 32, 3, 128, 4, 4, 0), (1000, 1000, 1000, 1): (64, 64, 32, 3, 128, 4, 4, 0),
+                   (16, 16, 16, 1000): (32, 32, 32, 2, 64, 0, 2, 0), (4096, 4096, 4096, 1): (128, 128, 32, 3, 128, 2, 4, 0)}
+        for (M, N, K, b), want in cases32.items():
+            for lay in ("NN", "NT", "TN", "TT"):
+                spec = P.default_spec("float32", tf32=True, layout=lay, M=M, N=N, K=K, batch=b)
+                assert fields(spec) == want and P.unfit(spec) == "", (lay, M, N, K, b, spec)
+    set_options(monkeypatch, pipe_snippets=False)  # tile_matmul's configurations stay behind the option
+    assert not P.default_spec("float16", M=1000, N=1000, K=1000).mma
+    assert not P.default_spec("float16", M=32, N=32, K=32, batch=4096).mma
+    if _compat.WIDEN_16BIT_INPUTS or not _compat.HAS_TF32:
+        return
+    set_options(monkeypatch, pipe_snippets=True)
+    plan = make_plan(_cuda_like_problem(monkeypatch, 64, np.float32), 1.0, 0.0, True, None, Options())
+    assert plan.family == "pipelined" and plan.family_spec.tf32 and plan.family_spec.mma, plan.family
+    set_options(monkeypatch, pipe_snippets=False)
+    assert make_plan(_cuda_like_problem(monkeypatch, 64, np.float32), 1.0, 0.0, True, None, Options()).family == "tiled"
 
 
 @pytest.mark.skipif(not _compat.HAS_COMPILE_AOT, reason="wp.compile_aot_module arrived in warp-lang 1.9")
@@ -904,12 +1021,15 @@ def test_mma_layouts_and_edges(dtype, layout, epilogue, request):
 
 @pytest.mark.parametrize("dtype,tm,tn,tk,mma,warps", [
     ("float16", 128, 128, 64, 8, (2, 4)), ("float16", 64, 128, 32, 2, (1, 2)), ("float16", 32, 64, 16, 1, (1, 1)),
-    ("float16", 128, 64, 32, 8, (4, 2)), ("float16", 128, 128, 32, 4, (2, 2)), ("float16", 128, 256, 32, 8, (2, 4))] +
-    ([("tf32", 128, 128, 32, 8, (2, 4))] if _compat.HAS_TF32 else []), ids=lambda v: str(v))
+    ("float16", 128, 64, 32, 8, (4, 2)), ("float16", 128, 128, 32, 4, (2, 2)), ("float16", 128, 256, 32, 8, (2, 4)),
+    ("float16", 64, 64, 64, 4, (2, 2)), ("float16", 32, 32, 32, 2, (1, 2)), ("float16", 32, 32, 64, 2, (1, 2))] +
+    ([("tf32", 128, 128, 32, 8, (2, 4)), ("tf32", 64, 64, 32, 4, (2, 2)), ("tf32", 32, 32, 32, 2, (1, 2))]
+     if _compat.HAS_TF32 else []), ids=lambda v: str(v))
 def test_mma_warp_splits(dtype, tm, tn, tk, mma, warps, request):
     """Other warp splits (mma_warps: the squarest warp tiles, ties to the taller), the output's cast to the input
     dtype, and two partial tiles each way: 8 warps of 64x32, 2 of 64x64, one warp of 32x64 (with 16-deep K tiles), 8
-    of 32x32, and the probes' main candidates: 4 warps of 64x64 (128x128), 8 of 64x64 (128x256), tf32 8 of 64x32."""
+    of 32x32, and the probes' main candidates: 4 warps of 64x64 (128x128), 8 of 64x64 (128x256), tf32 8 of 64x32; the
+    small-grid defaults: 4 warps of 32x32 (64x64, tf32 too) and 2 of 32x16 (32x32, tf32 too)."""
     spec = _mma_spec(dtype, "NT", "axpby", tm=tm, tn=tn, tk=tk, stages=2, mma=mma,
                      out_dtype="float32" if dtype == "tf32" else dtype)
     assert P.mma_warps(spec) == warps

@@ -169,8 +169,9 @@ def test_small_applies():
 
     pick = [(b, small.choose_spec(Cuda(), dt, "N", "N", m, m, m, b, dt, "scale")) for b, m, dt in
             [(4096, 32, "float16"), (256, 32, "float16"), (10000, 16, "float32"), (1000, 16, "float32")]]
+    # Warp's scalar tile GEMM on CUDA too (compiles in under a second; MathDx's in 20-60 s)
     assert [(p.per_block, p.block_dim, p.mathdx) for _, p in pick] == [
-        (4, 32, True), (1, 128, True), (4, 32, True), (1, 64, True)]
+        (4, 32, False), (1, 128, False), (4, 32, False), (1, 64, False)]
 
 
 # --- skinny family ------------------------------------------------------------------------------------

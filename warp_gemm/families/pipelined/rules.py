@@ -95,9 +95,12 @@ PIPELINED_MIN_TILES = {"float16": 4, "bfloat16": 4, "other": 24}
 PIPELINED_FEW_TILES_MAX_K = 2048
 
 
-def pipelined_min_tiles(dtype: str, K: int) -> int:
-    """The fewest 128x128 output tiles for which the planner's rules take the pipelined family (unforced)."""
-    if dtype in ("float16", "bfloat16") and K <= PIPELINED_FEW_TILES_MAX_K:
+def pipelined_min_tiles(dtype: str, K: int, tf32_mma: bool = False) -> int:
+    """The fewest 128x128 output tiles for which the planner's rules take the pipelined family (unforced).
+    ``tf32_mma``: tf32 inputs on the mma.sync kernel (CUDA, ``Options.pipe_snippets``), which take the 16-bit rule:
+    below 24 tiles the tiled family's tf32 kernel is a tile_matmul one (21-25 s cold compile, H100) where the
+    mma.sync kernel compiles in seconds; their times at 1-23 tiles are not measured against each other."""
+    if (dtype in ("float16", "bfloat16") or tf32_mma) and K <= PIPELINED_FEW_TILES_MAX_K:
         return 1
     return PIPELINED_MIN_TILES.get(dtype, PIPELINED_MIN_TILES["other"])
 
@@ -111,7 +114,8 @@ SIMT_MIN_TILES = 264
 
 def tiny_takes(ctx) -> bool:
     """Batched 16-bit products of 17-32 output sides with 16-byte-aligned rows: the 32x32 tiles here beat the
-    small family's (``tiny_batched``; 4096 x 32^3 20.2 us cold L2 against 27.2, H100)."""
+    small family's (``tiny_batched``; with tile_matmul's 32x32 kernel, 4096 x 32^3 20.2 us cold L2 against 27.2 on
+    MathDx, H100; the mma.sync tiles that the snippets now put there are not timed)."""
     from ...core.operands import _max_chunk
 
     p, b = ctx.p, ctx.base
@@ -140,7 +144,8 @@ def plan(ctx):
     simt = opts.pipe_config.simt if opts.pipe_config is not None else simt32
     if not applies(dev, p.in_dtype, tf32, 16, ctx.la + ctx.lb, simt):
         return None
-    if want is None and tiles < pipelined_min_tiles(p.in_dtype, K):
+    tf32_mma = tf32 and not dev.is_cpu and options().pipe_snippets and base.activation is None
+    if want is None and tiles < pipelined_min_tiles(p.in_dtype, K, tf32_mma):
         return None
     spec = choose_pipe_spec(dev, p.in_dtype, p.out_dtype, tf32, ctx.la + ctx.lb, ctx.epi, M, N, K, p.batch,
                             base.activation, opts.pipe_config)
@@ -170,15 +175,15 @@ def precompile_jobs(dtypes: list[str], layouts: tuple[str, ...] = ("NN",),
         for lay in layouts:
             for epi in epilogues:
                 # 8192: the large configuration; 1024: the small one (64 output tiles of 128x128); 1536: the
-                # 96-row tiles of 16-bit inputs where 128-row tiles waste a wave; 512: their 64x32 tiles for
-                # grids under half the SMs; 32 with K 32 / 128: the 32x32 tiles (32- and 64-deep K) of batched
-                # 16-bit products of sides 17-32 (tiny_batched); 8192 with K 256: 16-bit 128x128 tiles
-                # with few K steps (256 threads, pipelined.SHORT_K_STEPS) 
+                # configuration where 96-row tiles save a wave (tile_matmul without the snippets); 512: grids
+                # under half the SMs; 32 with K 32 / 128: the 32x32 tiles (32- and 64-deep K) of batched 16-bit
+                # products of sides 17-32 (tiny_batched) and of tf32 outputs up to 32x32; 8192 with K 256: 16-bit
+                # 128x128 tiles with few K steps (pipelined.SHORT_K_STEPS)
                 for side, k in ((8192, None), (8192, 256), (1024, None), (1536, None), (512, None), (32, 32),
                                 (32, 128)):
                     if exact32 and (side, k) != (8192, None):
                         continue
-                    if side == 32 and not tiny_batched(base, side, side, k, TINY_MIN_BATCH):
+                    if side == 32 and not (tiny_batched(base, side, side, k, TINY_MIN_BATCH) or tf32):
                         continue
                     spec = default_spec(base, base, tf32=tf32, layout=lay, epilogue=epi, M=side, N=side, K=k)
                     if any(j[1] == spec for j in jobs):

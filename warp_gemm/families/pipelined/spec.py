@@ -143,21 +143,24 @@ def default_spec(in_dtype: str, out_dtype: str | None = None, *, tf32: bool = Fa
                  epilogue: str = "scale", chunk: int = 16, device_is_cpu: bool = False, M: int | None = None,
                  N: int | None = None, batch: int = 1, sm_count: int = 132, K: int | None = None,
                  **over) -> PipeSpec:
-    """The measured best configuration per dtype on an H100 (warp-lang 1.19.0); ``over`` replaces fields. With
-    ``M``/``N`` given, problems whose 128x64 output tiles fit in one wave (1000^3: 128 tiles on 132 SMs) get the
-    small-problem configuration; 16-bit inputs then take 64x32 tiles where those 128x64 tiles fill under half the
-    SMs, 96-row tiles where 128-row ones waste most of a wave (``_narrow_rows``), and outputs of at most 32x32
-    (batched small products) 32x32 tiles (K tiles of 64 where ``K`` > 32). On the CPU: 32x32x32 tiles, block 1,
-    no padding (nothing to tune, and compiles stay short)."""
+    """The measured best configuration per dtype on an H100 (warp-lang 1.19.0); ``over`` replaces fields. On CUDA
+    with the family's snippets (``Options.pipe_snippets``, no fused activation) 16-bit and tf32 inputs take the
+    mma.sync kernel in every grid (``_mma_16bit``, ``_mma_tf32``): with ``M``/``N`` given, 64x64 tiles where 128x64
+    tiles fit in one wave or fill under half the SMs (16-bit also where 96-row tiles would replace one wave of
+    128x128 tiles, ``_narrow_rows``), 128x128x32 s4 tiles for 16-bit K of at most ``SHORT_K_STEPS`` 128-deep steps,
+    32x32 tiles for outputs of at most 32x32 (batched small products; 16-bit K tiles of 64 where ``K`` > 32), else
+    the large 128x128 tiles. Without the snippets: tile_matmul's configurations (``_base_16bit``, ``_base_tf32``).
+    On the CPU: 32x32x32 tiles, block 1, no padding (nothing to tune, and compiles stay short)."""
     out_dtype = out_dtype or in_dtype
     # The small-problem configuration (128x64 tiles, one block per SM) only where its blocks fit in one wave:
     # 1023x1025x1027 fp16 (136 blocks of 128x64 for 132 SMs) took 72.9 us against 58.7 with 128x128 tiles (72
     # blocks); 1000^3 (128 blocks) 26.5 against 37.4 (H100, graph replay of the whole call).
     blocks64 = -(-M // 128) * -(-N // 64) * max(1, batch) if M is not None and N is not None else 1 << 30
+    blocks128 = -(-M // 128) * -(-N // 128) * max(1, batch) if M is not None and N is not None else 1 << 30
     grid = _Grid(small=blocks64 <= sm_count, quarter=blocks64 <= sm_count // 2,
                  narrow=blocks64 > sm_count and _narrow_rows(M, N, batch, sm_count),
                  short_k=K is not None and K <= SHORT_K_STEPS * 128, tiny=M is not None and N is not None
-                 and max(M, N) <= TINY_SIDE, deep_k=K is not None and K > 32)
+                 and max(M, N) <= TINY_SIDE, deep_k=K is not None and K > 32, one_wave=blocks128 <= sm_count)
     snippets = options().pipe_snippets and not device_is_cpu and over.get("activation") is None
     if device_is_cpu:
         base = dict(tm=32, tn=32, tk=32, stages=2, block_dim=1, pad_ab=0, pad_c=0)
@@ -186,45 +189,86 @@ class _Grid:
     short_k: bool  # at most SHORT_K_STEPS 128-deep K steps
     tiny: bool  # both output sides at most TINY_SIDE (batched small products)
     deep_k: bool  # K > 32
+    one_wave: bool  # 128x128 tiles fit in one wave
 
 
 def _base_16bit(g: _Grid, snippets: bool) -> dict:
     """float16 / bfloat16 (H100, TFLOP/s at 4096^3 / 8192^3 unless us)."""
-    # tile_matmul kernels: 128x128x128, 2 stages, one block/SM: NN 150/161, NT 166/167 (bf16 165/174); 128x128x64
-    # with 3-4 stages 118-132. Small: 128x64x128 (128 blocks): 70 NN, 73 NT against 50-53 for 128x128x128. 96x128
-    # where its waves are fewer: 1023x1025x1027 52.2 us against 58.7, 1536^3 80.9 against 96.3. 128 threads for the
-    # 128x128 tiles: 4096^3 755 against 775 us (256); 256 where each tile has at most SHORT_K_STEPS K steps, whose
-    # fixed cost (first copies, zero fill, epilogue) then weighs most: 64 x 256^3 22.6 us against 25.4 (graph replay).
+    if snippets:
+        return _mma_16bit(g)
+    # tile_matmul kernels (pipe_snippets=False): 128x128x128, 2 stages, one block/SM: NN 150/161, NT 166/167 (bf16
+    # 165/174); 128x128x64 with 3-4 stages 118-132. Small: 128x64x128 (128 blocks): 70 NN, 73 NT against 50-53 for
+    # 128x128x128. 96x128 where its waves are fewer: 1023x1025x1027 52.2 us against 58.7, 1536^3 80.9 against 96.3.
+    # 128 threads for the 128x128 tiles: 4096^3 755 against 775 us (256); 256 where each tile has at most
+    # SHORT_K_STEPS K steps, whose fixed cost (first copies, zero fill, epilogue) then weighs most: 64 x 256^3 22.6 us
+    # against 25.4 (graph replay).
     base = dict(tm=96 if g.narrow else 128, tn=64 if g.small else 128, tk=128, stages=2,
                 block_dim=256 if g.narrow or g.small or g.short_k else 128, min_blocks=1, pad_ab=8, pad_c=8)
-    if snippets and not (g.small or g.narrow or g.quarter or g.short_k):
-        # The mma.sync kernel: 128x128x64 s3, 4 warps of 64x64, one block/SM: 4096^3 NN 303.8 / NT 305.0 (tile_matmul
-        # 183.9 / 193.4), 8192^3 320.9, bf16 8192^3 330.2, 4095^3 staged 243.4 (1.61x cuBLAS); 128x128x32 s3 o2
-        # 299.8; 128x256x32 267; 8 warps 252 (H100, cold L2). Small grids keep tile_matmul (1000^3 24.5 us against
-        # 23.4-37 for mma tiles; 64 x 256^3 28.7 against 26.0-34.1).
-        base = dict(tm=128, tn=128, tk=64, stages=3, block_dim=128, min_blocks=1, pad_ab=8, pad_c=0, mma=4)
     if g.quarter:
         # grids under half the SMs: 64x32 tiles, block 128, several per SM: 127x4099x1031 37.9 -> 30.8 us,
         # 256x2048x2048 44.6 -> 31.2, 128x4096x4096 81.7 -> 53.7 (graph replay; 64x64 and 128x32 within 10%)
         base.update(tm=64, tn=32, block_dim=128)
     if g.tiny:
-        # Batched small products (the planner sends 16-bit ones of sides 17-32 here, TINY_MIN_BATCH): one 32x32
-        # tile per entry, 64 threads, many blocks per SM: 4096 x 32^3 14.2 / 20.2 us graph / cold (small family
-        # 19.9 / 27.2, cuBLAS 20.9); 4096 x 32x32x128 with 64-deep K tiles 32.9 / 41.1, 32-deep 36.3 / 44.6.
+        # Batched small products (tiny_batched): one 32x32 tile per entry, 64 threads, many blocks per SM: 4096 x
+        # 32^3 14.2 / 20.2 us graph / cold (small family 19.9 / 27.2, cuBLAS 20.9); 4096 x 32x32x128 with 64-deep K
+        # tiles 32.9 / 41.1, 32-deep 36.3 / 44.6.
         base.update(tm=32, tn=32, tk=64 if g.deep_k else 32, block_dim=64, min_blocks=0)
     return base
 
 
+def _mma_16bit(g: _Grid) -> dict:
+    """float16 / bfloat16 on the mma.sync kernel (spec.mma), every grid: a cold first call compiles in 1-2 s against
+    21-25 s for a tile_matmul kernel (H100, warp-lang 1.19.0, empty kernel cache)."""
+    if g.tiny:
+        # Batched products of sides 17-32 (tiny_batched): one 32x32 tile per entry in 2 warps of 32x16 outputs,
+        # 64-deep K tiles past K 32, as the tile_matmul configuration they replace (4096 x 32^3: 14.2 us graph
+        # replay there); the mma.sync tile's own time is not measured.
+        return dict(tm=32, tn=32, tk=64 if g.deep_k else 32, stages=2, block_dim=64, min_blocks=0, pad_ab=8, pad_c=0,
+                    mma=2)
+    if g.small or g.quarter or (g.narrow and g.one_wave):
+        # 64x64x64 s3, 4 warps, four blocks/SM where 128x64 tiles fit in one wave, fill under half the SMs, or
+        # 96-row tiles would replace one wave of 128x128 tiles; the fastest of 18 candidates on every such shape
+        # tuned (graph replay, us, against the best tile_matmul candidate): 1000^3 20.0 / 23.1, 1023x1025x1027 30.3
+        # / 33.8, 256x2048x2048 20.0 / 26.4, 512x1024x1024 12.8 / 16.3, 127x4099x1031 26.4 / 26.4
+        # (benchmarks/results/tuning/pipelined_16bit_medium.jsonl).
+        return dict(tm=64, tn=64, tk=64, stages=3, block_dim=128, min_blocks=4, pad_ab=8, pad_c=0, mma=4)
+    if g.short_k:
+        # at most SHORT_K_STEPS 128-deep K steps: 128x128x32 s4, two blocks/SM: 64 x 256^3 21.3 us on s3 against
+        # 24.3 for the best tile_matmul kernel (tuning rows), and 18.8 against 25.5 on s4 against s3 with the
+        # staged epilogue (benchmarks/results/tuning/staged_epilogue_stages_2026-11-23.txt).
+        return dict(tm=128, tn=128, tk=32, stages=4, block_dim=128, min_blocks=2, pad_ab=8, pad_c=0, mma=4)
+    # 128x128x64 s3, 4 warps of 64x64, one block/SM: 4096^3 NN 303.8 / NT 305.0 (tile_matmul 183.9 / 193.4), 8192^3
+    # 320.9, bf16 8192^3 330.2, 4095^3 staged 243.4 (1.61x cuBLAS); 128x128x32 s3 o2 299.8; 128x256x32 267; 8 warps
+    # 252 (H100, cold L2). 1536^3 (96-row tiles would save a wave of 128-row tiles, narrow): 42.2 us against 65.5
+    # for 64x64x64 and 65.7 for the 96x128 tile_matmul kernel (tuning rows).
+    return dict(tm=128, tn=128, tk=64, stages=3, block_dim=128, min_blocks=1, pad_ab=8, pad_c=0, mma=4)
+
+
 def _base_tf32(g: _Grid, snippets: bool) -> dict:
     """float32 on tf32 tensor cores (H100, TFLOP/s at 4096^3 / 8192^3)."""
-    # tile_matmul kernels: 128x128x64 s2: NN 82/85, NT 87/86-89; 128x128x32 s3/s4 66-68. Small: 128x64x64 s3: 44 NN.
-    base = dict(tm=128, tn=64 if g.small else 128, tk=64, stages=3 if g.small else 2, block_dim=256, min_blocks=1,
+    if snippets:
+        return _mma_tf32(g)
+    # tile_matmul kernels (pipe_snippets=False): 128x128x64 s2: NN 82/85, NT 87/86-89; 128x128x32 s3/s4 66-68. Small:
+    # 128x64x64 s3: 44 NN.
+    return dict(tm=128, tn=64 if g.small else 128, tk=64, stages=3 if g.small else 2, block_dim=256, min_blocks=1,
                 pad_ab=4, pad_c=8)
-    if snippets and not g.small:
-        # The mma.sync kernel (m16n8k8), 128x128x32 s3, 4 warps, two blocks/SM, B read as stored with 32-bit loads:
-        # 4096^3 NN 140.3, 4095^3 120.0 (0.89x cuBLAS), 2048^3 130.8; 128x256x32 113.7-140.8, 8 warps 91.6-113.7.
-        base = dict(tm=128, tn=128, tk=32, stages=3, block_dim=128, min_blocks=2, pad_ab=4, pad_c=0, mma=4)
-    return base
+
+
+def _mma_tf32(g: _Grid) -> dict:
+    """float32 inputs on the tf32 mma.sync kernel (m16n8k8), every grid: a cold first call compiles in seconds where a
+    tile_matmul kernel takes 21-25 s (H100, warp-lang 1.19.0, empty kernel cache)."""
+    if g.tiny:
+        # batched products of outputs up to 32x32: one 32x32 tile per entry in 2 warps, as the 16-bit tiny tiles
+        # (the 128x128 tiles below would leave 15/16 of each block idle); its time is not measured.
+        return dict(tm=32, tn=32, tk=32, stages=2, block_dim=64, min_blocks=0, pad_ab=4, pad_c=0, mma=2)
+    if g.small or g.quarter:
+        # grids of one wave of 128x64 tiles or less: the 16-bit small-grid tile (64x64, 4 warps) with the tf32 kernel's
+        # 32-deep K tiles; not measured against tile_matmul's 64x64x64 s2 o2 (tf32 1000^3 41.4 us graph replay, the
+        # shipped table's entry for that bucket, which stands over this default).
+        return dict(tm=64, tn=64, tk=32, stages=3, block_dim=128, min_blocks=4, pad_ab=4, pad_c=0, mma=4)
+    # 128x128x32 s3, 4 warps, two blocks/SM, B read as stored with 32-bit loads: 4096^3 NN 140.3, 4095^3 120.0 (0.89x
+    # cuBLAS), 2048^3 130.8; 128x256x32 113.7-140.8, 8 warps 91.6-113.7.
+    return dict(tm=128, tn=128, tk=32, stages=3, block_dim=128, min_blocks=2, pad_ab=4, pad_c=0, mma=4)
 
 
 def _base_fp32(snippets: bool) -> dict:

@@ -7,10 +7,10 @@ One block computes one output tile ``(TM, TN)`` of ``per_block`` consecutive bat
 
 Tiles are sized to the problem (16 or 32 per side: the whole matrix in one tile up to 32x32), so
 a 32x32 product does not pay for a 128x128 tile (4096 x 32^3 fp16: 355.6 us with the
-large-problem tiles, against 20.6 us for cuBLAS; H100). ``tile_matmul`` is either the MathDx (cuBLASDx)
-GEMM or Warp's scalar GEMM (module option ``enable_mathdx_gemm=False``, Warp 1.12+; it compiles in
-under a second, MathDx kernels in 20-60 s); ``choose_spec`` picks the one measured faster at each
-size (H100). Where Warp lacks the option the MathDx GEMM is used.
+large-problem tiles, against 20.6 us for cuBLAS; H100). ``tile_matmul`` is Warp's scalar GEMM (module option
+``enable_mathdx_gemm=False``, Warp 1.12+), which compiles in under a second where the MathDx (cuBLASDx) GEMM
+takes 20-60 s, at 0.5-4% more time on the fp32 sizes measured (``choose_spec``); ``SmallSpec(mathdx=True)`` is
+the MathDx kernel. Where Warp lacks the option the MathDx GEMM is used.
 
 Layouts, batch broadcast (``A[min(b, a_nb - 1)]``) and the checked edge tiles follow families/tiled/;
 M, N, K and the batch are runtime values, so one kernel serves every shape that fits its tiles.
@@ -57,7 +57,7 @@ class SmallSpec:
     epilogue: str  # "scale" or "axpby"
     per_block: int = 1  # batch entries one block computes in turn
     block_dim: int = 64
-    mathdx: bool = True  # False: Warp's scalar tile GEMM (module option enable_mathdx_gemm=False)
+    mathdx: bool = False  # True: MathDx's tile GEMM; False: Warp's scalar one (module option enable_mathdx_gemm=False)
     # Extra columns of the shared A/B tiles and of the accumulator (MathDx only): dense tiles whose rows
     # are a multiple of 128 bytes start every row on the same bank and MathDx's fragment loads
     # serialise (families/tiled/ measured 64 -> 234 TFLOP/s for the MathDx call alone). The tiles
@@ -106,9 +106,9 @@ def choose_spec(device, dtype: str, layout_a: str, layout_b: str, M: int, N: int
       5.3 us (1 per block, block 128) against 10.4 (4); fp32 1000 x 16^3 5.2 (1, block 64) / 9.7 (4).
     - block size: 32 threads when entries are grouped (4096 x 32^3: 23.4 at 32, 24.8 at 64, 32.0 at 128),
       128 (32-wide tiles) or 64 (16-wide) otherwise.
-    - MathDx vs Warp's scalar GEMM: MathDx at or ahead everywhere measured (4096 x 32^3 fp16 23.4 vs
-      26.6; 10000 x 16^3 fp32 20.5 vs 20.6; 1000 x 16^3 5.2 vs 5.4), so MathDx on CUDA; the scalar
-      GEMM compiles in < 1 s instead of 20-60 s (``mathdx=False`` where compile time matters).
+    - Warp's scalar GEMM on CUDA, not MathDx: it compiles in < 1 s instead of 20-60 s, and ran within 0.5-4% of
+      MathDx on fp32 (10000 x 16^3 20.6 vs 20.5 us, 1000 x 16^3 5.4 vs 5.2) and 14% behind on fp16 4096 x 32^3
+      (26.6 vs 23.4; aligned 16-bit products of that size are the pipelined family's, ``tiny_batched``).
     - padded shared tiles (``pad_ab``/``pad_c``) lost everywhere (4096 x 32^3 fp16: 31.7-142.6 us,
       h100_run2.json): left at 0.
     float64 and bfloat16 take the same rules (not measured separately)."""
@@ -135,7 +135,7 @@ def choose_spec(device, dtype: str, layout_a: str, layout_b: str, M: int, N: int
         per_block *= 2
     block_dim = 32 if per_block > 1 else (128 if max(tm, tn) >= 32 else 64)
     return SmallSpec(tm, tn, tk, dtype, out_dtype, layout_a, layout_b, epilogue, per_block=per_block,
-                     block_dim=block_dim, mathdx=True)
+                     block_dim=block_dim, mathdx=False)
 
 
 def workspace_shape(spec: SmallSpec, M: int, N: int, K: int, batch: int):
