@@ -155,7 +155,7 @@ def test_pipe_config_errors_name_the_field(text, field):
 def test_pipe_candidates_fit(dtype, tf32):
     """8-18 candidates per dtype, the measured default among them, and every one within the per-block
     shared-memory limit in every layout as the planner builds it (those that are not are dropped: 128x256x64 for
-    16-bit); the 16-bit and tf32 ones include mma.sync kernels, exact float32's are all SIMT kernels."""
+    16-bit); the 16-bit, tf32 and float64 ones include mma.sync kernels, exact float32's are all SIMT kernels."""
     if tf32 and not __import__("warp_gemm")._compat.HAS_TF32:
         pytest.skip("no tf32 in this Warp")
     cands = _plan.candidate_pipe_configs(dtype, tf32)
@@ -166,7 +166,7 @@ def test_pipe_candidates_fit(dtype, tf32):
         for lay in ("NN", "NT", "TN", "TT"):
             spec = _plan._with_pipe_config(_pipe.default_spec(dtype, tf32=tf32, layout=lay), c, False)
             assert _pipe.smem_bytes(spec) <= _pipe.SMEM_LIMIT and _pipe.unfit(spec) == "", (c, lay)
-    assert sum(c.mma for c in cands) == {"float16": 6, "bfloat16": 6, "float32": 3 if tf32 else 0}.get(dtype, 0)
+    assert sum(c.mma for c in cands) == {"float16": 6, "bfloat16": 6, "float32": 3 if tf32 else 0, "float64": 8}[dtype]
     assert all(c.simt for c in cands) if dtype == "float32" and not tf32 else not any(c.simt for c in cands)
     if dtype == "float16":
         assert PipeConfig.parse("pipe/128x256x64/s2/b256/o1") not in cands  # 234 KB: dropped

@@ -85,7 +85,8 @@ def _run(spec: P.PipeSpec, M, N, K, rng, *, batch=1, a_nb=1, b_nb=1, c_nb=1, alp
     grid, n_ws, n_flags = P.stream_k_sizes(spec, M, N, K, batch, wp.get_device("cpu"))
     sk = {}
     if grid:  # stream-K: a NaN-prefilled workspace (a slot read before it is written shows) and zeroed flags
-        sk = {"workspace": wp.array(np.full(n_ws, np.nan, np.float32), dtype=wp.float32, device="cpu"),
+        acc = spec.acc_dtype  # the workspace holds partial sums in the accumulator dtype
+        sk = {"workspace": wp.array(np.full(n_ws, np.nan, NP[acc]), dtype=WP_DTYPES[acc], device="cpu"),
               "flags": wp.zeros(n_flags, dtype=wp.int32, device="cpu")}
     k, dim, inputs, block = P.launch_args(spec, A, B, C, D, alpha, beta, M, N, K, batch, a_nb, b_nb,
                                           c_nb if C is not None else 1, group_m=group_m, **sk)
