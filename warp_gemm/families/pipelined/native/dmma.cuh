@@ -3,8 +3,8 @@
 //! --- float64 inputs through mma.sync .f64 (spec.mma with float64 inputs) ---
 //! tile_matmul's fp64 GEMM (MathDx) ran at 25-31 TFLOP/s on H100 (cuBLAS 54.4 at 4096^3) and took 21-25 s to compile.
 //! Here each warp multiplies its part of the tile from the shared stages with mma.sync .f64: m8n8k4 on sm_80
-//! (issued in pairs, rows g and g + 8 of a 16 x 8 tile), on sm_90 m16n8k${KI4} (the same fragments, ${KI} k4 slices
-//! per instruction). The float64 sums stay in the register tile's storage in the 16 x 8 order of the 16-bit mma.sync
+//! (issued in pairs, rows g and g + 8 of a 16 x 8 tile), on sm_90 m16n8k4 / k8 / k16 (spec.mma_k: the same fragments,
+//! 1, 2 or 4 k4 slices per instruction; H100 4096^3: m8n8k4 pairs 29.2 TFLOP/s, k4 41.9, k16 46.3, k8 47.6). The float64 sums stay in the register tile's storage in the 16 x 8 order of the 16-bit mma.sync
 //! kernel, so its epilogues (_OWN_STORE, _STAGED_STORE) and the persistent loop serve both. Fragments are single
 //! 8-byte shared loads: lane l = 4 g + t holds A(row g (+ 8), k t) and B(k t, column g) of each k4 slice; with
 //! stage rows of 4 (mod 16) doubles (pad 4) a half warp's 16 loads hit 32 distinct banks in every layout.
