@@ -11,8 +11,10 @@ from .spec import PipeSpec
 
 
 def _stream_k_kernel(spec: PipeSpec, copy_stage, mma, own_store, commit, wait_prev, wait0):
-    """The stream-K kernel of a simt/mma spec (``spec.stream_k``; not a default: correct on the GPU
-    (tests/families/test_pipelined.py::test_stream_k_forced_on_cuda), no case measured where it wins).
+    """The stream-K kernel of a simt/mma spec (``spec.stream_k``; correct on the GPU:
+    tests/families/test_pipelined.py::test_stream_k_forced_on_cuda). The exact-fp32 default where 64x128 tiles fit in
+    one wave (H100 fp32 1000^3: 86.3 us over two blocks per SM against 92.0 one tile per block); slower on every
+    16-bit grid measured.
 
     The K steps of every output tile, tile after tile (batch entries, then grouped tiles: :func:`persistent_tile`),
     form one sequence of ``total`` iterations, which a grid of ``grid`` blocks shares evenly: block g takes
