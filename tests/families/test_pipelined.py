@@ -1652,14 +1652,17 @@ def test_dmma_configurations_over_the_default(cfg, mma_k):
 
 
 @pytest.mark.skipif(not _compat.HAS_COMPILE_AOT, reason="wp.compile_aot_module arrived in warp-lang 1.9")
-@pytest.mark.parametrize("layout,mma_k", [("NN", 8), ("TT", 16), ("NT", 4), ("TN", 0)])
-def test_dmma_cuda_build_offline(layout, mma_k, tmp_path):
-    """The DMMA kernel compiles offline for sm_90 and sm_80; the sm_90 PTX issues the m16n8k{mma_k} MMA (mma_k 0: the
+@pytest.mark.parametrize("layout,mma_k,over", [("NN", 8, {}), ("TT", 16, {}), ("NT", 4, {}), ("TN", 0, {}),
+                                              ("NT", 16, {"stream_k": 2}), ("NN", 8, {"persistent": 2})],
+                         ids=lambda v: str(v))
+def test_dmma_cuda_build_offline(layout, mma_k, over, tmp_path):
+    """The DMMA kernel (plain, stream-K with its float64 workspace, persistent) compiles offline for sm_90 and sm_80;
+    the sm_90 PTX issues the m16n8k{mma_k} MMA (mma_k 0: the
     m8n8k4 pairs, as sm_80's does), one per 16 x 8 output tile of a warp per MMA's k, keeps the accumulator in registers (no
     local memory, no calls) and reads fragments with 8-byte shared loads."""
     import re
 
-    spec = _dmma_spec(layout, "axpby", tm=128, tn=64, tk=16, block_dim=128, min_blocks=2, mma_k=mma_k)
+    spec = _dmma_spec(layout, "axpby", tm=128, tn=64, tk=16, block_dim=128, min_blocks=2, mma_k=mma_k, **over)
     _build_offline(spec, tmp_path / "sm80", arch=80)
     ptx = _offline_ptx(spec, tmp_path)
     if ptx is None:
