@@ -848,7 +848,16 @@ def test_snippet_defaults_for_large_problems_on_cuda(monkeypatch):
         plan = make_plan(_cuda_like_problem(monkeypatch, n, dt), 1.0, 0.0, False, None, Options())
         spec = plan.family_spec
         assert plan.family == "pipelined" and (spec.simt if dt == np.float32 else spec.mma), (n, dt, plan.family)
-        assert _plan.pipelined_min_tiles(spec.in_dtype, n, True) == 1
+        assert _plan.pipelined_min_tiles(spec.in_dtype, min(n, 2048), True) == 1
+    # a few output tiles with a long K keep the tiled family's split-K (the 16-bit rule's K limit)
+    from conftest import cuda_like_problem
+
+    assert _plan.pipelined_min_tiles("float64", 4096, True) == _plan.PIPELINED_MIN_TILES["other"] > 1
+    for dt in (np.float32, np.float64):
+        long_k = cuda_like_problem(monkeypatch, np.zeros((64, 4096), dt), np.zeros((4096, 64), dt))
+        assert make_plan(long_k, 1.0, 0.0, False, None, Options()).family == "tiled", dt
+        short_k = cuda_like_problem(monkeypatch, np.zeros((64, 2048), dt), np.zeros((2048, 64), dt))
+        assert make_plan(short_k, 1.0, 0.0, False, None, Options()).family == "pipelined", dt
     # (the pipelined family's; on sm_90 the Hopper family takes this product unless switched off)
     assert make_plan(_cuda_like_problem(monkeypatch, 4096, np.float16), 1.0, 0.0, False, None,
                      Options(hopper=False)).family_spec.mma == 4

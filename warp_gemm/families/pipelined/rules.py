@@ -109,9 +109,11 @@ PIPELINED_FEW_TILES_MAX_K = 2048
 
 
 def pipelined_min_tiles(dtype: str, K: int, snippet: bool = False) -> int:
-    """The fewest 128x128 output tiles for which the planner's rules take the pipelined family (unforced); one where
-    ``snippet`` (exact float32 and float64 on CUDA, whose products are the SIMT and DMMA snippets there)."""
-    if snippet or (dtype in ("float16", "bfloat16") and K <= PIPELINED_FEW_TILES_MAX_K):
+    """The fewest 128x128 output tiles for which the planner's rules take the pipelined family (unforced): one where K
+    is at most PIPELINED_FEW_TILES_MAX_K for 16-bit inputs and where ``snippet`` (exact float32 and float64 on CUDA,
+    whose products are the SIMT and DMMA snippets there; the 16-bit K limit borrowed, not measured for them: grids
+    of a few tiles with a longer K keep the tiled family's split-K)."""
+    if K <= PIPELINED_FEW_TILES_MAX_K and (snippet or dtype in ("float16", "bfloat16")):
         return 1
     return PIPELINED_MIN_TILES.get(dtype, PIPELINED_MIN_TILES["other"])
 
