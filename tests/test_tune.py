@@ -155,7 +155,7 @@ def test_pipe_config_errors_name_the_field(text, field):
 def test_pipe_candidates_fit(dtype, tf32):
     """8-18 candidates per dtype, the measured default among them, and every one within the per-block
     shared-memory limit in every layout as the planner builds it (those that are not are dropped: 128x256x64 for
-    16-bit); the 16-bit and tf32 ones include mma.sync kernels, exact float32's are all SIMT kernels."""
+    16-bit); the 16-bit, tf32 and float64 ones include mma.sync kernels, exact float32's are all SIMT kernels."""
     if tf32 and not __import__("warp_gemm")._compat.HAS_TF32:
         pytest.skip("no tf32 in this Warp")
     cands = _plan.candidate_pipe_configs(dtype, tf32)
@@ -166,7 +166,7 @@ def test_pipe_candidates_fit(dtype, tf32):
         for lay in ("NN", "NT", "TN", "TT"):
             spec = _plan._with_pipe_config(_pipe.default_spec(dtype, tf32=tf32, layout=lay), c, False)
             assert _pipe.smem_bytes(spec) <= _pipe.SMEM_LIMIT and _pipe.unfit(spec) == "", (c, lay)
-    assert sum(c.mma for c in cands) == {"float16": 6, "bfloat16": 6, "float32": 3 if tf32 else 0}.get(dtype, 0)
+    assert sum(c.mma for c in cands) == {"float16": 6, "bfloat16": 6, "float32": 3 if tf32 else 0, "float64": 8}[dtype]
     assert all(c.simt for c in cands) if dtype == "float32" and not tf32 else not any(c.simt for c in cands)
     if dtype == "float16":
         assert PipeConfig.parse("pipe/128x256x64/s2/b256/o1") not in cands  # 234 KB: dropped
@@ -521,8 +521,8 @@ def test_family_bucket_whose_shapes_disagree_is_left_out():
 
 def test_shipped_family_table_and_rules_on_cuda_like(cache_dir, monkeypatch):
     """What the planner picks on an sm_90 stand-in (conftest.CudaLike; nothing launched) with the shipped tables:
-    round 16's '|family' buckets (float32 batches of 64^3 and 256^3 to the pipelined family, float32 rows of 5-16
-    to tiled, from splitpipe) and its rule (16-bit products of 1-3 output tiles with K <= 2048: pipelined)."""
+    '|family' buckets (float32 rows of 5-16 to tiled, from splitpipe; 32x4096x4096 and 128x1024x1024 to tiled, from
+    the SIMT kernel; float32 batches of 64^3 and 256^3 take the pipelined family by the rules) and its rule (16-bit products of 1-3 output tiles with K <= 2048: pipelined)."""
     from conftest import CudaLike, cuda_like_problem
 
     from warp_gemm.core.options import Options
@@ -544,7 +544,9 @@ def test_shipped_family_table_and_rules_on_cuda_like(cache_dir, monkeypatch):
         assert family(np.float16, M, N, K) == "pipelined", (M, N, K)
     assert _plan.pipelined_min_tiles("float16", 2049) == _plan.PIPELINED_MIN_TILES["float16"] > 1
     assert family(np.float16, 48, 80, 4000) == "tiled"  # one tile, long K: the tiled family's split-K
-    assert family(np.float32, 64, 64, 64) == "tiled"  # exact float32: unchanged
+    assert family(np.float32, 64, 64, 64) == "pipelined"  # exact float32: the SIMT kernel at every size
+    assert family(np.float32, 32, 4096, 4096) == "tiled" and family(np.float32, 128, 1024, 1024) == "tiled"  # table
+    assert family(np.float64, 64, 64, 64) == "pipelined"  # float64: the DMMA kernel at every size
     assert family(np.float16, 16, 8192, 8192) == "splitpipe"  # the float32 table does not reach float16
 
 

@@ -85,7 +85,8 @@ def _run(spec: P.PipeSpec, M, N, K, rng, *, batch=1, a_nb=1, b_nb=1, c_nb=1, alp
     grid, n_ws, n_flags = P.stream_k_sizes(spec, M, N, K, batch, wp.get_device("cpu"))
     sk = {}
     if grid:  # stream-K: a NaN-prefilled workspace (a slot read before it is written shows) and zeroed flags
-        sk = {"workspace": wp.array(np.full(n_ws, np.nan, np.float32), dtype=wp.float32, device="cpu"),
+        acc = spec.acc_dtype  # the workspace holds partial sums in the accumulator dtype
+        sk = {"workspace": wp.array(np.full(n_ws, np.nan, NP[acc]), dtype=WP_DTYPES[acc], device="cpu"),
               "flags": wp.zeros(n_flags, dtype=wp.int32, device="cpu")}
     k, dim, inputs, block = P.launch_args(spec, A, B, C, D, alpha, beta, M, N, K, batch, a_nb, b_nb,
                                           c_nb if C is not None else 1, group_m=group_m, **sk)
@@ -457,8 +458,8 @@ def test_cuda_build_offline_persistent(epilogue, tmp_path, monkeypatch):
 
 def test_precompile_lists_the_pipelined_family():
     """`warp-gemm precompile` builds the pipelined family's planner defaults (large and small problems,
-    every layout and epilogue asked for) beside the tiled family's; exact float32 only its large-problem (SIMT)
-    kernel."""
+    every layout and epilogue asked for) beside the tiled family's; exact float32 its SIMT kernels, float64 its DMMA
+    kernels."""
     from warp_gemm.families.pipelined.rules import precompile_jobs as pipelined_jobs
     from warp_gemm.tools.precompile import job_label
 
@@ -480,12 +481,16 @@ def test_precompile_lists_the_pipelined_family():
         t32 = {j[1].key for j in pipelined_jobs(["tf32"])}
         for side in (8192, 1024, 32):
             assert P.default_spec("float32", "float32", tf32=True, M=side, N=side, K=side).key in t32
-    # exact float32: its large-problem kernel only (the SIMT kernel), one per layout and epilogue
+    # exact float32: its large, small-grid (stream-K) and quarter-grid kernels (SIMT), one per layout and epilogue;
+    # float64: the DMMA kernel's three
     f32 = {j[1].key for j in jobs if j[1].in_dtype == "float32"}
-    assert f32 == {P.default_spec("float32", "float32", layout=lay, epilogue=epi, M=8192, N=8192).key
-                   for lay in ("NN", "TT") for epi in ("scale", "axpby")}
+    assert f32 == {P.default_spec("float32", "float32", layout=lay, epilogue=epi, M=side, N=side).key
+                   for lay in ("NN", "TT") for epi in ("scale", "axpby") for side in (8192, 1024, 512)}
     assert all(j[1].simt for j in jobs if j[1].in_dtype == "float32") == options().pipe_snippets
-    assert any(j[1].in_dtype == "float64" for j in jobs)
+    f64 = {j[1].key for j in jobs if j[1].in_dtype == "float64"}
+    assert f64 >= {P.default_spec("float64", "float64", layout=lay, epilogue=epi, M=side, N=side).key
+                   for lay in ("NN", "TT") for epi in ("scale", "axpby") for side in (8192, 1024, 512)}
+    assert any(j[1].mma for j in jobs if j[1].in_dtype == "float64") == options().pipe_snippets
     assert all(job_label(j).startswith("wg_pipe_") for j in jobs)
 
 
@@ -563,7 +568,7 @@ def test_narrow_rows_rule_and_kernel(monkeypatch, request):
     assert P.default_spec("float16", M=1000, N=1000).tn == 64  # the one-wave small configuration first
     quarter = P.default_spec("float16", M=127, N=4099)  # 65 blocks of 128x64: under half of 132 SMs
     assert (quarter.tm, quarter.tn, quarter.block_dim) == (64, 32, 128)
-    assert P.default_spec("float64", M=1023, N=1025).tm == 64  # the rule is the 16-bit table's
+    assert P.default_spec("float64", M=1023, N=1025).tm == 64  # float64: its own small-grid tiles
     rng = _rng(request)
     for M, N in ((1023, 1025), (127, 4099)):  # the 96x128 and the 64x32 CUDA tiles, on the CPU twin
         spec = P.default_spec("float16", M=M, N=N, epilogue="axpby")
@@ -844,11 +849,13 @@ def _cuda_like_problem(monkeypatch, n: int, np_dtype):
 @pytest.mark.parametrize("cfg,family,want", [
     ("pipe/128x128x16/s3/b256/o2/simt", "pipelined", "simt"),
     (None, "pipelined", "simt-default"),  # the family forced: its exact-fp32 default is the SIMT kernel
-    (None, None, "tiled"),  # the default: the tiled family
-    ("pipe/128x128x16/s3/b256/o2/simt", None, "tiled")])  # a configuration alone does not force the family
+    (None, None, "simt-default"),  # the default: the same (every size, on CUDA)
+    ("pipe/128x128x16/s3/b256/o2/simt", None, "simt"),  # the family's rules take it: the configuration applies
+    (None, "tiled", "tiled")])
 def test_simt_planned_on_a_cuda_like_device(monkeypatch, cfg, family, want):
     """The planner on a CUDA-like device (pure arithmetic, nothing launched), exact float32 1024^3 with B stored
-    (N, K): the SIMT configuration is planned where forced, with its 256 threads and the fp32 row padding."""
+    (N, K): the SIMT kernel by default (128 tiles of 64x128 on 132 SMs: stream-K over two blocks per SM), the
+    configuration where given, with its 256 threads and the fp32 row padding."""
     from warp_gemm.config.configs import PipeConfig
     from warp_gemm.core.options import Options
     from warp_gemm.core.plan import make_plan
@@ -865,8 +872,8 @@ def test_simt_planned_on_a_cuda_like_device(monkeypatch, cfg, family, want):
         assert (spec.block_dim, spec.pad_ab, spec.pad_c, spec.tk) == (256, 4, 0, 16)
     elif want == "simt-default":
         spec = plan.family_spec
-        assert plan.family == "pipelined" and spec.simt and (spec.tm, spec.tn, spec.tk, spec.block_dim) == \
-            (64, 128, 16, 128), spec
+        assert plan.family == "pipelined" and spec.simt and (spec.tm, spec.tn, spec.tk, spec.block_dim, spec.stream_k) \
+            == (64, 128, 16, 128, 2), spec
     else:
         assert plan.family == want
 
@@ -874,8 +881,9 @@ def test_simt_planned_on_a_cuda_like_device(monkeypatch, cfg, family, want):
 def test_snippet_defaults_for_large_problems_on_cuda(monkeypatch):
     """The defaults on CUDA (H100 measurements in default_spec): large 16-bit problems take the mma.sync kernel
     (128x128x64, 3 stages, 4 warps), tf32 the tf32 one (128x128x32, two blocks per SM), exact fp32 the SIMT kernel
-    (64x128x16, 128 threads) from SIMT_MIN_TILES 128x128 tiles; fused activations and the CPU keep tile_matmul's
-    kernels; and the planner follows (a CUDA-like device). Small grids: test_snippet_defaults_for_small_grids."""
+    (64x128x16, 128 threads) and float64 the DMMA kernel (128x64x16, m16n8k8) at every size (their small-grid tiles
+    below); fused activations and the CPU keep tile_matmul's kernels; and the planner follows (a CUDA-like device).
+    16-bit small grids: test_snippet_defaults_for_small_grids."""
     from warp_gemm.families.pipelined import rules as _plan
     from warp_gemm.core.options import Options
     from warp_gemm.core.plan import make_plan
@@ -890,23 +898,48 @@ def test_snippet_defaults_for_large_problems_on_cuda(monkeypatch):
         assert (s32.tk, s32.stages, s32.min_blocks, s32.mma, s32.pad_ab, s32.pad_c) == (32, 3, 2, 4, 4, 0)
     sx = P.default_spec("float32", layout="NT", **big)
     assert sx.simt and (sx.tm, sx.tn, sx.tk, sx.block_dim, sx.min_blocks) == (64, 128, 16, 128, 3)
+    sd = P.default_spec("float64", layout="TN", **big)
+    assert (sd.tm, sd.tn, sd.tk, sd.stages, sd.block_dim, sd.min_blocks, sd.mma, sd.mma_k, sd.pad_ab, sd.pad_c) == \
+        (128, 64, 16, 3, 128, 2, 4, P.DMMA_DEFAULT_K, 4, 0)
+    small = {d: P.default_spec(d, M=1000, N=1000, K=1000) for d in ("float32", "float64")}
+    assert small["float32"].simt and small["float32"].stream_k == 2 and small["float32"].tn == 128
+    assert (small["float64"].tm, small["float64"].tn, small["float64"].tk, small["float64"].mma_k) == (64, 64, 32, 16)
+    tiny = {d: P.default_spec(d, M=33, N=17, K=65) for d in ("float32", "float64")}
+    assert tiny["float32"].simt and (tiny["float32"].tm, tiny["float32"].tn, tiny["float32"].stream_k) == (32, 64, 0)
+    assert tiny["float64"].mma == 2 and (tiny["float64"].tm, tiny["float64"].tn) == (64, 32)
     for spec in (P.default_spec("float16", activation="relu", **big), P.default_spec("float16", device_is_cpu=True),
-                 P.default_spec("float32", activation="relu", **big)):
-        assert not spec.mma and not spec.simt, spec
-    for spec in (s16, sx):
+                 P.default_spec("float32", activation="relu", **big), P.default_spec("float64", activation="relu", **big),
+                 P.default_spec("float64", device_is_cpu=True)):
+        assert not spec.mma and not spec.simt and not spec.mma_k, spec
+    for spec in (s16, sx, sd, *small.values(), *tiny.values()):
         assert P.unfit(spec) == ""
     if _compat.WIDEN_16BIT_INPUTS:
         return
     plan = make_plan(_cuda_like_problem(monkeypatch, 4096, np.float32), 1.0, 0.0, False, None, Options())
     assert plan.family == "pipelined" and plan.family_spec.simt and plan.family_spec.layout_b == "T"
-    assert 32 * 32 >= _plan.SIMT_MIN_TILES  # 4096^3: 1024 tiles
-    assert make_plan(_cuda_like_problem(monkeypatch, 1024, np.float32), 1.0, 0.0, False, None, Options()).family \
-        == "tiled"
+    for n, dt in ((1024, np.float32), (64, np.float32), (64, np.float64), (1024, np.float64), (4096, np.float64)):
+        plan = make_plan(_cuda_like_problem(monkeypatch, n, dt), 1.0, 0.0, False, None, Options())
+        spec = plan.family_spec
+        assert plan.family == "pipelined" and (spec.simt if dt == np.float32 else spec.mma), (n, dt, plan.family)
+        assert _plan.pipelined_min_tiles(spec.in_dtype, min(n, 2048), True) == 1
+    # a few output tiles with a long K keep the tiled family's split-K (the 16-bit rule's K limit)
+    from conftest import cuda_like_problem
+
+    assert _plan.pipelined_min_tiles("float64", 4096, True) == _plan.PIPELINED_MIN_TILES["other"] > 1
+    for dt in (np.float32, np.float64):
+        long_k = cuda_like_problem(monkeypatch, np.zeros((64, 4096), dt), np.zeros((4096, 64), dt))
+        assert make_plan(long_k, 1.0, 0.0, False, None, Options()).family == "tiled", dt
+        short_k = cuda_like_problem(monkeypatch, np.zeros((64, 2048), dt), np.zeros((2048, 64), dt))
+        assert make_plan(short_k, 1.0, 0.0, False, None, Options()).family == "pipelined", dt
     # (the pipelined family's; on sm_90 the Hopper family takes this product unless switched off)
     assert make_plan(_cuda_like_problem(monkeypatch, 4096, np.float16), 1.0, 0.0, False, None,
                      Options(hopper=False)).family_spec.mma == 4
     set_options(monkeypatch, pipe_snippets=False)
     assert make_plan(_cuda_like_problem(monkeypatch, 4096, np.float32), 1.0, 0.0, False, None, Options()).family \
+        == "tiled"
+    off = make_plan(_cuda_like_problem(monkeypatch, 4096, np.float64), 1.0, 0.0, False, None, Options())
+    assert off.family == "pipelined" and not off.family_spec.mma and off.family_spec.pad_c == 4  # tile_matmul
+    assert make_plan(_cuda_like_problem(monkeypatch, 64, np.float64), 1.0, 0.0, False, None, Options()).family \
         == "tiled"
 
 
@@ -993,7 +1026,7 @@ def _mma_spec(dtype="float16", layout="NN", epilogue="axpby", tm=64, tn=64, tk=3
     """An mma.sync spec for the CPU twin; ``dtype`` "tf32": float32 inputs through tf32 MMAs (m16n8k8)."""
     tf32 = dtype == "tf32"
     return _spec("float32" if tf32 else dtype, layout=layout, epilogue=epilogue, tf32=tf32, tm=tm, tn=tn, tk=tk,
-                 stages=stages, pad_ab=4 if tf32 else 8, pad_c=0, mma=mma, **over)
+                 stages=stages, pad_ab=4 if tf32 or dtype == "float64" else 8, pad_c=0, mma=mma, **over)
 
 
 def _ld8(n: int) -> int:
@@ -1044,10 +1077,13 @@ def test_mma_warp_splits(dtype, tm, tn, tk, mma, warps, request):
 # tiles); over 32 blocks (one or two K steps each: tiles of up to 3 blocks, middle contributors); 60x50x300: one
 # tile of 10 K steps over 8 blocks (a finisher with 7 contributors); 130x64x64 x2: 8 K steps over 8 blocks, one each.
 def _own_case(kind, layout, epilogue, M, N, K, **over):
-    """A register-accumulator spec (``kind``: "float16"/"tf32" mma.sync, "simt"), float32 output, with ``over``, and
-    the 16-byte-aligned row strides (lda, ldb) of its M x K by K x N operands in ``layout``."""
+    """A register-accumulator spec (``kind``: "float16"/"tf32" mma.sync, "float64" DMMA with m16n8k8 on sm_90, "simt"),
+    float32 output (float64: float64), with ``over``, and the 16-byte-aligned row strides (lda, ldb) of its M x K by
+    K x N operands in ``layout``."""
     if kind == "simt":
         spec, ld = _simt_spec(layout, epilogue, **over), _ld4
+    elif kind == "float64":
+        spec, ld = _mma_spec(kind, layout, epilogue, out_dtype="float64", mma_k=8, **over), _ld8
     else:
         spec, ld = _mma_spec(kind, layout, epilogue, out_dtype="float32", **over), _ld8
     return spec, ld(M) if layout[0] == "T" else ld(K), ld(K) if layout[1] == "T" else ld(N)
@@ -1058,7 +1094,7 @@ SK_CASES = [(70, 131, 75, 3, 1), (70, 131, 75, 3, 8), (60, 50, 300, 1, 2), (130,
 
 @pytest.mark.parametrize("case", SK_CASES, ids=lambda c: "M{}-N{}-K{}-b{}-k{}".format(*c))
 @pytest.mark.parametrize("layout,epilogue", [("NN", "axpby"), ("TT", "scale"), ("NT", "axpby")])
-@pytest.mark.parametrize("kind", ["float16", "tf32", "simt"])
+@pytest.mark.parametrize("kind", ["float16", "tf32", "simt", "float64"])
 def test_stream_k_on_cpu(kind, layout, epilogue, case, request):
     """The stream-K kernel (every tile's K steps shared evenly by a fixed grid; a tile split across blocks summed by
     its finisher from the contributors' flagged workspace slots in block order): on the CPU twin blocks run in index
@@ -1072,7 +1108,7 @@ def test_stream_k_on_cpu(kind, layout, epilogue, case, request):
     total = batch * -(-M // spec.tm) * -(-N // spec.tn) * -(-K // spec.tk)
     assert grid == min(total, 4 * sk) and "_sk" in spec.key
     out, ref = _run(spec, M, N, K, _rng(request), batch=batch, a_nb=1, b_nb=batch, c_nb=batch, lda=lda, ldb=ldb)
-    _assert_close(out, ref, "float32", tf32=kind == "tf32")
+    _assert_close(out, ref, spec.out_dtype, tf32=kind == "tf32")
 
 
 @pytest.mark.parametrize("kind,stages,per", [("float16", 6, 0), ("float16", 8, 1), ("simt", 5, 0), ("tile", 8, 0)])
@@ -1103,7 +1139,7 @@ PERSIST_OWN_CASES = [(70, 131, 75, 3, 1), (70, 131, 75, 3, 2), (130, 64, 20, 2, 
 
 @pytest.mark.parametrize("case", PERSIST_OWN_CASES, ids=lambda c: "M{}-N{}-K{}-b{}-p{}".format(*c))
 @pytest.mark.parametrize("layout,epilogue", [("NN", "axpby"), ("TT", "scale"), ("NT", "axpby")])
-@pytest.mark.parametrize("kind", ["float16", "tf32", "simt"])
+@pytest.mark.parametrize("kind", ["float16", "tf32", "simt", "float64"])
 def test_persistent_own_on_cpu(kind, layout, epilogue, case, request):
     """Persistent simt/mma blocks (each block loops over the output tiles g, g + grid, ... with its copies running
     ahead across them; the register accumulator stored by the kernel's own store and re-zeroed after each tile's last
@@ -1114,7 +1150,7 @@ def test_persistent_own_on_cpu(kind, layout, epilogue, case, request):
     spec, lda, ldb = _own_case(kind, layout, epilogue, M, N, K, persistent=per)
     assert "_per" in spec.key and P.unfit(spec) == ""
     out, ref = _run(spec, M, N, K, _rng(request), batch=batch, a_nb=1, b_nb=batch, c_nb=batch, lda=lda, ldb=ldb)
-    _assert_close(out, ref, "float32", tf32=kind == "tf32")
+    _assert_close(out, ref, spec.out_dtype, tf32=kind == "tf32")
     k, dim, _, _ = P.launch_args(spec, *_zeros_operands(M, N, K, batch, spec), 1.0, 0.0, M, N, K, batch, 1, 1, 1)
     tiles = batch * -(-M // spec.tm) * -(-N // spec.tn)
     assert dim == (1, min(tiles, 4 * per))
@@ -1185,7 +1221,7 @@ def test_stream_k_falls_back_and_refuses():
 
 
 @pytest.mark.parametrize("over,match", [
-    (dict(in_dtype="float32", out_dtype="float32", pad_ab=4), "float16, bfloat16 and tf32"),
+    (dict(in_dtype="float32", out_dtype="float32", pad_ab=4), "float16, bfloat16, tf32 and float64"),
     (dict(simt=True), "give one"),
     (dict(tm=40), "warp tiles"),
     (dict(mma=3), "warp tiles"),
@@ -1664,3 +1700,142 @@ def test_mma_tf32_scalar_fragments_odd_tile_widths(layout, request):
     out, ref = _run(spec, M, N, K, _rng(request), lda=_ld8(M) if layout[0] == "T" else _ld8(K),
                     ldb=_ld8(K) if layout[1] == "T" else _ld8(N))
     _assert_close(out, ref, "float32", tf32=True)
+
+
+# --- float64 on the fp64 tensor cores through mma.sync (spec.mma with float64 inputs: DMMA) -----------------------
+def _dmma_spec(layout="NN", epilogue="axpby", tm=64, tn=64, tk=16, stages=3, mma=4, mma_k=8, **over) -> P.PipeSpec:
+    """A float64 mma.sync spec for the CPU twin (``mma_k``: the sm_90 MMA's k; 0: m8n8k4 pairs)."""
+    return _spec("float64", layout=layout, epilogue=epilogue, tm=tm, tn=tn, tk=tk, stages=stages, pad_ab=4, pad_c=0,
+                 mma=mma, mma_k=mma_k, **over)
+
+
+def _ld2(n: int) -> int:
+    return -(-n // 2) * 2
+
+
+@pytest.mark.parametrize("epilogue", ["scale", "axpby"])
+@pytest.mark.parametrize("layout", ["NN", "NT", "TN", "TT"])
+def test_dmma_layouts_and_edges(layout, epilogue, request):
+    """The float64 mma.sync kernel (8-byte fragment loads, m8n8k4 pairs / m16n8k8, float64 sums in registers): on
+    the CPU twin each output sums the values that its lanes' fragment addresses and the PTX fragment layouts deliver,
+    so the addressing of every layout is checked. 70x131x75 on 64x64x16 tiles of 4 warps (M, N and K edges, 5 K
+    tiles through 3 stages), three batch entries with A broadcast, A and B column views of wider arrays (rows of
+    16-byte multiples), D a column view whose other columns stay, against float64."""
+    M, N, K = 70, 131, 75
+    lda = _ld2(M) + 2 if layout[0] == "T" else _ld2(K) + 2
+    ldb = _ld2(K) + 2 if layout[1] == "T" else _ld2(N) + 2
+    spec = _dmma_spec(layout, epilogue)
+    assert spec.acc_dtype == "float64" and P.mma_warps(spec) == (2, 2) and "_mma4_k8" in spec.key
+    out, ref = _run(spec, M, N, K, _rng(request), batch=3, a_nb=1, b_nb=3, c_nb=3, lda=lda, ldb=ldb, ldd=N + 5)
+    _assert_close(out, ref, "float64")
+
+
+@pytest.mark.parametrize("tm,tn,tk,mma,mma_k,warps", [
+    (128, 64, 16, 4, 8, (2, 2)), (64, 32, 16, 2, 16, (2, 1)), (128, 128, 16, 8, 4, (2, 4)), (64, 64, 32, 4, 16, (2, 2)),
+    (32, 32, 8, 1, 0, (1, 1))], ids=lambda v: str(v))
+def test_dmma_warp_splits_and_instructions(tm, tn, tk, mma, mma_k, warps, request):
+    """Other warp splits and sm_90 instructions (m16n8k8 / k16 / k4, m8n8k4 pairs: the fragments the CPU twin reads do
+    not depend on it), the planner's tiles among them (128x64x16 k8, 64x64x32 k16, 64x32x16 of 2 warps); the "scale"
+    epilogue, through the free A stage where it fits (_STAGED_STORE), and two partial tiles each way."""
+    spec = _dmma_spec("NT", "scale", tm=tm, tn=tn, tk=tk, mma=mma, mma_k=mma_k)
+    assert P.mma_warps(spec) == warps and P.unfit(spec) == ""
+    assert ("_ts" in spec.key) == P.staged_store(spec)
+    M, N, K = 2 * tm - 13, 2 * tn - 5, 2 * tk + 6
+    out, ref = _run(spec, M, N, K, _rng(request), lda=_ld2(K), ldb=_ld2(K))
+    _assert_close(out, ref, "float64")
+
+
+def test_dmma_staged_store_is_exercised():
+    """At least one planner tile of the DMMA kernel stores through the A stage (64x32 and 64x64x32: test above)."""
+    assert P.staged_store(_dmma_spec(tm=64, tn=32, mma=2, mma_k=16, epilogue="scale"))
+    assert not P.staged_store(_dmma_spec(epilogue="axpby"))
+
+
+@pytest.mark.parametrize("over,match", [
+    (dict(mma_k=16, tk=8), "16-deep"),
+    (dict(mma_k=12), "mma_k"),
+    (dict(tk=6, mma_k=0), "4-deep"),
+    (dict(mma=0, pad_c=4), "mma_k"),
+    (dict(pad_ab=1), "16-byte"),
+    (dict(block_dim=64), "block_dim 128"),
+    (dict(bias=True), "registers")])
+def test_dmma_refusals_name_the_reason(over, match):
+    """float64 mma.sync specs that cannot run are refused before any compile, with the reason; mma_k is float64's."""
+    _assert_refused(dataclasses.replace(_dmma_spec(), **over), match)
+    _assert_refused(dataclasses.replace(_mma_spec(), mma_k=8), "mma_k")
+
+
+@pytest.mark.parametrize("cfg,mma_k", [("pipe/128x64x16/s3/b128/o2/mma", P.DMMA_DEFAULT_K),
+                                       ("pipe/64x64x32/s3/b128/o2/p1/mma", P.DMMA_DEFAULT_K),
+                                       ("pipe/64x64x32/s2/b128/o2", 0)])
+def test_dmma_configurations_over_the_default(cfg, mma_k):
+    """A configuration applied over the float64 default (as the planner and tuner do): /mma takes the DMMA kernel
+    with the default's sm_90 MMA, float64 padding and a register accumulator; a tile_matmul one drops mma_k."""
+    from warp_gemm.config.configs import PipeConfig
+    from warp_gemm.families.pipelined.rules import _with_pipe_config
+
+    base = P.default_spec("float64", M=4096, N=4096, K=4096)
+    spec = _with_pipe_config(base, PipeConfig.parse(cfg), False)
+    assert spec.mma_k == mma_k and bool(spec.mma) == bool(mma_k) and P.unfit(spec) == ""
+    assert (spec.pad_ab, spec.pad_c) == ((4, 0) if mma_k else (4, 4))
+
+
+@pytest.mark.skipif(not _compat.HAS_COMPILE_AOT, reason="wp.compile_aot_module arrived in warp-lang 1.9")
+@pytest.mark.parametrize("layout,mma_k,over", [("NN", 8, {}), ("TT", 16, {}), ("NT", 4, {}), ("TN", 0, {}),
+                                              ("NT", 16, {"stream_k": 2}), ("NN", 8, {"persistent": 2})],
+                         ids=lambda v: str(v))
+def test_dmma_cuda_build_offline(layout, mma_k, over, tmp_path):
+    """The DMMA kernel (plain, stream-K with its float64 workspace, persistent) compiles offline for sm_90 and sm_80;
+    the sm_90 PTX issues the m16n8k{mma_k} MMA (mma_k 0: the
+    m8n8k4 pairs, as sm_80's does), one per 16 x 8 output tile of a warp per MMA's k, keeps the accumulator in registers (no
+    local memory, no calls) and reads fragments with 8-byte shared loads."""
+    import re
+
+    spec = _dmma_spec(layout, "axpby", tm=128, tn=64, tk=16, block_dim=128, min_blocks=2, mma_k=mma_k, **over)
+    _build_offline(spec, tmp_path / "sm80", arch=80)
+    ptx = _offline_ptx(spec, tmp_path)
+    if ptx is None:
+        return
+    assert ".local" not in ptx and not re.search(r"\bcall", ptx)
+    shape = f"m16n8k{mma_k}" if mma_k else "m8n8k4"
+    n = len(re.findall(rf"mma\.sync\.aligned\.{shape}\.row\.col\.f64\.f64\.f64\.f64", ptx))
+    wm, wn = P.mma_warps(spec)
+    tiles, steps = (spec.tm // wm // 16) * (spec.tn // wn // 8), spec.tk // (mma_k or 4)  # one warp's, per K tile
+    assert n == tiles * steps * (1 if mma_k else 2), n
+    assert re.search(r"ld\.shared\.f64", ptx)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("layout,cfg", [
+    ("NN", "pipe/128x64x16/s3/b128/o2/mma"), ("NT", "pipe/64x64x32/s3/b128/o2/mma"),
+    ("TN", "pipe/64x32x16/s3/b64/o4/mma"), ("TT", "pipe/128x64x16/s3/b128/o2/p2/mma")], ids=lambda v: str(v))
+@pytest.mark.parametrize("epilogue", ["scale", "axpby"])
+def test_dmma_forced_on_cuda(layout, cfg, epilogue, planned, request):
+    """The DMMA kernel forced through the API on CUDA in each layout: two batch entries of 1000x1000 (M and N edges),
+    K 520 (a partial K tile), alpha and beta * C, a persistent grid among them, against float64."""
+    _forced_on_cuda("float64", layout, cfg, epilogue, request)
+    spec = planned[-1].family_spec
+    assert planned[-1].family == "pipelined" and spec.mma and spec.in_dtype == "float64", spec
+    assert spec.layout_a + spec.layout_b == layout
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype,shape", [("float64", (1000, 1000, 1000)), ("float64", (64, 64, 64)),
+                                         ("float64", (33, 17, 65)), ("float32", (1000, 1000, 1000)),
+                                         ("float32", (33, 17, 65)), ("float32", (64, 64, 64)),
+                                         ("float64", (2048, 2048, 256))], ids=lambda v: str(v))
+def test_snippet_defaults_on_cuda(dtype, shape, planned, request):
+    """The default path on CUDA for exact float32 and float64 at every size: the SIMT / DMMA kernels (small grids:
+    stream-K for float32, 64x64x32 / 64x32 tiles for float64), never tile_matmul, correct against float64 with a
+    NaN-prefilled output (row strides not 16-byte aligned staged first)."""
+    from conftest import make, nan_like, to_f64
+
+    import warp_gemm
+
+    M, N, K = shape
+    a, b = random_operands(M, N, K, dtype, _rng(request))
+    out = nan_like("warp", (M, N), dtype, "cuda")
+    warp_gemm.matmul(make(a, dtype, "warp", "cuda"), make(b, dtype, "warp", "cuda"), out=out)
+    _assert_close(to_f64(out), np.matmul(a, b), dtype)
+    spec = planned[-1].family_spec
+    assert planned[-1].family == "pipelined" and (spec.simt if dtype == "float32" else spec.mma), planned[-1].family

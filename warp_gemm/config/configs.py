@@ -195,7 +195,7 @@ class PipeConfig:
     stream-K), ``simt`` (exact float32 only: the K steps' product
     in CUDA-core FMAs of 8x8 outputs per thread instead of ``tile_matmul``, so ``block_dim`` is ``tm * tn /
     64``; the A/B rows then take the fp32 padding of 4 elements and the accumulator lives in registers) and
-    ``mma`` (float16/bfloat16/tf32: the product in ``mma.sync`` tensor-core instructions of ``block_dim / 32``
+    ``mma`` (float16/bfloat16/tf32/float64: the product in ``mma.sync`` tensor-core instructions of ``block_dim / 32``
     warps instead of ``tile_matmul``; the accumulator lives in registers) and ``wgmma`` (float16/bfloat16, layout
     NT, sm_90 only: Hopper warpgroup MMAs from unpadded core-matrix stages, one warpgroup per 64 rows, so
     ``block_dim`` is ``2 * tm``), and ``stream_k`` (> 0, simt and mma only: a grid of that many blocks per SM sharing
@@ -359,19 +359,21 @@ PIPE_CANDIDATES = {
         "pipe/128x128x32/s3/b128/o2/mma", "pipe/128x128x32/s3/b256/o1/mma", "pipe/128x64x32/s4/b128/o3/mma")],
     # exact float32, the SIMT kernel (H100 4096^3 NN):
     # 64x128x16 s3 o3 44.9 (the default), 128x64x16 s3 o3 41.7, o4 41.8, s4 40.8, 128x64x32 s2 o3 41.2;
-    # 128x128x16 s2-s4 b256 o2 39.6-40.7, 128x128x32 s3 o1 40.1. Exact float32 goes to this family only from
-    # pipelined.rules.SIMT_MIN_TILES output tiles (smaller problems: the tiled family), so that is where these matter.
+    # 128x128x16 s2-s4 b256 o2 39.6-40.7, 128x128x32 s3 o1 40.1. Stream-K over two blocks per SM: the small-grid
+    # default (1000^3 86.3 us against 92.0 one tile per block).
     "float32": [_pc(t) for t in (
         "pipe/64x128x16/s3/b128/o3/simt", "pipe/128x64x16/s3/b128/o3/simt", "pipe/128x64x16/s3/b128/o4/simt",
         "pipe/64x128x16/s4/b128/o3/simt", "pipe/64x128x32/s2/b128/o3/simt", "pipe/128x64x32/s2/b128/o3/simt",
-        "pipe/128x128x16/s3/b256/o2/simt", "pipe/128x128x32/s3/b256/o1/simt")],
-    # float64: 64x64x32 s2 b128 o2 24.5/25.1 (the default); one block/SM 23.2-23.9; 3 stages 17-18;
+        "pipe/128x128x16/s3/b256/o2/simt", "pipe/128x128x32/s3/b256/o1/simt", "pipe/64x128x16/s3/b128/o3/k2/simt")],
+    # float64, the DMMA kernel (mma.sync .f64, m16n8k8 where the K tile allows; H100 4096^3 NN): 128x64x16 s3 o2 47.6
+    # (the default), 128x128x16 b256 45.3, 64x64x16 45.5, 128x64x32 s2 45.7, 64x128x16 44.3, 64x32x16 b64 40.8;
+    # 1000^3: 64x64x32 68.4 us (m16n8k16; the small-grid default). tile_matmul: 64x64x32 s2 b128 o2 24.5/25.1,
     # 128x64x32 23.3-24.1.
     "float64": [_pc(t) for t in (
-        "pipe/64x64x32/s2/b128/o2", "pipe/64x64x32/s2/b128/o1", "pipe/64x64x32/s3/b128/o1",
-        "pipe/64x64x16/s3/b128/o2", "pipe/64x64x64/s2/b128/o1", "pipe/128x64x32/s2/b256/o1",
-        "pipe/64x128x32/s2/b256/o1", "pipe/32x64x32/s2/b128/o3", "pipe/64x64x32/s2/b256/o2",
-        "pipe/64x64x32/s2/b128/o2/p2")],
+        "pipe/128x64x16/s3/b128/o2/mma", "pipe/64x64x32/s3/b128/o2/mma", "pipe/64x64x16/s3/b128/o2/mma",
+        "pipe/128x128x16/s3/b256/o1/mma", "pipe/64x128x16/s3/b128/o2/mma", "pipe/128x64x32/s2/b128/o2/mma",
+        "pipe/64x32x16/s3/b64/o4/mma", "pipe/128x64x16/s3/b128/o2/p2/mma", "pipe/64x64x32/s2/b128/o2",
+        "pipe/128x64x32/s2/b256/o1")],
 }
 
 

@@ -1,4 +1,5 @@
-"""The pipelined family: cp.async copies into shared stages overlapped with the product (mma.sync, SIMT or tile_matmul)."""
+"""The pipelined family: cp.async copies into shared stages overlapped with the product (mma.sync -- float64: DMMA --,
+SIMT or tile_matmul)."""
 
 from . import launch, rules
 from .kernel import _factory_lock, get_kernel
@@ -6,6 +7,8 @@ from .launch import applies, has_native_tile_args, has_warp_features, launch_arg
 from .snippets import _COMMIT, _COPY, _WAIT, _copy_snippet, _from_sm80, _stub_copy, _stub_int
 from .spec import (
     CHUNKS,
+    DMMA_DEFAULT_K,
+    DMMA_K,
     MMA_TYPES,
     NARROW_COST,
     PAD_AB,

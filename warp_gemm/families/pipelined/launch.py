@@ -25,7 +25,7 @@ def launch_args(spec: PipeSpec, A, B, C, D, alpha: float, beta: float, M: int, N
     M, N)``; a/b/c_nb is the batch count or 1 (broadcast). Rows must satisfy ``spec.chunk`` (see
     :func:`max_chunk`). K == 0 gives ``alpha * 0 (+ beta * C)``. ``bias``: ``spec.bias`` kernels only,
     a Warp array of ``spec.out_dtype`` of shape ``(1, N)`` or ``(N,)`` (any strides). On the CPU the
-    block size is 1. Stream-K kernels (``spec.stream_k``) also take ``workspace`` (float32) and ``flags`` (int32
+    block size is 1. Stream-K kernels (``spec.stream_k``) also take ``workspace`` (of the accumulator dtype: float32, float64 for float64 inputs) and ``flags`` (int32
     zeros) of at least :func:`stream_k_sizes` elements.
     """
     if spec.stream_k:
@@ -33,7 +33,8 @@ def launch_args(spec: PipeSpec, A, B, C, D, alpha: float, beta: float, M: int, N
         if not grid:
             return launch_args(dataclasses.replace(spec, stream_k=0), A, B, C, D, alpha, beta, M, N, K, batch, a_nb,
                                b_nb, c_nb, group_m, bias)
-        for name, arr, dt, n in (("workspace", workspace, wp.float32, n_ws), ("flags", flags, wp.int32, n_flags)):
+        ws_dt = WP_DTYPES[spec.acc_dtype]
+        for name, arr, dt, n in (("workspace", workspace, ws_dt, n_ws), ("flags", flags, wp.int32, n_flags)):
             if arr is None or arr.dtype != dt or arr.ndim != 1 or arr.shape[0] < n:
                 got = None if arr is None else (tuple(arr.shape), arr.dtype)
                 raise ValueError(f"{spec.key} M={M} N={N} K={K} batch={batch}: stream-K needs a {name} of at least "
@@ -153,7 +154,7 @@ def stream_k_buffers(env, dev, spec: PipeSpec, M: int, N: int, K: int, batch: in
     grid, n_ws, n_flags = stream_k_sizes(spec, M, N, K, batch, dev)
     if not grid:
         return {}
-    return {"workspace": env.workspace(dev, (n_ws,), "float32", "stream_k"), "flags": env.zeroed_ints(dev, n_flags, "sk")}
+    return {"workspace": env.workspace(dev, (n_ws,), spec.acc_dtype, "stream_k"), "flags": env.zeroed_ints(dev, n_flags, "sk")}
 
 
 def launches(plan, p, Dk, alpha: float, beta: float, env) -> list:

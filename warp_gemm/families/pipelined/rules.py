@@ -11,7 +11,17 @@ from ...config import tables
 from ...config.configs import PipeConfig
 from ...core.options import options
 from .launch import applies, has_native_tile_args
-from .spec import PAD_AB, PAD_C, SMEM_LIMIT, TINY_MIN_BATCH, default_spec, smem_bytes, tiny_batched, unfit
+from .spec import (
+    DMMA_DEFAULT_K,
+    PAD_AB,
+    PAD_C,
+    SMEM_LIMIT,
+    TINY_MIN_BATCH,
+    default_spec,
+    smem_bytes,
+    tiny_batched,
+    unfit,
+)
 
 
 def choose_pipe_spec(dev, in_dtype: str, out_dtype: str, tf32: bool, layout: str, epilogue: str, M: int, N: int,
@@ -39,6 +49,9 @@ def choose_pipe_spec(dev, in_dtype: str, out_dtype: str, tf32: bool, layout: str
 
 def _with_pipe_config(spec, cfg: PipeConfig, device_is_cpu: bool):
     fields = cfg.fields()
+    # float64 mma.sync: the default's sm_90 MMA where the K tile holds whole ones (else m8n8k4 pairs); others: none
+    mk = DMMA_DEFAULT_K if cfg.mma and spec.in_dtype == "float64" and cfg.tk % DMMA_DEFAULT_K == 0 else 0
+    fields.update(mma_k=mk)
     if cfg.simt or cfg.mma:  # snippet products: padded A/B rows (bank-conflict-free), the accumulator in registers
         fields.update(pad_ab=PAD_AB.get(spec.in_dtype, 0), pad_c=0)
     if cfg.wgmma:  # unpadded core-matrix stages, the accumulator in registers
@@ -95,19 +108,18 @@ PIPELINED_MIN_TILES = {"float16": 4, "bfloat16": 4, "other": 24}
 PIPELINED_FEW_TILES_MAX_K = 2048
 
 
-def pipelined_min_tiles(dtype: str, K: int, tf32_mma: bool = False) -> int:
-    """The fewest 128x128 output tiles for which the planner's rules take the pipelined family (unforced).
-    ``tf32_mma``: tf32 inputs on the mma.sync kernel (CUDA, ``Options.pipe_snippets``), which take the 16-bit rule:
-    below 24 tiles the tiled family's tf32 kernel is a tile_matmul one (21-25 s cold compile, H100) where the
-    mma.sync kernel compiles in seconds; their times at 1-23 tiles are not measured against each other."""
-    if (dtype in ("float16", "bfloat16") or tf32_mma) and K <= PIPELINED_FEW_TILES_MAX_K:
+def pipelined_min_tiles(dtype: str, K: int, snippet: bool = False) -> int:
+    """The fewest 128x128 output tiles for which the planner's rules take the pipelined family (unforced): one where K
+    is at most PIPELINED_FEW_TILES_MAX_K for 16-bit inputs and where ``snippet`` (on CUDA with
+    ``Options.pipe_snippets``: tf32 on the mma.sync kernel, exact float32 on SIMT, float64 on DMMA). Below 24 tiles
+    the tiled family's kernels of those dtypes are tile_matmul ones (21-25 s cold compile, H100) where the snippet
+    kernels compile in seconds; the 16-bit K limit is borrowed, not measured for them: grids of a few tiles with a
+    longer K keep the tiled family's split-K."""
+    if K <= PIPELINED_FEW_TILES_MAX_K and (snippet or dtype in ("float16", "bfloat16")):
         return 1
     return PIPELINED_MIN_TILES.get(dtype, PIPELINED_MIN_TILES["other"])
 
 
-# Exact float32 goes to the pipelined family's SIMT kernel from this many 128x128 output tiles (two waves of 132
-# SMs); measured: 1024 tiles and more win (4095^3, 4096^3, 8192^3), 64 lose (1000^3); between them, not measured.
-SIMT_MIN_TILES = 264
 
 
 
@@ -125,7 +137,8 @@ def tiny_takes(ctx) -> bool:
 
 def plan(ctx):
     """The pipelined family where its copies can be asynchronous and there are enough 128x128 output tiles
-    (:func:`pipelined_min_tiles`); exact float32 only on CUDA's SIMT kernel from ``SIMT_MIN_TILES`` tiles. Operands
+    (:func:`pipelined_min_tiles`; exact float32 and float64 on CUDA: from one tile, on the SIMT and DMMA kernels);
+    exact float32 only on CUDA's SIMT kernel. Operands
     whose rows are not 16-byte aligned are first staged into aligned copies: fp16 4095^3 ran at 138 TFLOP/s
     staged against 18 with 2-byte synchronous copies, tf32 77 against 46 with 4-byte cp.async (H100)."""
     from ...core.operands import _max_chunk
@@ -134,18 +147,20 @@ def plan(ctx):
     M, N, K = base.M, base.N, p.K
     tiles = p.batch * -(-M // 128) * -(-N // 128)
     exact32 = p.in_dtype == "float32" and not tf32
-    # the snippet products as default_spec sees them (warp_gemm.options in force)
-    simt32 = exact32 and not dev.is_cpu and options().pipe_snippets and base.activation is None
-    if exact32 and want is None and not (simt32 and tiles >= SIMT_MIN_TILES):
+    # the snippet products as default_spec sees them (warp_gemm.options in force): exact float32 on the SIMT kernel,
+    # float64 on the DMMA kernel, every problem size (their small-grid tiles: default_spec)
+    snippet = not dev.is_cpu and options().pipe_snippets and base.activation is None
+    simt32 = exact32 and snippet
+    if exact32 and want is None and not simt32:
         # exact float32 through tile_matmul (MathDx SIMT) is no faster here than in the tiled family (32 against
-        # 32.5 TFLOP/s); the SIMT kernel wins from 1024 tiles (4096^3: 44.9) and loses at 64 (1000^3: 17.8 / 19.1)
+        # 32.5 TFLOP/s)
         return None
     stage = (_max_chunk(base.A) < 16, _max_chunk(base.B) < 16)
     simt = opts.pipe_config.simt if opts.pipe_config is not None else simt32
     if not applies(dev, p.in_dtype, tf32, 16, ctx.la + ctx.lb, simt):
         return None
-    tf32_mma = tf32 and not dev.is_cpu and options().pipe_snippets and base.activation is None
-    if want is None and tiles < pipelined_min_tiles(p.in_dtype, K, tf32_mma):
+    if want is None and tiles < pipelined_min_tiles(p.in_dtype, K,
+                                                    snippet and (tf32 or simt32 or p.in_dtype == "float64")):
         return None
     spec = choose_pipe_spec(dev, p.in_dtype, p.out_dtype, tf32, ctx.la + ctx.lb, ctx.epi, M, N, K, p.batch,
                             base.activation, opts.pipe_config)
@@ -161,8 +176,8 @@ def precompile_jobs(dtypes: list[str], layouts: tuple[str, ...] = ("NN",),
     dtype's large- and small-problem configuration (``spec.default_spec``, the H100 table)
     and every configuration of the shipped tuning table's ``|pipe`` groups (applied over the default as
     the planner does: ``families.pipelined.rules.pipe_spec``; other layouts borrow NN's, bfloat16 float16's), per layout
-    and epilogue, output in the input dtype. Exact float32: only its large-problem kernel (the SIMT kernel on CUDA;
-    smaller problems stay on the tiled family). Nothing where this Warp cannot run the family."""
+    and epilogue, output in the input dtype. Exact float32: its SIMT kernels (large, small-grid stream-K, quarter-grid
+    32x64 tiles); float64: its DMMA kernels (large, small, quarter). Nothing where this Warp cannot run the family."""
     if not has_native_tile_args():
         return []
     jobs = []
@@ -181,7 +196,7 @@ def precompile_jobs(dtypes: list[str], layouts: tuple[str, ...] = ("NN",),
                 # 128x128 tiles with few K steps (pipelined.SHORT_K_STEPS)
                 for side, k in ((8192, None), (8192, 256), (1024, None), (1536, None), (512, None), (32, 32),
                                 (32, 128)):
-                    if exact32 and (side, k) != (8192, None):
+                    if exact32 and (side, k) not in ((8192, None), (1024, None), (512, None)):
                         continue
                     if side == 32 and not (tiny_batched(base, side, side, k, TINY_MIN_BATCH) or tf32):
                         continue

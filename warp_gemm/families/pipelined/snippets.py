@@ -7,7 +7,7 @@ from ..common import native
 from ..common.kernels import ITEM_BYTES, grouped_tile
 from .spec import MMA_TYPES, SIMT_TILE, PipeSpec, mma_warps, simt_threads, wgmma_threads
 
-_SNIPPETS = {**native.load(__file__, 'copy.cuh'), **native.load(__file__, 'mma_sync.cuh'), **native.load(__file__, 'simt.cuh'), **native.load(__file__, 'store.cuh'), **native.load(__file__, 'stream_k.cuh'), **native.load(__file__, 'wgmma.cuh')}
+_SNIPPETS = {**native.load(__file__, 'copy.cuh'), **native.load(__file__, 'mma_sync.cuh'), **native.load(__file__, 'simt.cuh'), **native.load(__file__, 'store.cuh'), **native.load(__file__, 'stream_k.cuh'), **native.load(__file__, 'wgmma.cuh'), **native.load(__file__, 'dmma.cuh')}
 
 _COPY = _SNIPPETS['copy']
 
@@ -116,7 +116,43 @@ def _mma_fields(spec: PipeSpec) -> dict:
 
 
 def _mma_sync_snippet(spec: PipeSpec) -> str:
+    if spec.in_dtype == "float64":
+        return native.fill(_DMMA, **_dmma_fields(spec))
     return native.fill(_MMA_SYNC, **_mma_fields(spec))
+
+
+_DMMA = _SNIPPETS['dmma']
+
+_DMMA_SM90 = _SNIPPETS['dmma_sm90']
+
+
+def _dmma_fields(spec: PipeSpec) -> dict:
+    """The fields of :data:`_DMMA` (float64 mma.sync): the 16-bit kernel's warp geometry and accumulator order, an
+    element offset per operand and layout (A(r, k): ``r`` the tile row, ``k`` the stage's k; B(k, n)), and the sm_90
+    instruction (``spec.mma_k``; 0: the m8n8k4 pairs of sm_80 there too)."""
+    wm, wn = mma_warps(spec)
+    wtm, wtn = spec.tm // wm, spec.tn // wn
+    (ar, ac), (br, bc) = spec.a_tile(), spec.b_tile()
+    ald, bld = spec.stage_cols()
+    ki = max(1, spec.mma_k // 4)
+    a_off = "(k) * {LD} + ({R})" if spec.layout_a == "T" else "({R}) * {LD} + (k)"
+    b_off = "(n) * {LD} + (k)" if spec.layout_b == "T" else "(k) * {LD} + (n)"
+    f = dict(VT=32 * spec.mma, NW=spec.mma, WM=wm, WN=wn, WTM=wtm, WTN=wtn, MI=wtm // 16, NJ=wtn // 8,
+             PER=wtm * wtn // 32, TK=spec.tk, KS=spec.tk // 4, KI=ki, KI4=4 * ki, AR=ar, AC=ac, BR=br, BC=bc,
+             ALD=ald, BLD=bld, SA=ar * ald, SB=br * bld, KMAP="4 * kk + t",
+             A_OFF=a_off.format(R="r", LD=ald), A_OFF8=a_off.format(R="r + 8", LD=ald), B_OFF=b_off.format(LD=bld))
+    f["GEOM"] = native.fill(_MMA_GEOMETRY, **f)
+    if spec.mma_k:
+        a_in = [f'"d"(af[{u}][mi][{h}])' for u in range(ki) for h in range(2)]
+        b_in = [f'"d"(bf[{u}][nj])' for u in range(ki)]
+        f["SM90"] = native.fill(_DMMA_SM90, KI=ki, KI4=4 * ki,
+                                AREGS=", ".join(f"%{4 + i}" for i in range(2 * ki)),
+                                BREGS=", ".join(f"%{4 + 2 * ki + i}" for i in range(ki)),
+                                AIN=", ".join(a_in), BIN=", ".join(b_in))
+        f["SM90_IF"] = "__CUDA_ARCH__ >= 900"
+    else:  # m8n8k4 pairs on sm_90 too: the sm_80 branch
+        f.update(SM90="", SM90_IF="0")
+    return f
 
 
 _WGMMA_GEOMETRY = _SNIPPETS['wgmma_geometry']
@@ -159,18 +195,24 @@ def _own_order(spec: PipeSpec) -> tuple[dict, dict]:
         order = dict(ORDER="_WGMMA", PER=f["PER"], V=2, ROW="wr + l / 4 + 8 * ((o % 4) / 2)",
                      COL="8 * (o / 4) + 2 * (l % 4) + o % 2")
     else:
-        f = _mma_fields(spec)
+        f = _dmma_fields(spec) if spec.in_dtype == "float64" else _mma_fields(spec)
         order = dict(ORDER="_MMA_SYNC", PER=f["PER"], V=2,
                      ROW=f"wr + 16 * (o / {4 * f['NJ']}) + l / 4 + 8 * ((o % 4) / 2)",
                      COL=f"wc + 8 * ((o / 4) % {f['NJ']}) + 2 * (l % 4) + o % 2")
     return f, order
 
 
+def _acc_c_type(spec: PipeSpec) -> str:
+    """The C type of a register accumulator's elements: double for float64 inputs, float for the others (spelled
+    as before, so the other kernels' source is unchanged)."""
+    return "double" if spec.acc_dtype == "float64" else "float"
+
+
 def _staged_store_snippet(spec: PipeSpec) -> str:
     f, order = _own_order(spec)
     it = ITEM_BYTES[spec.out_dtype]
     vb = order["V"] * it
-    return native.fill(_STAGED_STORE, OT=native.C_TYPES[spec.out_dtype], VT=f["VT"], GEOM=f["GEOM"], TM=spec.tm,
+    return native.fill(_STAGED_STORE, OT=native.C_TYPES[spec.out_dtype], AT=_acc_c_type(spec), VT=f["VT"], GEOM=f["GEOM"], TM=spec.tm,
                                 TN=spec.tn, RS=spec.tn * it + 16, IT=it, VB=vb, VTYPE=native.VEC_TYPES[vb], CH=16 // it,
                                 CPR=spec.tn * it // 16, **order)
 
@@ -182,7 +224,8 @@ def _own_store_snippet(spec: PipeSpec) -> str:
     axpby = spec.epilogue == "axpby"
     f, order = _own_order(spec)
     vb = order["V"] * ITEM_BYTES[spec.out_dtype]
-    return native.fill(_OWN_STORE, OT=ot, AXPBY=native.fill(_OWN_AXPBY, OT=ot) if axpby else "", VT=f["VT"], GEOM=f["GEOM"],
+    at = _acc_c_type(spec)
+    return native.fill(_OWN_STORE, OT=ot, AT=at, AXPBY=native.fill(_OWN_AXPBY, OT=ot, AT=at) if axpby else "", VT=f["VT"], GEOM=f["GEOM"],
                              AXPBY_DOC=" + beta * src[m0 + r, n0 + c]" if axpby else "", VB=vb,
                              VTYPE=native.VEC_TYPES[vb], **order)
 
@@ -341,7 +384,7 @@ def _stub_sk_zero(ACC, TM, TN):
 
 
 def _stub_sk_slot(ACC, TM, TN):
-    def stub(acc: wp.tile(dtype=ACC, shape=(TM, TN)), ws: wp.array(dtype=wp.float32), flags: wp.array(dtype=wp.int32),
+    def stub(acc: wp.tile(dtype=ACC, shape=(TM, TN)), ws: wp.array(dtype=ACC), flags: wp.array(dtype=wp.int32),
              slot: int, flag: int): ...
 
     return stub

@@ -67,6 +67,7 @@ class PipeSpec:
     mma: int = 0  # > 0: 16-bit inputs through the _MMA_SYNC snippet (mma.sync tensor cores) in this many warps
     wgmma: bool = False  # 16-bit NT through the _WGMMA snippet (sm_90a warpgroup MMAs on core-matrix stages)
     stream_k: int = 0  # > 0 (simt/mma): a grid of stream_k * SMs blocks sharing every tile's K steps (see _build)
+    mma_k: int = 0  # float64 mma kernels: k of the sm_90 MMA (m16n8k4/8/16); 0: m8n8k4 pairs (as on sm_80)
 
     @property
     def acc_dtype(self) -> str:
@@ -84,6 +85,7 @@ class PipeSpec:
         act += f"_mma{self.mma}" if self.mma else ""
         act += "_wgmma" if self.wgmma else ""
         act += f"_sk{self.stream_k}" if self.stream_k else ""
+        act += f"_k{self.mma_k}" if self.mma_k else ""
         act += "_ts" if staged_store(self) else ""  # the epilogue through shared memory (_STAGED_STORE)
         return (f"wg_pipe_{self.in_dtype}_{self.out_dtype}_{self.layout_a}{self.layout_b}_"
                 f"{self.tm}x{self.tn}x{self.tk}_s{self.stages}_b{self.block_dim}{occ}_c{self.chunk}_"
@@ -169,11 +171,9 @@ def default_spec(in_dtype: str, out_dtype: str | None = None, *, tf32: bool = Fa
     elif in_dtype == "float32" and tf32:
         base = _base_tf32(grid, snippets)
     elif in_dtype == "float32":
-        base = _base_fp32(snippets)
+        base = _base_fp32(grid, snippets)
     else:
-        # float64: 64x64x32, 2 stages, block 128, two blocks/SM: 24.5/25.1 TFLOP/s at 4096^3/8192^3 (NT 25.3/25.7),
-        # 1000^3 20.5; one block/SM 23.2-23.9, 3 stages 17-18, 128x64x32 23.3-24.1.
-        base = dict(tm=64, tn=64, tk=32, stages=2, block_dim=128, min_blocks=2, pad_ab=4, pad_c=4)
+        base = _base_fp64(grid, snippets)
     base.update(over)
     return PipeSpec(in_dtype=in_dtype, out_dtype=out_dtype, layout_a=layout[0], layout_b=layout[1],
                     epilogue=epilogue, tf32=tf32, chunk=chunk, **base)
@@ -271,13 +271,43 @@ def _mma_tf32(g: _Grid) -> dict:
     return dict(tm=128, tn=128, tk=32, stages=3, block_dim=128, min_blocks=2, pad_ab=4, pad_c=0, mma=4)
 
 
-def _base_fp32(snippets: bool) -> dict:
+def _base_fp64(g: _Grid, snippets: bool) -> dict:
+    """float64 (H100, TFLOP/s at 4096^3 / us at 1000^3; benchmarks/results/tuning/dmma_simt_probe_2026-11-26.txt)."""
+    if snippets:
+        # The DMMA kernel (mma.sync .f64; DMMA_DEFAULT_K): 128x64x16 s3, 4 warps of 64 x 32, two blocks/SM: 4096^3
+        # 47.6 (0.87x cuBLAS's 54.8; NT 46.2 = 0.95x, TN 0.91x, TT 0.87x with m16n8k16); 128x128 with 8 warps
+        # 45.3, 64x64 45.5, 128x64x32 s2 45.7, 4 stages 36.6 (one block/SM); the tile_matmul kernels 31.3 (runner).
+        base = dict(tm=128, tn=64, tk=16, stages=3, block_dim=128, min_blocks=2, pad_ab=4, pad_c=0, mma=4,
+                    mma_k=DMMA_DEFAULT_K)
+        if g.small:
+            # 128x64 tiles in one wave: 64x64x32 (256 blocks, 4 warps of 32 x 32, m16n8k16): 1000^3 68.4 us (0.63x
+            # cuBLAS), against 75.5 for 64x64x16 (m16n8k8), 82.2 for 64x32 (2 warps), 94.4 for 128x64
+            base.update(tm=64, tn=64, tk=32, mma_k=16)
+        if g.quarter:
+            # grids under half the SMs: 64x32 tiles of 2 warps (four times the blocks of 128x64; not timed there)
+            base.update(tm=64, tn=32, tk=16, block_dim=64, mma=2, min_blocks=4, mma_k=16)
+        return base
+    # tile_matmul: 64x64x32, 2 stages, block 128, two blocks/SM: 24.5/25.1 TFLOP/s at 4096^3/8192^3 (NT 25.3/25.7),
+    # 1000^3 20.5; one block/SM 23.2-23.9, 3 stages 17-18, 128x64x32 23.3-24.1.
+    return dict(tm=64, tn=64, tk=32, stages=2, block_dim=128, min_blocks=2, pad_ab=4, pad_c=4)
+
+
+def _base_fp32(g: _Grid, snippets: bool) -> dict:
     """Exact float32 (H100, TFLOP/s at 4096^3 / 8192^3)."""
     if snippets:
         # The SIMT kernel: 64x128x16 s3, 128 threads (2 x 2 warps of 32 x 64 outputs), three blocks/SM: 4096^3 44.9,
-        # 4095^3 41.9 (0.86x cuBLAS), every layout; 128x64x16 41.7, 128x128x16 s2-s4 39.6-40.7. 1000^3: 17.8 against
-        # the tiled family's 19.1, so the planner sends small exact-fp32 problems there (SIMT_MIN_TILES).
-        return dict(tm=64, tn=128, tk=16, stages=3, block_dim=128, min_blocks=3, pad_ab=4, pad_c=0, simt=True)
+        # 4095^3 41.9 (0.86x cuBLAS), every layout; 128x64x16 41.7, 128x128x16 s2-s4 39.6-40.7; again 44.7 (0.87x;
+        # TN, no transposing copy, 46.7 = 0.90x; 4 stages 45.3, 64x128x32 38.7, tk 8 37.2-39.3).
+        base = dict(tm=64, tn=128, tk=16, stages=3, block_dim=128, min_blocks=3, pad_ab=4, pad_c=0, simt=True)
+        if g.small:
+            # 128x64 tiles in one wave: the same tile, stream-K over two blocks per SM: 1000^3 86.3 us (0.70x cuBLAS)
+            # against 92.0 one tile per block (128 blocks), 105.7 for 64x64 (64 threads), 117.4 for 32x64,
+            # 131.3 for 64x64 with stream-K; the tiled family's tile_matmul kernel ran at 0.60x.
+            base.update(stream_k=2)
+        if g.quarter:
+            # grids under half the SMs: 32x64 tiles of one warp (four times the blocks; not timed there)
+            base.update(tm=32, tn=64, block_dim=32, min_blocks=0, stream_k=0)
+        return base
     # tile_matmul's SIMT path: 128x64x32 s2 dense, register accumulator: 27.9/28.7, 1000^3 20.3. NN only: NT measured
     # 4.8 and TN 10.9 (transposed views in that path).
     return dict(tm=128, tn=64, tk=32, stages=2, block_dim=256, min_blocks=0, pad_ab=0, pad_c=0)
@@ -384,6 +414,15 @@ SIMT_TILE = 8  # rows and columns of outputs per thread
 MMA_TYPES = {"float16": "f16", "bfloat16": "bf16"}
 
 
+# The k of the sm_90 float64 MMAs (mma.sync m16n8k4 / k8 / k16 .f64; spec.mma_k); sm_80 has m8n8k4 only.
+DMMA_K = (4, 8, 16)
+
+
+# The float64 mma.sync kernels' sm_90 MMA where the planner picks it (default_spec, configurations): m16n8k8. H100,
+# 128x64x16 tiles at 4096^3: k8 47.6 TFLOP/s, k16 46.3, k4 41.9, m8n8k4 pairs 29.2; 64x64x16: k8 45.5, k16 43.9.
+DMMA_DEFAULT_K = 8
+
+
 def mma_warps(spec: PipeSpec) -> tuple[int, int] | None:
     """``(warps along M, warps along N)`` of the mma.sync kernel's ``spec.mma`` warps: the split whose warp tiles
     are the squarest (ties: the taller), each a multiple of 16 x 16 outputs; None if there is none."""
@@ -482,6 +521,8 @@ def _check(spec: PipeSpec) -> None:
     if not 0 <= spec.stream_k <= 8 or (spec.stream_k and (spec.persistent or not (spec.simt or spec.mma))):
         raise ValueError(f"{spec}: stream-K (0-8 blocks per SM) is for the simt and mma kernels (register "
                          "accumulators), without persistent blocks")
+    if spec.mma_k and not spec.mma:
+        raise ValueError(f"{spec}: mma_k is the float64 mma.sync kernel's (mma > 0)")
     if (spec.simt + bool(spec.mma) + spec.wgmma) > 1:
         raise ValueError(f"{spec}: simt, mma and wgmma are different products: give one")
     if spec.wgmma:
@@ -513,13 +554,18 @@ def _check_simt(spec: PipeSpec) -> None:
 
 
 def _check_mma(spec: PipeSpec) -> None:
-    if spec.in_dtype not in MMA_TYPES and not spec.tf32:
-        raise ValueError(f"{spec}: the mma.sync kernel (mma) is for float16, bfloat16 and tf32 inputs only")
+    f64 = spec.in_dtype == "float64"
+    if spec.in_dtype not in MMA_TYPES and not spec.tf32 and not f64:
+        raise ValueError(f"{spec}: the mma.sync kernel (mma) is for float16, bfloat16, tf32 and float64 inputs only")
     if not 0 < spec.mma <= 16 or mma_warps(spec) is None:
         raise ValueError(f"{spec}: the mma.sync kernel splits the {spec.tm}x{spec.tn} tile among its {spec.mma} warps "
                          "in warp tiles of whole 16 x 16 outputs (1-16 warps); this split has none")
-    if spec.tk % 16:
-        raise ValueError(f"{spec}: the mma.sync kernel takes K tiles of whole 16-deep MMA steps (tk a multiple of 16)")
+    if spec.mma_k and (not f64 or spec.mma_k not in DMMA_K):
+        raise ValueError(f"{spec}: mma_k (the sm_90 float64 MMA's k) is one of {DMMA_K} and for float64 inputs only")
+    step = max(4, spec.mma_k) if f64 else 16
+    if spec.tk % step:
+        raise ValueError(f"{spec}: the mma.sync kernel takes K tiles of whole {step}-deep MMA steps (tk a multiple of "
+                         f"{step})")
     if spec.block_dim not in (1, 32 * spec.mma):
         raise ValueError(f"{spec}: the mma.sync kernel's {spec.mma} warps take block_dim {32 * spec.mma} (1 on the "
                          f"CPU), got {spec.block_dim}")

@@ -72,7 +72,7 @@
     const size_t cld = (size_t)src.strides[0];
     const size_t ccs = (size_t)src.strides[1];
     for (int q = 0; q < ${VT} / WP_TILE_BLOCK_DIM; ++q) {
-${GEOM}        const float* d = acc.data + q * ${PER};
+${GEOM}        const ${AT}* d = acc.data + q * ${PER};
 #pragma unroll
         for (int o = 0; o < ${PER}; o += ${V}) {
             const int gr = m0 + ${ROW};
@@ -82,7 +82,7 @@ ${GEOM}        const float* d = acc.data + q * ${PER};
             alignas(${VB}) ${OT} y[${V}];
 #pragma unroll
             for (int e = 0; e < ${V}; ++e) {
-                float x = alpha * d[o + e];
+                ${AT} x = alpha * d[o + e];
 ${AXPBY}                y[e] = ${OT}(x);
             }
             char* g = base + (size_t)gr * ld + (size_t)gc * cs;
@@ -99,7 +99,7 @@ ${AXPBY}                y[e] = ${OT}(x);
     }
 //! snippet own_axpby template
 //! beta * C for output o + e (its column may lie past dst's extent: then the value is never stored, and C not read)
-                if (gc + e < nc) x += beta * (float)(*(const ${OT}*)(cbase + (size_t)gr * cld + (size_t)(gc + e) * ccs));
+                if (gc + e < nc) x += beta * (${AT})(*(const ${OT}*)(cbase + (size_t)gr * cld + (size_t)(gc + e) * ccs));
 //! snippet staged_store template
 //! The mma.sync and SIMT kernels' epilogue through shared memory (:func:`staged_store`). Nsight Compute on
 //! fp16 64 x 256^3 (128x128x64 s3 mma.sync) put 45% of the kernel's stall samples
@@ -123,7 +123,7 @@ ${AXPBY}                y[e] = ${OT}(x);
     char* sm = (char*)stage.data.ptr;
     WP_TILE_SYNC();
     for (int q = 0; q < ${VT} / WP_TILE_BLOCK_DIM; ++q) {
-${GEOM}        const float* d = acc.data + q * ${PER};
+${GEOM}        const ${AT}* d = acc.data + q * ${PER};
 #pragma unroll
         for (int o = 0; o < ${PER}; o += ${V}) {
             alignas(${VB}) ${OT} y[${V}];

@@ -7,14 +7,14 @@
     // Zero this thread's accumulator registers (the register tile's storage).
 #pragma unroll
     for (int r = 0; r < (int)(sizeof(acc.data) / sizeof(acc.data[0])); ++r) acc.data[r] = 0.0f;
-//! snippet sk_spill
+//! snippet sk_spill template
 
     // ws[slot][r][thread] = acc.data[r]; then, where flag >= 0, flags[flag] = 1 once the whole block's writes are
     // visible device-wide.
     const int nreg = (int)(sizeof(acc.data) / sizeof(acc.data[0]));
     const int bd = WP_TILE_BLOCK_DIM;
     const int tid = WP_TILE_THREAD_IDX;
-    float* w = (float*)ws.data + (size_t)slot * nreg * bd;
+    ${AT}* w = (${AT}*)ws.data + (size_t)slot * nreg * bd;
 #pragma unroll  // constant trip count: acc.data stays in registers
     for (int r = 0; r < nreg; ++r) w[(size_t)r * bd + tid] = acc.data[r];
     if (flag >= 0) {
@@ -26,7 +26,7 @@
         ((int*)flags.data)[flag] = 1;
 #endif
     }
-//! snippet sk_add
+//! snippet sk_add template
 
     // acc.data[r] += ws[slot][r][thread]; where flag >= 0, first wait for flags[flag] (set by a block of a lower
     // index: on the CPU, blocks run in index order, so it is set already -- else the sums become NaN), and clear it
@@ -34,7 +34,7 @@
     const int nreg = (int)(sizeof(acc.data) / sizeof(acc.data[0]));
     const int bd = WP_TILE_BLOCK_DIM;
     const int tid = WP_TILE_THREAD_IDX;
-    const float* w = (const float*)ws.data + (size_t)slot * nreg * bd;
+    const ${AT}* w = (const ${AT}*)ws.data + (size_t)slot * nreg * bd;
     if (flag >= 0) {
 #if defined(__CUDA_ARCH__)
         if (tid == 0) {

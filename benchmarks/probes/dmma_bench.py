@@ -1,0 +1,330 @@
+"""float64 (DMMA) and exact-float32 (SIMT) kernels of the pipelined family on one CUDA GPU: build, check, time.
+
+    python benchmarks/probes/dmma_bench.py build I N OUT   # candidates I, I + N, ...: first launch (compile + load)
+                                                           # with the cache of WARP_CACHE_PATH, then a float64 check
+    python benchmarks/probes/dmma_bench.py time OUT        # every candidate at its sizes against cuBLAS (torch), one
+                                                           # process, kernels from the cache the builds filled
+    python benchmarks/probes/dmma_bench.py first CASE OUT  # one fresh process, an empty kernel cache: the first
+                                                           # warp_gemm.matmul call of CASE ("fp64:1000x1000x1000")
+
+DMMA_SET=2 takes the second candidate list. Each mode appends JSON lines to OUT. Timing: CUDA events around R launches (Warp's launch on torch's stream),
+the median of 5 such loops, inputs rotated over enough sets to exceed 200 MB (cold L2), NaN-prefilled outputs; the
+check compares against float64 on the CPU (relative Frobenius error, NaN fails).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import time
+
+DEV = os.environ.get("DMMA_DEV", "cuda")  # "cpu": a dry run of the script on the CPU twin (no timing meaning)
+# (name, dtype, layout, fields over the PipeSpec, sizes timed)
+BIG, MID = (4096, 4096, 4096), (1000, 1000, 1000)
+
+
+def _f64(tm, tn, tk, st, w, o, mk, **kw):
+    return dict(tm=tm, tn=tn, tk=tk, stages=st, block_dim=32 * w, min_blocks=o, pad_ab=4, pad_c=0, mma=w, mma_k=mk,
+                **kw)
+
+
+def _f32(tm, tn, tk, st, o, **kw):
+    return dict(tm=tm, tn=tn, tk=tk, stages=st, block_dim=tm * tn // 64, min_blocks=o, pad_ab=4, pad_c=0, simt=True,
+                **kw)
+
+
+CANDIDATES = [
+    ("d128x64k16", "float64", "NN", _f64(128, 64, 16, 3, 4, 2, 16), (BIG, MID)),
+    ("d128x64k8", "float64", "NN", _f64(128, 64, 16, 3, 4, 2, 8), (BIG,)),
+    ("d128x64k4", "float64", "NN", _f64(128, 64, 16, 3, 4, 2, 4), (BIG,)),
+    ("d128x64m8n8", "float64", "NN", _f64(128, 64, 16, 3, 4, 2, 0), (BIG,)),
+    ("d128x128w8", "float64", "NN", _f64(128, 128, 16, 3, 8, 1, 16), (BIG, MID)),
+    ("d128x128w8s4k8", "float64", "NN", _f64(128, 128, 16, 4, 8, 1, 8), (BIG,)),
+    ("d64x128k16", "float64", "NN", _f64(64, 128, 16, 3, 4, 2, 16), (BIG, MID)),
+    ("d64x64k16o2", "float64", "NN", _f64(64, 64, 16, 3, 4, 2, 16), (BIG, MID)),
+    ("d64x64k8o2", "float64", "NN", _f64(64, 64, 16, 3, 4, 2, 8), (BIG, MID)),
+    ("d64x64x32k16", "float64", "NN", _f64(64, 64, 32, 3, 4, 2, 16), (BIG, MID)),
+    ("d128x64x32s2", "float64", "NN", _f64(128, 64, 32, 2, 4, 2, 16), (BIG, MID)),
+    ("d128x64s4", "float64", "NN", _f64(128, 64, 16, 4, 4, 2, 16), (BIG, MID)),
+    ("d64x32w2", "float64", "NN", _f64(64, 32, 16, 3, 2, 4, 16), (BIG, MID)),
+    ("d128x64k16NT", "float64", "NT", _f64(128, 64, 16, 3, 4, 2, 16), (BIG, MID)),
+    ("d128x64k16TN", "float64", "TN", _f64(128, 64, 16, 3, 4, 2, 16), (BIG,)),
+    ("d128x64k16TT", "float64", "TT", _f64(128, 64, 16, 3, 4, 2, 16), (BIG,)),
+    ("s64x128o3", "float32", "NN", _f32(64, 128, 16, 3, 3), (BIG, MID)),
+    ("s64x128s4o3", "float32", "NN", _f32(64, 128, 16, 4, 3), (BIG,)),
+    ("s128x64o3", "float32", "NN", _f32(128, 64, 16, 3, 3), (BIG, MID)),
+    ("s64x128x32o2", "float32", "NN", _f32(64, 128, 32, 3, 2), (BIG,)),
+    ("s128x128o2", "float32", "NN", _f32(128, 128, 16, 3, 2), (BIG,)),
+    ("s128x128x8s4o2", "float32", "NN", _f32(128, 128, 8, 4, 2), (BIG,)),
+    ("s64x128x8s4o3", "float32", "NN", _f32(64, 128, 8, 4, 3), (BIG,)),
+    ("s64x128o3TN", "float32", "TN", _f32(64, 128, 16, 3, 3), (BIG,)),
+    ("s64x128o3NT", "float32", "NT", _f32(64, 128, 16, 3, 3), (BIG,)),
+    ("s64x64o0", "float32", "NN", _f32(64, 64, 16, 3, 0), (MID,)),
+    ("s64x64o6", "float32", "NN", _f32(64, 64, 16, 3, 6), (MID,)),
+    ("s64x64x32", "float32", "NN", _f32(64, 64, 32, 3, 0), (MID,)),
+    ("s32x64", "float32", "NN", _f32(32, 64, 16, 3, 0), (MID,)),
+    ("s64x128sk1", "float32", "NN", _f32(64, 128, 16, 3, 3, stream_k=1), (MID,)),
+    ("s64x128sk2", "float32", "NN", _f32(64, 128, 16, 3, 3, stream_k=2), (MID,)),
+    ("s64x64sk2", "float32", "NN", _f32(64, 64, 16, 3, 0, stream_k=2), (MID,)),
+]
+
+# The second pass: stream-K and persistent grids for the small problems, the sm_90 k8 MMA on the other tiles, deeper
+# SIMT stages.
+CANDIDATES2 = [
+    ("d128x64k8", "float64", "NN", _f64(128, 64, 16, 3, 4, 2, 8), (BIG, MID)),
+    ("d128x64k8sk1", "float64", "NN", _f64(128, 64, 16, 3, 4, 2, 8, stream_k=1), (MID,)),
+    ("d128x64k8sk2", "float64", "NN", _f64(128, 64, 16, 3, 4, 2, 8, stream_k=2), (MID,)),
+    ("d128x64x32k8sk2", "float64", "NN", _f64(128, 64, 32, 2, 4, 2, 8, stream_k=2), (MID,)),
+    ("d64x64x32k8", "float64", "NN", _f64(64, 64, 32, 3, 4, 2, 8), (MID,)),
+    ("d64x64x32k8sk2", "float64", "NN", _f64(64, 64, 32, 3, 4, 2, 8, stream_k=2), (MID,)),
+    ("d64x64k8sk3", "float64", "NN", _f64(64, 64, 16, 3, 4, 3, 8, stream_k=3), (MID,)),
+    ("d128x64x32s2k8", "float64", "NN", _f64(128, 64, 32, 2, 4, 2, 8), (BIG,)),
+    ("d128x128w8k8", "float64", "NN", _f64(128, 128, 16, 3, 8, 1, 8), (BIG,)),
+    ("d64x128k8", "float64", "NN", _f64(64, 128, 16, 3, 4, 2, 8), (BIG,)),
+    ("d128x64k8p2", "float64", "NN", _f64(128, 64, 16, 3, 4, 2, 8, persistent=2), (BIG, MID)),
+    ("d128x64k8NT", "float64", "NT", _f64(128, 64, 16, 3, 4, 2, 8), (BIG,)),
+    ("s64x128s4o3", "float32", "NN", _f32(64, 128, 16, 4, 3), (BIG, MID)),
+    ("s64x128s5o3", "float32", "NN", _f32(64, 128, 16, 5, 3), (BIG,)),
+    ("s64x128s4o3p3", "float32", "NN", _f32(64, 128, 16, 4, 3, persistent=3), (BIG,)),
+    ("s64x128sk3", "float32", "NN", _f32(64, 128, 16, 3, 3, stream_k=3), (MID,)),
+    ("s64x128s4sk3", "float32", "NN", _f32(64, 128, 16, 4, 3, stream_k=3), (MID,)),
+    ("s64x128s4sk2", "float32", "NN", _f32(64, 128, 16, 4, 3, stream_k=2), (MID,)),
+    ("s128x64sk3", "float32", "NN", _f32(128, 64, 16, 3, 3, stream_k=3), (MID,)),
+    ("s64x64sk4", "float32", "NN", _f32(64, 64, 16, 3, 6, stream_k=4), (MID,)),
+]
+SETS = {"1": CANDIDATES, "2": CANDIDATES2}
+
+
+def _spec(c):
+    from warp_gemm.families import pipelined as P
+
+    name, dt, lay, fields, _ = c
+    if DEV == "cpu":  # one thread per block on the CPU, no launch bound (as the planner's CPU specs)
+        fields = dict(fields, block_dim=1, min_blocks=0)
+    return P.PipeSpec(in_dtype=dt, out_dtype=dt, layout_a=lay[0], layout_b=lay[1], epilogue="scale", chunk=16,
+                      **fields)
+
+
+def _emit(out, row):
+    with open(out, "a") as f:
+        f.write(json.dumps(row) + "\n")
+    print(json.dumps(row), flush=True)
+
+
+def _operands(torch, dt, lay, M, N, K, ld_round=8):
+    """A (logical M x K) and B (K x N) as float64 device copies, and their stored device tensors (layout T: the
+    transpose stored row-major), rows padded to ``ld_round`` elements (a column view of a wider tensor)."""
+    tdt = getattr(torch, dt)
+    a = torch.randn(M, K, dtype=torch.float64, device=DEV)
+    b = torch.randn(K, N, dtype=torch.float64, device=DEV)
+
+    def store(x, trans):
+        x = x.t() if trans else x
+        r, c = x.shape
+        ld = -(-c // ld_round) * ld_round
+        wide = torch.full((r, ld), 7.0, dtype=tdt, device=DEV)
+        wide[:, :c] = x.to(tdt)
+        return wide[:, :c]
+
+    return a.to(tdt).double(), b.to(tdt).double(), store(a, lay[0] == "T"), store(b, lay[1] == "T")
+
+
+def _launcher(spec, A, B, D, M, N, K):
+    """A recorded Warp launch of ``spec`` computing D = A @ B (torch tensors; 3-D Warp views)."""
+    import warp as wp
+
+    from warp_gemm.families import pipelined as P
+
+    def w3(t):
+        return wp.from_torch(t.unsqueeze(0))
+
+    Aw, Bw, Dw = w3(A), w3(B), w3(D)
+    sk = {}
+    grid, n_ws, n_fl = P.stream_k_sizes(spec, M, N, K, 1, Dw.device)
+    if grid:
+        sk = dict(workspace=wp.zeros(n_ws, dtype=wp.float64 if spec.in_dtype == "float64" else wp.float32,
+                                     device=Dw.device),
+                  flags=wp.zeros(n_fl, dtype=wp.int32, device=Dw.device))
+    k, dim, inputs, block = P.launch_args(spec, Aw, Bw, None, Dw, 1.0, 0.0, M, N, K, 1, 1, 1, 1, **sk)
+    cmd = wp.launch_tiled(k, dim=dim, inputs=inputs, block_dim=block, device=Dw.device, record_cmd=True)
+    return cmd, (Aw, Bw, Dw, sk)
+
+
+def _init(wp, torch):
+    """Warp with the kernel cache DMMA_CACHE (when set), launching on torch's current stream."""
+    wp.config.quiet = True
+    if os.environ.get("DMMA_CACHE"):
+        wp.config.kernel_cache_dir = os.environ["DMMA_CACHE"]
+    wp.init()
+    if DEV == "cuda":
+        wp.set_stream(wp.stream_from_torch(torch.cuda.current_stream()))
+
+
+def _sync(torch):
+    if DEV == "cuda":
+        torch.cuda.synchronize()
+
+
+def build(i0, n, out):
+    import torch
+    import warp as wp
+
+    _init(wp, torch)
+    torch.manual_seed(i0)
+    for c in SETS[os.environ.get("DMMA_SET", "1")][i0::n]:
+        spec = _spec(c)
+        M, N, K = 2 * spec.tm + 13, 2 * spec.tn + 7, 3 * spec.tk + 5
+        a, b, A, B = _operands(torch, c[1], c[2], M, N, K)
+        D = torch.full((M, N), float("nan"), dtype=getattr(torch, c[1]), device=DEV)
+        t0 = time.perf_counter()
+        try:
+            cmd, keep = _launcher(spec, A, B, D, M, N, K)
+            cmd.launch()
+            _sync(torch)
+        except Exception as e:  # noqa: BLE001 -- a candidate that does not build is a result
+            _emit(out, dict(name=c[0], key=spec.key, error=repr(e)[:400]))
+            continue
+        first = time.perf_counter() - t0
+        ref = a @ b
+        got = D.double()
+        err = float(torch.linalg.norm(got - ref) / torch.linalg.norm(ref)) if not got.isnan().any() else float("nan")
+        _emit(out, dict(name=c[0], key=spec.key, first_s=round(first, 2), rel_err=err, M=M, N=N, K=K))
+
+
+def _time(torch, fn_list, est_s=None):
+    """Median over 5 loops of seconds per call, cycling ``fn_list`` (one per input set)."""
+    for f in fn_list:
+        f()
+    _sync(torch)
+    if est_s is None:
+        t0 = time.perf_counter()
+        for i in range(3):
+            fn_list[i % len(fn_list)]()
+        _sync(torch)
+        est_s = (time.perf_counter() - t0) / 3
+    reps = max(5, min(200, int(0.05 / max(est_s, 1e-6))))
+    if DEV == "cpu":  # dry run: host clock
+        t0 = time.perf_counter()
+        for i in range(reps):
+            fn_list[i % len(fn_list)]()
+        return (time.perf_counter() - t0) / reps
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    res = []
+    for _ in range(5):
+        s.record()
+        for i in range(reps):
+            fn_list[i % len(fn_list)]()
+        e.record()
+        e.synchronize()
+        res.append(s.elapsed_time(e) / 1e3 / reps)
+    return sorted(res)[2]
+
+
+def time_all(out):
+    import torch
+    import warp as wp
+
+    _init(wp, torch)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.manual_seed(1)
+    _emit(out, dict(device=torch.cuda.get_device_name(0) if DEV == "cuda" else "cpu", torch=torch.__version__,
+                    warp=wp.config.version))
+    blas = {}
+    rows = []
+    for c in SETS[os.environ.get("DMMA_SET", "1")]:
+        spec = _spec(c)
+        for M, N, K in c[4]:
+            item = 8 if c[1] == "float64" else 4
+            sets = max(1, min(8, math.ceil(200e6 / ((M * K + K * N + M * N) * item))))
+            ops = [_operands(torch, c[1], c[2], M, N, K) for _ in range(sets)]
+            Ds = [torch.full((M, N), float("nan"), dtype=getattr(torch, c[1]), device=DEV) for _ in range(sets)]
+            try:
+                cmds = [_launcher(spec, o[2], o[3], d, M, N, K) for o, d in zip(ops, Ds)]
+                t = _time(torch, [x[0].launch for x in cmds])
+            except Exception as e:  # noqa: BLE001
+                _emit(out, dict(name=c[0], shape=[M, N, K], error=repr(e)[:400]))
+                continue
+            ref = ops[0][0] @ ops[0][1]
+            got = Ds[0].double()
+            err = float(torch.linalg.norm(got - ref) / torch.linalg.norm(ref)) if not got.isnan().any() else float("nan")
+            bk = (c[1], c[2], M, N, K)
+            if bk not in blas:  # cuBLAS on the same stored operands (torch.matmul of the views)
+                outs = [torch.empty((M, N), dtype=getattr(torch, c[1]), device=DEV) for _ in range(sets)]
+
+                def mk(o, d):
+                    A = o[2].t() if c[2][0] == "T" else o[2]  # logical A: the view's transpose when stored (K, M)
+                    B = o[3].t() if c[2][1] == "T" else o[3]
+                    return lambda: torch.matmul(A, B, out=d)
+
+                blas[bk] = _time(torch, [mk(o, d) for o, d in zip(ops, outs)])
+            tf = 2 * M * N * K / 1e12
+            row = dict(name=c[0], key=spec.key, shape=[M, N, K], us=round(t * 1e6, 1),
+                       tflops=round(tf / t, 1), cublas_tflops=round(tf / blas[bk], 1),
+                       ratio=round(blas[bk] / t, 3), rel_err=err)
+            rows.append(row)
+            _emit(out, row)
+            del ops, Ds, cmds
+    print(f"{'candidate':18} {'shape':16} {'us':>9} {'TF/s':>6} {'cuBLAS':>6} {'ratio':>6} {'err':>8}")
+    for r in rows:
+        print(f"{r['name']:18} {'x'.join(map(str, r['shape'])):16} {r['us']:9.1f} {r['tflops']:6.1f} "
+              f"{r['cublas_tflops']:6.1f} {r['ratio']:6.3f} {r['rel_err']:8.1e}")
+
+
+def first(case, out):
+    """``case``: "fp64:1000x1000x1000" -- the first and second warp_gemm.matmul of that product in this process
+    (the caller points WARP_CACHE_PATH / the kernel cache at an empty folder), and what was planned."""
+    t_start = time.perf_counter()
+    import torch
+    import warp as wp
+
+    wp.config.quiet = True
+    cache = os.environ.get("DMMA_CACHE")
+    if cache:
+        wp.config.kernel_cache_dir = cache
+    wp.init()
+    import warp_gemm
+    from warp_gemm.core import execute
+    from warp_gemm.core import plan as plan_mod
+
+    seen = []
+    real = plan_mod.make_plan
+
+    def spy(*a, **k):
+        p = real(*a, **k)
+        seen.append(p)
+        return p
+
+    execute.make_plan = spy
+    t_import = time.perf_counter() - t_start
+    dt, shape = case.split(":")
+    M, N, K = map(int, shape.split("x"))
+    tdt = {"fp64": torch.float64, "fp32": torch.float32}[dt]
+    a = torch.randn(M, K, dtype=tdt, device=DEV)
+    b = torch.randn(K, N, dtype=tdt, device=DEV)
+    _sync(torch)
+    t0 = time.perf_counter()
+    c = warp_gemm.matmul(a, b)
+    _sync(torch)
+    t1 = time.perf_counter()
+    c2 = warp_gemm.matmul(a, b)
+    _sync(torch)
+    t2 = time.perf_counter()
+    ref = a.double() @ b.double()
+    err = float(torch.linalg.norm(c.double() - ref) / torch.linalg.norm(ref))
+    fams = [(getattr(p, "family", None), getattr(getattr(p, "family_spec", None), "key", None)) for p in seen]
+    _emit(out, dict(case=case, first_s=round(t1 - t0, 2), second_ms=round((t2 - t1) * 1e3, 2),
+                    import_init_s=round(t_import, 2), rel_err=err, plans=fams, same=bool(torch.equal(c, c2))))
+
+
+if __name__ == "__main__":
+    mode = sys.argv[1]
+    if mode == "build":
+        build(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])
+    elif mode == "time":
+        time_all(sys.argv[2])
+    elif mode == "first":
+        first(sys.argv[2], sys.argv[3])
+    elif mode == "list":
+        print(len(CANDIDATES))
