@@ -110,7 +110,8 @@ def _first_call_case(case) -> dict:
     label, dt, b, m, n, k = case
     spec = {"dtype": dt, "batch": b, "M": m, "N": n, "K": k}
     with tempfile.TemporaryDirectory(prefix="warp_gemm_first_") as cache:
-        wall, proc = _spawn(["-m", "warp_gemm.tools.bench.startup", "--_child", json.dumps(spec)], cache)
+        # the file itself, not ``-m warp_gemm...``: that would import the package before the child times it
+        wall, proc = _spawn([__file__, "--_child", json.dumps(spec)], cache)
     row = {"case": label, **spec, "process_s": wall}
     for line in reversed(proc.stdout.splitlines()):
         if line.startswith(_MARK):
@@ -135,7 +136,7 @@ def first_call_suite(jobs: int = 1, readme: bool = True) -> list[dict]:
         with tempfile.TemporaryDirectory(prefix="warp_gemm_first_") as cache:
             wall, proc = _spawn(["examples/02_odd_shapes.py"], cache, timeout=1800)
         rows.append({"case": "README main command (examples/02_odd_shapes.py)", "process_s": wall,
-                     "returncode": proc.returncode})
+                     "returncode": proc.returncode, "output": proc.stdout.splitlines()[-20:]})
         print(f"README main command: {wall:.1f} s wall, exit {proc.returncode}", flush=True)
     return rows
 
@@ -214,4 +215,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    # run as a file (the first-call children): its folder's modules must not shadow others
+    here = Path(__file__).resolve().parent
+    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != here]
     sys.exit(main())
