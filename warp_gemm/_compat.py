@@ -87,6 +87,26 @@ HAS_COMPILE_AOT: bool = hasattr(wp, "compile_aot_module")
 HAS_OLD_MATMUL: bool = hasattr(wp, "matmul")
 #: ``wp.launch(..., record_cmd=True)`` returns a replayable launch (all supported releases have it).
 HAS_RECORD_CMD: bool = "record_cmd" in inspect.signature(wp.launch).parameters
+
+
+def _context_module():
+    """The Warp module whose ``runtime`` carries the recording tape and the API capture.
+
+    ``warp._src.context`` (1.13+) is probed first: where a ``warp.context`` shim also exists it may
+    hold a stale copy of ``runtime``. Older releases keep it in ``warp.context``.
+    """
+    for name in ("warp._src.context", "warp.context"):
+        try:
+            mod = importlib.import_module(name)
+        except ImportError:
+            continue
+        if hasattr(mod, "runtime"):
+            return mod
+    return None
+
+
+#: Warp's module holding ``runtime`` (read ``WARP_CONTEXT.runtime`` at use: it is set by ``wp.init()``).
+WARP_CONTEXT = _context_module()
 #: 1.19+: ``@wp.kernel(launch_bounds=(block_dim, min_blocks))``.
 HAS_LAUNCH_BOUNDS: bool = "launch_bounds" in _kernel_params
 #: 1.18+: CPU tile kernels may use several threads per block.

@@ -35,7 +35,6 @@ bfloat16 works (warp-lang >= 1.13). 16-bit gradients accumulate in float32 and a
 # No `from __future__ import annotations`: Warp reads the kernel's annotations as objects.
 import contextlib
 import functools
-import importlib
 import sys
 import threading
 
@@ -50,23 +49,7 @@ from warp_gemm.families.common.kernels import WP_DTYPES, acc_dtype_name
 
 
 # --- Warp's active tape ------------------------------------------------------------------------------
-def _tape_holder():
-    """The Warp module whose ``runtime`` carries the recording tape (``runtime.tape``).
-
-    ``warp._src.context`` (1.13+) is probed first: where a ``warp.context`` shim also exists it may
-    hold a stale copy of ``runtime``. Older releases keep it in ``warp.context``.
-    """
-    for name in ("warp._src.context", "warp.context"):
-        try:
-            mod = importlib.import_module(name)
-        except ImportError:
-            continue
-        if hasattr(mod, "runtime"):
-            return mod
-    return None
-
-
-_CTX = _tape_holder()
+_CTX = _compat.WARP_CONTEXT
 
 
 def active_tape():

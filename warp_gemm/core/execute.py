@@ -147,22 +147,7 @@ def _keep_template(tk, p: Problem, out, cmds: tuple) -> None:
 
 def _apic_capturing() -> bool:
     """Whether Warp's API capture is recording (1.19+): re-bound launches keep no argument lists to record."""
-    return getattr(getattr(_RUNTIME_HOLDER, "runtime", None), "_apic_capture", None) is not None
-
-
-def _runtime_holder():
-    """Warp's module holding ``runtime`` (``warp._src.context`` from 1.12, ``warp.context`` before)."""
-    import importlib
-
-    for name in ("warp._src.context", "warp.context"):
-        try:
-            return importlib.import_module(name)
-        except ImportError:
-            continue
-    return None
-
-
-_RUNTIME_HOLDER = _runtime_holder()
+    return getattr(getattr(_compat.WARP_CONTEXT, "runtime", None), "_apic_capture", None) is not None
 
 
 def _replay_stream(p: Problem):
