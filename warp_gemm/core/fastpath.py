@@ -157,19 +157,33 @@ def _torch_stream(index: int):
 def _extent(x, sig):
     """``(lowest, past highest)`` byte address of operand ``x`` (``sig`` its signature), or None: empty, or a
     negative stride."""
-    item = _ITEM.get(sig[3])
-    if item is None:
-        item = _ITEM[sig[3]] = _itemsize(x, sig[3])
+    span = _span(x, sig)
+    return None if span is None else (sig[0], sig[0] + span)
+
+
+# (container type, shape, strides, dtype) -> bytes from an operand's lowest address to past its highest (None: empty
+# or a negative stride): the same for every call on operands of one layout, so computed once per layout.
+_SPANS: dict = {}
+
+
+def _span(x, sig):
+    k = (type(x), sig[1], sig[2], sig[3])
+    span = _SPANS.get(k, False)
+    if span is not False:
+        return span
+    item = _itemsize(x, sig[3])
     scale = item if type(x) is not wp.array and type(x) is not np.ndarray else 1  # torch strides: elements
     last = 0
     for n, st in zip(sig[1], sig[2]):
         if n == 0 or st < 0:
-            return None
+            last = None
+            break
         last += (n - 1) * st
-    return sig[0], sig[0] + last * scale + item
-
-
-_ITEM: dict = {}  # dtype (Warp, NumPy or torch) -> bytes per element
+    span = None if last is None else last * scale + item
+    if len(_SPANS) >= 4096:
+        _SPANS.clear()
+    _SPANS[k] = span
+    return span
 
 
 def _itemsize(x, dtype) -> int:
@@ -196,12 +210,12 @@ def template_key(fk: tuple, ops: tuple):
         if x is None:
             stripped.append(None)
             continue
-        e = _extent(x, sig)
-        if e is None:
+        span = _span(x, sig)
+        if span is None:
             return None
-        ext.append(e)
-        sigs.append(sig)
         p = sig[0]
+        ext.append((p, p + span))
+        sigs.append(sig)
         stripped.append((min(p & -p, 16) if p else 16,) + sig[1:])
     rel = []
     n = len(ext)

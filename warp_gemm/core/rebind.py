@@ -66,6 +66,7 @@ def _is_array_param(p) -> bool:
 def _clone(cmd):
     """A copy of a recorded launch whose array parameters are its own (scalars and bounds shared: never patched)."""
     out = copy.copy(cmd)
+    out.__dict__.pop("_wg_native", None)  # the original's native arguments name its own parameter block
     params = [type(p).from_buffer_copy(p) if _is_array_param(p) else p for p in cmd.params]
     out.params = params
     if getattr(cmd, "params_addr", None):
