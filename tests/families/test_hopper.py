@@ -352,6 +352,25 @@ def test_split_count_and_tile_choice():
     assert R.default_spec("float16", "float16", "N", 1024, 1024, 16384, 1, 132, splits=False).splits == 1
 
 
+def test_peel_choice_model():
+    """hopper.rules.peel_choice: one-wide edges where the persistent grid saves a round (132 SMs), none where it does
+    not or the problem is split over K; the column only where B is stored (N, K) (a contiguous GEMV vector)."""
+    from warp_gemm.families.hopper import rules as R
+
+    base = R.default_spec("float16", "float16", "N", 4097, 4097, 4097, 1, 132)
+    core, pr, pc = R.peel_choice(base, 4097, 4097, 4097, 1, 132)
+    assert (core.bm, core.bn, core.stages, pr, pc) == (256, 128, 4, 1, 0)
+    assert R.peel_choice(R.default_spec("float16", "float16", "N", 4096, 4096, 4096, 1, 132), 4096, 4096, 4096, 1,
+                         132) is None
+    assert R.peel_choice(base, 4097, 4097, 64, 1, 132) is None  # one K tile: the GEMV's launch costs more
+    wt = R.default_spec("bfloat16", "bfloat16", "T", 4096, 4097, 4097, 1, 132)
+    core, pr, pc = R.peel_choice(wt, 4096, 4097, 4097, 1, 132)
+    assert (pr, pc) == (0, 1) and (core.bm, core.bn) == (128, 256)  # 32 x 16 tiles over 4096 x 4096
+    nn = R.default_spec("bfloat16", "bfloat16", "N", 4096, 4097, 4097, 1, 132)
+    assert R.peel_choice(nn, 4096, 4097, 4097, 1, 132) is None  # B's last column is strided: not peeled
+    assert R.peel_choice(dataclasses.replace(base, splits=2), 4097, 4097, 4097, 1, 132) is None
+
+
 _OFFLINE = [H.HopperSpec(), H.HopperSpec(layout_b="N", out_dtype="float32", epilogue="axpby"),
             H.HopperSpec(bn=128, stages=6, splits=8),
             H.HopperSpec(in_dtype="float32", out_dtype="float32", epilogue="axpby")] + (
@@ -413,7 +432,16 @@ def test_planner_takes_the_family_on_sm90(monkeypatch):
     assert fam(4096, 4096, 4096, trans_b=True).family_spec.layout_b == "T"
     odd = fam(4095, 4095, 4095)
     assert odd.family == "hopper" and odd.stage == (True, True)
-    assert fam(4097, 4097, 4097).family_spec.bn == 256
+    full = fam(4097, 4097, 4097, peel=False)
+    assert full.family_spec.bn == 256 and full.peel == (0, 0)
+    # one past a multiple of the tile: the last row to the GEMV family, a 256x128 core (16 x 33 tiles: 4 rounds)
+    peeled = fam(4097, 4097, 4097)
+    assert peeled.family == "hopper" and peeled.peel == (1, 0), peeled.peel
+    assert (peeled.family_spec.bm, peeled.family_spec.bn) == (256, 128) and peeled.edge_specs[0].kind in ("colsum", "bands")
+    assert peeled.stage == (True, True) and peeled.edge_specs[1] is None
+    wt = fam(4097, 4097, 4097, trans_b=True)
+    assert wt.peel in ((1, 0), (0, 1)) and wt.family_spec.layout_b == "T"
+    assert fam(4096, 4096, 4096).peel == (0, 0) and fam(4095, 4095, 4095).peel == (0, 0)
     assert fam(1024, 1024, 4096).family_spec.splits == 1
     for M, N, K in ((1024, 1024, 16384), (128, 128, 65536)):  # fewer tiles than SMs, long K: split-K
         sp = fam(M, N, K)
@@ -452,3 +480,41 @@ def test_transposed_copy_of_b(device, request):
     got = wide.numpy()
     np.testing.assert_array_equal(got[:, :, :k], np.swapaxes(src.numpy(), 1, 2))
     np.testing.assert_array_equal(got[:, :, k:], 7.0)
+
+
+@pytest.mark.gpu
+@needs_sm90
+@pytest.mark.parametrize("in_dtype,trans_b,M,N,K,beta", [
+    ("float16", False, 4097, 4097, 512, 0.0),  # the last row peeled, 256x128 core, odd rows staged
+    (_IN[-1], True, 4096, 4097, 520, 0.0),  # B = W.T: the last column peeled, 128x256 core
+    (_IN[-1], False, 4097, 4097, 1032, 0.5),  # beta * C through the core and the edge
+])
+def test_peeled_public_call_against_float64(in_dtype, trans_b, M, N, K, beta, request):
+    """warp_gemm.gemm through the planner where it peels the Hopper core's last row or column to the GEMV family
+    (hopper.rules.peel_choice): NaN-prefilled output, float64 reference, the edge rows and columns checked on their own."""
+    import warp_gemm
+    from warp_gemm.core.plan import make_plan
+    from warp_gemm.core.problem import validate
+    from warp_gemm.core.options import Options
+
+    rng = _rng(request)
+    a, b = random_operands(M, N, K, in_dtype, rng)
+    a, b = a[0], b[0]
+    b_st = np.ascontiguousarray(b.T) if trans_b else b
+    A, B = make(a, in_dtype, "warp", DEV), make(b_st, in_dtype, "warp", DEV)
+    c = round_to(rng.standard_normal((M, N)), in_dtype)
+    C = make(c, in_dtype, "warp", DEV)
+    D = make(np.full((M, N), np.nan), in_dtype, "warp", DEV)
+    p = validate(A, B, C, 1.0, beta, False, trans_b, D, "gemm")
+    plan = make_plan(p, 1.0, beta, False, None, Options())
+    assert plan.family == "hopper" and any(plan.peel), (plan.family, plan.peel)
+    warp_gemm.gemm(A, B, C, beta=beta, trans_b=trans_b, out=D)
+    out = to_f64(D)
+    ref = a.astype(np.float64) @ b.astype(np.float64) + beta * c
+    assert not np.isnan(out).any()
+    _check(out, ref, in_dtype)
+    pr, pc = plan.peel
+    if pr:
+        _check(out[-pr:], ref[-pr:], in_dtype)
+    if pc:
+        _check(out[:, -pc:], ref[:, -pc:], in_dtype)

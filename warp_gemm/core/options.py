@@ -37,6 +37,9 @@ class Options:
     #: The pipelined family's peeled last row/column (core/plan.py ``_peel``) on the CPU backend: whenever a
     #: side is one more than a multiple of the CPU twin's tiles (on CUDA a time model decides).
     peel_on_cpu: bool = False
+    #: Peeled edges on CUDA where the families' time models say they pay (composite/peel.py, hopper.rules
+    #: ``peel_choice``); False: never (how the benchmarks and tests compare both).
+    peel: bool = True
     #: CPU products: "host" (the BLAS NumPy/torch already have, families/host/) or "tiles" (Warp's tile
     #: kernels on the CPU backend: the GPU kernels' twin, how CI checks the kernel logic).
     cpu_backend: str = "host"
@@ -90,7 +93,7 @@ def family_names() -> tuple[str, ...]:
     return ("host", *FAMILY_NAMES)
 
 
-_BOOL_FIELDS = ("record_launches", "rebind", "pad_on_cpu", "smem_pad_on_cpu", "edge_clamp_on_cpu", "peel_on_cpu")
+_BOOL_FIELDS = ("record_launches", "rebind", "pad_on_cpu", "smem_pad_on_cpu", "edge_clamp_on_cpu", "peel_on_cpu", "peel")
 
 
 def validated(changes: dict) -> dict:

@@ -103,9 +103,7 @@ def _peel(plan, p: Problem, la: str, lb: str, epi: str, tf32: bool, opts: Option
     sides, 182.6 -> 156.2 (1.04 -> 1.22x); skinny edges: 4099^3 1029.9 -> 999.1 (0.99 -> 1.02x), 4103^3
     1028.6 -> 1007.9. On the CPU backend only with ``Options.peel_on_cpu`` (then every edge of
     1..PEEL_MAX past the CPU twin's 32x32 tiles, no model): how CPU CI runs this path."""
-    dev = p.A.device
-    M, N, K, batch = plan.M, plan.N, p.K, p.batch
-    if plan.activation is not None or opts.pipe_config is not None or tf32:
+    if plan.activation is not None or opts.pipe_config is not None or tf32 or not opts.peel:
         return None
     edges = _edges(plan, p, la, lb, opts)
     if edges is None:
@@ -114,13 +112,7 @@ def _peel(plan, p: Problem, la: str, lb: str, epi: str, tf32: bool, opts: Option
     if best is None:
         return None
     pr, pc, core = best
-    row = _edge_spec(dev, p, la, lb, pr, N, K, epi) if pr else None
-    col = _edge_spec(dev, p, la, lb, M - pr, pc, K, epi) if pc else None
-    if (pr and row is None) or (pc and col is None):
-        return None
-    ws = (_edge_family(pr).workspace_shape(row, pr, N, K, batch) if pr else None,
-          _edge_family(pc).workspace_shape(col, M - pr, pc, K, batch) if pc else None)
-    return replace(plan, family_spec=core, peel=(pr, pc), edge_specs=(row, col), edge_ws=ws)
+    return edge_plan(plan, p, la, lb, epi, core, pr, pc)
 
 
 def _edges(plan, p: Problem, la: str, lb: str, opts: Options):
@@ -189,12 +181,13 @@ def _slice(v, dim: int, start: int, stop: int):
     return raw_view(v.ptr + start * v.strides[dim], v.dtype, tuple(shape), tuple(v.strides), v.device)
 
 
-def _peeled(plan, p, Av, Bv, Cv, c_nb: int, Dk, alpha: float, beta: float, env) -> list:
-    """The pipelined kernel over the core ``(M - rows) x (N - cols)`` of the output, then the peeled last
-    ``rows`` rows (``rows x N``: all of B) and ``cols`` columns (``(M - rows) x cols``: A's core rows) by the
-    GEMV family (one wide) or the skinny family: views of the same (possibly staged) operands, C and D; no
-    copies (:func:`_peel`). Returns ``[(kernel, dim, inputs, block_dim, tiled)]``."""
-    from .. import gemv, pipelined
+def peeled_launches(plan, p, Av, Bv, Cv, c_nb: int, Dk, alpha: float, beta: float, env, core) -> list:
+    """The core ``(M - rows) x (N - cols)`` of the output by ``core(Ac, Bc, Cc, Dc, Mc, Nc)`` (the core family's
+    ``[(kernel, dim, inputs, block_dim, tiled)]`` on views of A's core rows, B's core columns, C and D), then the
+    peeled last ``rows`` rows (``rows x N``: all of B) and ``cols`` columns (``(M - rows) x cols``: A's core rows)
+    by the GEMV family (one wide) or the skinny family: views of the same (possibly staged) operands, C and D; no
+    copies (:func:`_peel`). ``plan.family_spec`` names the layouts (``layout_a``, ``layout_b``)."""
+    from .. import gemv
 
     dev = p.A.device
     (pr, pc), M, N, K = plan.peel, plan.M, plan.N, p.K
@@ -207,9 +200,7 @@ def _peeled(plan, p, Av, Bv, Cv, c_nb: int, Dk, alpha: float, beta: float, env) 
     def out_part(X, r0, r1, c0, c1):
         return None if X is None else _slice(_slice(X, 1, r0, r1), 2, c0, c1)
 
-    todo = [(*pipelined.launch_args(plan.family_spec, Ac, Bc, out_part(Cv, 0, Mc, 0, Nc), out_part(Dk, 0, Mc, 0, Nc),
-                                    alpha, beta, Mc, Nc, K, p.batch, a_nb, b_nb, c_nb,
-                                    **pipelined.launch.stream_k_buffers(env, dev, plan.family_spec, Mc, Nc, K, p.batch)), True)]
+    todo = list(core(Ac, Bc, out_part(Cv, 0, Mc, 0, Nc), out_part(Dk, 0, Mc, 0, Nc), Mc, Nc))
     edges = (("row", pr, _slice(Av, a_row, Mc, M), Bv, (Mc, M, 0, N), pr, N),  # A's last rows times all of B
              ("col", pc, Ac, _slice(Bv, b_col, Nc, N), (0, Mc, Nc, N), Mc, pc))  # A's core rows times B's last cols
     for (name, width, Ae, Be, box, m, n), spec, ws_shape in zip(edges, plan.edge_specs, plan.edge_ws):
@@ -224,6 +215,17 @@ def _peeled(plan, p, Av, Bv, Cv, c_nb: int, Dk, alpha: float, beta: float, env) 
     return todo
 
 
+def edge_plan(plan, p: Problem, la: str, lb: str, epi: str, core, pr: int, pc: int):
+    """``plan`` with ``core`` (the family's spec over the core) and its last ``pr`` rows / ``pc`` columns peeled to the
+    GEMV or skinny family, or None where an edge family does not apply."""
+    dev, M, N, K = p.A.device, plan.M, plan.N, p.K
+    row = _edge_spec(dev, p, la, lb, pr, N, K, epi) if pr else None
+    col = _edge_spec(dev, p, la, lb, M - pr, pc, K, epi) if pc else None
+    if (pr and row is None) or (pc and col is None):
+        return None
+    ws = (_edge_family(pr).workspace_shape(row, pr, N, K, p.batch) if pr else None,
+          _edge_family(pc).workspace_shape(col, M - pr, pc, K, p.batch) if pc else None)
+    return replace(plan, family_spec=core, peel=(pr, pc), edge_specs=(row, col), edge_ws=ws)
 
 
 def launches(plan, p, Dk, alpha: float, beta: float, env) -> list:
@@ -233,4 +235,12 @@ def launches(plan, p, Dk, alpha: float, beta: float, env) -> list:
     if not any(plan.peel):
         return pipelined.launch.launches(plan, p, Dk, alpha, beta, env)
     Av, Bv, Cv, c_nb = env.views(plan, p, Dk)
-    return _peeled(plan, p, Av, Bv, Cv, c_nb, Dk, alpha, beta, env)
+    dev, K = p.A.device, p.K
+    a_nb, b_nb = Av.shape[0], Bv.shape[0]
+
+    def core(Ac, Bc, Cc, Dc, Mc, Nc):
+        spec = plan.family_spec
+        return [(*pipelined.launch_args(spec, Ac, Bc, Cc, Dc, alpha, beta, Mc, Nc, K, p.batch, a_nb, b_nb, c_nb,
+                                        **pipelined.launch.stream_k_buffers(env, dev, spec, Mc, Nc, K, p.batch)), True)]
+
+    return peeled_launches(plan, p, Av, Bv, Cv, c_nb, Dk, alpha, beta, env, core)

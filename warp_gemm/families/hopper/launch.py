@@ -87,6 +87,15 @@ def launches(plan, p, Dk, alpha: float, beta: float, env) -> list:
     """``[(kernel, dim, inputs, block_dim, tiled)]`` for a planned problem (``rules.plan``)."""
     Av, Bv, Cv, c_nb = env.views(plan, p, Dk)
     spec = plan.family_spec
+    if any(plan.peel):  # the core on this family, the last row or column on the GEMV family (rules.peel_choice)
+        from ..composite.peel import peeled_launches
+
+        def core(Ac, Bc, Cc, Dc, Mc, Nc):
+            return [(*args, True) for args in launch_args(
+                spec, Ac, Bc, Cc if spec.epilogue == "axpby" else None, Dc, alpha, beta, Mc, Nc, p.K, p.batch,
+                Ac.shape[0], Bc.shape[0], c_nb)]
+
+        return peeled_launches(plan, p, Av, Bv, Cv, c_nb, Dk, alpha, beta, env, core)
     ws = env.workspace(p.A.device, *plan.workspace, "hopper_split") if spec.splits > 1 else None
     pre = []
     if spec.transpose_b:  # tf32, B stored (K, N): a K-major copy, rows padded to 16 bytes (TMA)

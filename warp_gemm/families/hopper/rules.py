@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from warp_gemm import _compat
 
 from .spec import BK, IN_DTYPES, ITEM_BYTES, OUT_DTYPES, HopperSpec, cdiv, k_ranges, unfit
@@ -11,7 +13,7 @@ _TMA_MAX_STRIDE = 1 << 40
 _MAX_DIM = (1 << 31) - 1  # tile coordinates are 32-bit in the kernel
 
 
-STAGES = {(128, 256): 4, (128, 128): 6}
+STAGES = {(128, 256): 4, (256, 128): 4, (128, 128): 6}
 #: K tiles (of 64) one split takes at least: 128x128x65536 fp16 ran 81.6 TFLOP/s in 64 splits of 16 K tiles against
 #: 72.6 in 128 of 8 (H200).
 SPLIT_MIN_KT = 16
@@ -53,6 +55,43 @@ def tile_choice(M: int, N: int, K: int, batch: int, sm_count: int, split: bool =
         return 128, 256, 1
     tiles = batch * cdiv(M, 128) * cdiv(N, 128)
     return 128, 128, split_count(tiles, M, N, K, batch, sm_count, bk) if split else 1
+
+
+#: Peeling (composite/peel.py's edges): a side one past a multiple of the tile (4097) costs a whole row or column of
+#: output tiles, each a full K loop for one useful row. The model: rounds of the persistent grid (``ceil(items /
+#: SMs)``) times PEEL_KT_S per 64-deep K tile of a 128x256 tile (scaled by tile area), against the same over the core
+#: plus a GEMV streaming the other operand once (peel.PEEL_GEMV_BYTES_PER_S, peel.PEEL_LAUNCH_S). fp16 4097^3 on
+#: padded rows, H200: 5 rounds of 65 K tiles in 385 us (1.18 us each); a 256x128 core over 4096 x 4097 is 16 x 33 =
+#: 528 tiles, 4 rounds on 132 SMs.
+PEEL_KT_S = 1.18e-6
+PEEL_CORE_TILES = ((128, 256), (256, 128))
+
+
+def peel_choice(spec: HopperSpec, M: int, N: int, K: int, batch: int, sm_count: int):
+    """``(core spec, rows, cols)``: the last row (or, B stored (N, K), the last column) peeled off to the GEMV family
+    and the core on the tiles of ``PEEL_CORE_TILES`` the model prefers, where that saves ``peel.PEEL_MIN_GAIN`` of the
+    modelled time; else None. One-wide edges only: the skinny family's wider ones stream their operand at ~0.5 TB/s."""
+    from ..composite import peel
+
+    if spec.splits > 1 or spec.transpose_b or spec.in_dtype == "float32":
+        return None
+    kt = cdiv(K, spec.bk)
+
+    def t(bm, bn, m, n):
+        return cdiv(batch * cdiv(m, bm) * cdiv(n, bn), sm_count) * kt * PEEL_KT_S * bm * bn / (128 * 256)
+
+    full = t(spec.bm, spec.bn, M, N)
+    item = ITEM_BYTES[spec.in_dtype]
+    best = None
+    for bm, bn in PEEL_CORE_TILES:
+        for pr, pc in ((int(M % bm == 1 and M > 1), 0), (0, int(N % bn == 1 and N > 1 and spec.layout_b == "T"))):
+            if not (pr or pc):
+                continue
+            edge = batch * K * (N if pr else M) * item / peel.PEEL_GEMV_BYTES_PER_S + peel.PEEL_LAUNCH_S
+            total = t(bm, bn, M - pr, N - pc) + edge
+            if total <= (1 - peel.PEEL_MIN_GAIN) * full and (best is None or total < best[0]):
+                best = (total, replace(spec, bm=bm, bn=bn, stages=STAGES[(bm, bn)]), pr, pc)
+    return None if best is None else best[1:]
 
 
 def default_spec(in_dtype: str, out_dtype: str, layout_b: str, M: int, N: int, K: int, batch: int, sm_count: int = 132,
@@ -158,8 +197,6 @@ def plan(ctx):
     ``((splits * batch, M, N), "float32")`` and the finishing pass. Operands whose rows are not 16-byte aligned
     (TMA's rule) are staged into aligned copies first, as the pipelined family does (fp16 4095^3: 409 TFLOP/s with
     the copy, 144 for cuBLAS, H200)."""
-    from dataclasses import replace
-
     from ...core.operands import _max_chunk
 
     p, b, dev = ctx.p, ctx.base, ctx.dev
@@ -182,5 +219,11 @@ def plan(ctx):
     if unfit(spec):
         return None
     ws = ((spec.splits * p.batch, b.M, b.N), "float32") if spec.splits > 1 else None
-    return replace(b, family="hopper", family_spec=spec, c_into_d=ctx.c_into_d, workspace=ws,
-                   stage=(_max_chunk(b.A) < 16, _max_chunk(b.B) < 16 and not spec.transpose_b))
+    planned = replace(b, family="hopper", family_spec=spec, c_into_d=ctx.c_into_d, workspace=ws,
+                      stage=(_max_chunk(b.A) < 16, _max_chunk(b.B) < 16 and not spec.transpose_b))
+    peeled = peel_choice(spec, b.M, b.N, p.K, p.batch, _compat.sm_count(dev)) if ctx.opts.peel else None
+    if peeled is not None and not unfit(peeled[0]):
+        from ..composite.peel import edge_plan
+
+        return edge_plan(planned, p, ctx.la, ctx.lb, ctx.epi, *peeled) or planned
+    return planned
