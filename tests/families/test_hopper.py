@@ -3,8 +3,8 @@ its offline sm_90a build.
 
 GPU tests need CUDA sm_90 (H100/H200) and skip elsewhere: every output is NaN-prefilled, inputs are fresh random
 draws (``randn * K**-0.25``), the bound is the package's tolerance model. The operands are 3-D Warp views whose rows
-are padded to a multiple of 8 elements (16 bytes, TMA's rule) when K or N is odd, as the planner's staging makes
-them; D may be a column view of a wider array whose other columns must stay untouched. The CPU tests check what the
+are padded to a multiple of 8 elements (16 bytes, TMA's rule) when K or N is odd, as the planner's staging does for
+short rows (it pads rows of 1 KB or more to 128 bytes); D may be a column view of a wider array whose other columns must stay untouched. The CPU tests check what the
 rules refuse and that the kernels build offline for sm_90a (no GPU needed).
 """
 
@@ -499,7 +499,7 @@ def test_peeled_public_call_against_float64(in_dtype, trans_b, M, N, K, beta, re
 
     rng = _rng(request)
     a, b = random_operands(M, N, K, in_dtype, rng)
-    a, b = a[0], b[0]
+    a, b = a.reshape(M, K), b.reshape(K, N)
     b_st = np.ascontiguousarray(b.T) if trans_b else b
     A, B = make(a, in_dtype, "warp", DEV), make(b_st, in_dtype, "warp", DEV)
     c = round_to(rng.standard_normal((M, N)), in_dtype)

@@ -98,9 +98,9 @@ def launches(plan, p, Dk, alpha: float, beta: float, env) -> list:
         return peeled_launches(plan, p, Av, Bv, Cv, c_nb, Dk, alpha, beta, env, core)
     ws = env.workspace(p.A.device, *plan.workspace, "hopper_split") if spec.splits > 1 else None
     pre = []
-    if spec.transpose_b:  # tf32, B stored (K, N): a K-major copy, rows padded to 16 bytes (TMA)
+    if spec.transpose_b:  # tf32, B stored (K, N): a K-major copy, rows padded to 128-byte lines (workspaces)
         nb, k, n = (int(s) for s in Bv.shape)
-        kp = -(-k // 4) * 4
+        kp = -(-k // 32) * 32
         buf = env.workspace(p.A.device, (nb, n, kp), "float32", "hopper_bt")
         Bt = raw_view(buf.ptr, wp.float32, (nb, n, k), (n * kp * 4, kp * 4, 4), buf.device)
         pre.append((*transpose_launch(Bv, Bt), True))
