@@ -60,10 +60,10 @@ def tile_choice(M: int, N: int, K: int, batch: int, sm_count: int, split: bool =
 #: Peeling (composite/peel.py's edges): a side one past a multiple of the tile (4097) costs a whole row or column of
 #: output tiles, each a full K loop for one useful row. The model: rounds of the persistent grid (``ceil(items /
 #: SMs)``) times PEEL_KT_S per 64-deep K tile of a 128x256 tile (scaled by tile area), against the same over the core
-#: plus a GEMV streaming the other operand once (peel.PEEL_GEMV_BYTES_PER_S, peel.PEEL_LAUNCH_S). fp16 4097^3 on
-#: padded rows, H200: 5 rounds of 65 K tiles in 385 us (1.18 us each); a 256x128 core over 4096 x 4097 is 16 x 33 =
-#: 528 tiles, 4 rounds on 132 SMs.
-PEEL_KT_S = 1.18e-6
+#: plus a GEMV streaming the other operand once (peel.PEEL_GEMV_BYTES_PER_S, peel.PEEL_LAUNCH_S). fp16 4097^3 (staged
+#: rows), H200: 128x256 tiles, 5 rounds of 65 K tiles, 289 us (0.89 us each); peeled, a 256x128 core over 4096 x 4097
+#: (16 x 33 = 528 tiles, 4 rounds) 253 us plus 20 us for the GEMV: 399 -> 417 TFLOP/s for the whole call.
+PEEL_KT_S = 0.89e-6
 PEEL_CORE_TILES = ((128, 256), (256, 128))
 
 
