@@ -182,6 +182,12 @@
             const bool pair = dcs == ${OUT_BYTES} &&
                 ((((unsigned long long)(size_t)D.data) | (unsigned long long)D.strides[1] |
                   (unsigned long long)(batch * splits > 1 ? D.strides[0] : 0)) % (2 * ${OUT_BYTES})) == 0;
+            // 16-bit outputs whose rows start on 16 bytes: each quad (the four threads of one row) trades its packed
+            // column pairs so that every thread stores 8 columns in one 16-byte access (the quad's 64 bytes whole).
+            // H200, 4096^3, cuBLAS in the same process: fp16 617 -> 666 TFLOP/s, bf16 666 -> 688 (4-byte stores before).
+            const bool vec = ${VEC16} && dcs == 2 &&
+                ((((unsigned long long)(size_t)dbase) | (unsigned long long)D.strides[1]) % 16) == 0;
+            (void)vec;
             const int r0 = tm * BM + c * WGM * 64 + 16 * w + l / 4;
             const int c0 = tn * BN + 2 * (l % 4);
 #pragma unroll
@@ -195,14 +201,56 @@
                     (void)crow;
                     (void)ccs;
 #pragma unroll
-                    for (int j = 0; j < NR / 4; ++j) {
-                        const int col = c0 + 8 * j;
-                        if (col >= N) continue;
-                        float v0 = alpha * d[h][4 * j + 2 * e];
-                        float v1 = alpha * d[h][4 * j + 2 * e + 1];
-                        const bool two = col + 1 < N;
+                    for (int i = 0; i < NR / 16; ++i) {  // 32-column chunks: 8-column groups 4 i .. 4 i + 3
+#if ${VEC16}
+                        if (vec && tn * BN + 32 * i + 32 <= N) {
+                            unsigned p0 = 0, p1 = 0, p2 = 0, p3 = 0;
+#pragma unroll
+                            for (int jj = 0; jj < 4; ++jj) {
+                                const int j = 4 * i + jj;
+                                const int col = c0 + 8 * j;
+                                float v0 = alpha * d[h][4 * j + 2 * e];
+                                float v1 = alpha * d[h][4 * j + 2 * e + 1];
+                                const bool two = true;
+                                (void)col;
+                                (void)two;
+${AXPBY}
+                                unsigned u;  // cvt packs its first source into the upper half
+                                asm("cvt.rn.${OUT_T}x2.f32 %0, %1, %2;" : "=r"(u) : "f"(v1), "f"(v0));
+                                p0 = jj == 0 ? u : p0;
+                                p1 = jj == 1 ? u : p1;
+                                p2 = jj == 2 ? u : p2;
+                                p3 = jj == 3 ? u : p3;
+                            }
+                            // round s: thread q sends its pair of group 4 i + (q ^ s) and receives thread (q ^ s)'s
+                            // pair of group 4 i + q (columns 2 (q ^ s), + 1 of it)
+                            const unsigned q = (unsigned)l & 3u, qmask = 0xFu << ((unsigned)l & 28u);
+                            unsigned o0 = 0, o1 = 0, o2 = 0, o3 = 0;
+#pragma unroll
+                            for (unsigned sr = 0; sr < 4; ++sr) {
+                                const unsigned k = q ^ sr;
+                                const unsigned v = k == 0 ? p0 : k == 1 ? p1 : k == 2 ? p2 : p3;
+                                const unsigned got = sr == 0 ? v : __shfl_sync(qmask, v, (int)(((unsigned)l & 28u) | k));
+                                o0 = k == 0 ? got : o0;
+                                o1 = k == 1 ? got : o1;
+                                o2 = k == 2 ? got : o2;
+                                o3 = k == 3 ? got : o3;
+                            }
+                            *(uint4*)(drow + (size_t)(tn * BN + 32 * i + 8 * (int)q) * 2) = make_uint4(o0, o1, o2, o3);
+                            continue;
+                        }
+#endif
+#pragma unroll
+                        for (int jj = 0; jj < 4; ++jj) {
+                            const int j = 4 * i + jj;
+                            const int col = c0 + 8 * j;
+                            if (col >= N) continue;
+                            float v0 = alpha * d[h][4 * j + 2 * e];
+                            float v1 = alpha * d[h][4 * j + 2 * e + 1];
+                            const bool two = col + 1 < N;
 ${AXPBY}
 ${STORE}
+                        }
                     }
                 }
             }
