@@ -76,8 +76,9 @@ TABLE_32_64bit=("tf32|4096x4096x4096,4095x4095x4095,2048x2048x2048,1023x1025x102
   "fp32|4096x4096x4096,4095x4095x4095,8192x8192x8192,1000x1000x1000,10000x16x16x16"
   "fp64|4096x4096x4096,1000x1000x1000,10000x16x16x16")
 TABLE_small=("fp16,bf16|32x32x32,64x64x64,96x96x96,128x128x128,33x129x65,100x200x300,64x64x1024,128x128x1024,128x256x256,48x80x4000,256x128x64,255x255x255,200x200x200")
-# The issues' target rows (Hopper, compile-time / fp32 / fp64), NN layout.
+# The issues' target rows (Hopper, compile-time / fp32 / fp64): NN, and B = W.T where an entry ends in "|nt".
 TABLE_targets=("fp16,bf16|4096x4096x4096,8192x8192x8192,4095x4095x4095,4097x4097x4097,1024x1024x16384,128x128x65536,1000x1000x1000"
+  "fp16,bf16|4096x4096x4096,8192x8192x8192,333x4096x4096|nt"
   "tf32|4096x4096x4096,8192x8192x8192,4095x4095x4095,1000x1000x1000"
   "fp32|4096x4096x4096,1000x1000x1000"
   "fp64|4096x4096x4096,1000x1000x1000")
@@ -94,12 +95,14 @@ bench_table() {
   declare -p "$var" > /dev/null 2>&1 || { echo "gpu.sh bench: no table '$table' (16bit, 32-64bit, small, gemv, targets, host)"; return 2; }
   var="$var[@]"
   for entry in "${!var}"; do  # kernels first, every runner call's in parallel processes
-    python3 benchmarks/warm_cache.py --shapes "${entry#*|}" --dtype "${entry%%|*}" -j 16 >> "$out/warm_$table.txt" 2>&1
+    shapes=${entry#*|}
+    python3 benchmarks/warm_cache.py --shapes "${shapes%%|*}" --dtype "${entry%%|*}" -j 16 >> "$out/warm_$table.txt" 2>&1
   done
   grep FAILED "$out/warm_$table.txt" | head -5
-  for entry in "${!var}"; do
-    dt=${entry%%|*}; shapes=${entry#*|}; i=$((i + 1))
-    python3 benchmarks/run.py --shapes "$shapes" --dtype "$dt" --providers warp_gemm,torch \
+  for entry in "${!var}"; do  # "dtypes|shapes" or "dtypes|shapes|layout" (nt: B = W.T)
+    dt=${entry%%|*}; shapes=${entry#*|}; layout=nn; i=$((i + 1))
+    if [[ $shapes == *"|"* ]]; then layout=${shapes#*|}; shapes=${shapes%%|*}; fi
+    python3 benchmarks/run.py --shapes "$shapes" --dtype "$dt" --providers warp_gemm,torch --layout "$layout" \
       --json "$out/bench_${table}_$i.json" > "$out/bench_${table}_$i.txt" 2>&1
     sed -n '/# summary/,$p' "$out/bench_${table}_$i.txt" | grep -v "^$"
   done

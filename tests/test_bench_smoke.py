@@ -68,6 +68,30 @@ def test_quick_cpu_run_writes_rows_and_plots(tmp_path):
     assert list(plot_dir.glob("*.png")), "no figure written"
 
 
+def test_layout_nt_passes_w_transposed(tmp_path):
+    """``--layout nt``: B is a transposed view of an (N, K) array in every input set (F.linear's W.T), the header
+    says so, and every provider's result passes the float64 check."""
+    import numpy as np
+
+    from warp_gemm.tools.bench.env import parse_dtypes
+    from warp_gemm.tools.bench.inputs import make_inputs
+    from warp_gemm.tools.shapes import parse_shape
+
+    inputs = make_inputs(parse_shape("20x30x40"), parse_dtypes("fp32")[0], "cpu", 3, 0, "nt")
+    for a, b in inputs.sets:
+        b = b if isinstance(b, np.ndarray) else b.numpy()
+        assert b.shape == (40, 30) and b.strides[0] < b.strides[1], b.strides  # K is the contiguous dimension
+    with pytest.raises(ValueError, match="layout"):
+        make_inputs(parse_shape("20x30x40"), parse_dtypes("fp32")[0], "cpu", 1, 0, "tt")
+    run = _load_runner()
+    rows_path = tmp_path / "rows.json"
+    assert run.main(["--device", "cpu", "--shapes", "33x17x65", "--dtype", "fp32,fp16", "--quick", "--layout", "nt",
+                     "--json", str(rows_path)]) == 0
+    data = json.loads(rows_path.read_text())
+    assert data["header"]["layout"] == "nt"
+    assert data["rows"] and all(r["status"] == "ok" for r in data["rows"]), data["rows"]
+
+
 @pytest.mark.parametrize("suite", ["grouped", "first-call", "host"])
 def test_cuda_suites_need_cuda(suite, capsys):
     """``warp-gemm bench --suite grouped|first-call|host`` run on torch CUDA tensors: on the CPU each refuses in one

@@ -56,14 +56,21 @@ def reference_rows(shape: Shape, rng: np.random.Generator) -> np.ndarray | None:
     return np.sort(rng.choice(shape.M, size=REF_ROWS, replace=False))
 
 
-def make_inputs(shape: Shape, dtype: DType, device: str, n_sets: int, seed: int) -> Inputs:
+def make_inputs(shape: Shape, dtype: DType, device: str, n_sets: int, seed: int, layout: str = "nn") -> Inputs:
+    """``layout`` "nt": B is stored (N, K) and passed as its transposed view (``F.linear``'s ``W.T``); "nn": (K, N).
+    Copies keep the layout (torch's ``clone`` and NumPy's ``copy(order="K")`` keep strides)."""
     rng = np.random.default_rng(seed)
     rows = reference_rows(shape, rng)
     if torch_on(device):
         a, b, ref = _torch_operands(shape, dtype, device, rows, seed)
     else:
         a, b, ref = _numpy_operands(shape, dtype, rows, rng)
-    copies = [(a, b)] + [(a.clone(), b.clone()) if hasattr(a, "clone") else (a.copy(), b.copy())
+    if layout == "nt":
+        b = b.transpose(-1, -2).contiguous().transpose(-1, -2) if hasattr(b, "clone") else \
+            np.swapaxes(np.ascontiguousarray(np.swapaxes(b, -1, -2)), -1, -2)
+    elif layout != "nn":
+        raise ValueError(f"make_inputs: layout must be 'nn' or 'nt', got {layout!r}")
+    copies = [(a, b)] + [(a.clone(), b.clone()) if hasattr(a, "clone") else (a.copy(order="K"), b.copy(order="K"))
                          for _ in range(n_sets - 1)]
     set_bytes = (a.size if isinstance(a, np.ndarray) else a.numel()) * dtype.elem_bytes
     set_bytes += (b.size if isinstance(b, np.ndarray) else b.numel()) * dtype.elem_bytes

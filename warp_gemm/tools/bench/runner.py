@@ -358,7 +358,8 @@ def header_line(h: dict[str, Any]) -> str:
     else:
         hw = f"CPU {h['cpu']}"
     return (f"# warp_gemm bench on {h['device']}: {hw} | warp {h['warp']} | torch {h['torch']} | "
-            f"triton {h['triton']} | numpy {h['numpy']} | commit {h['commit']}")
+            f"triton {h['triton']} | numpy {h['numpy']} | commit {h['commit']}"
+            + (f" | layout {h['layout']}" if h.get("layout", "nn") != "nn" else ""))
 
 
 def fmt(x: float | None, spec: str) -> str:
@@ -425,6 +426,8 @@ def parse_args(argv: list[str] | None, prog: str | None = None) -> argparse.Name
     p.add_argument("--rep-ms", type=float, help="timed repetition budget per row (default 100; --quick 20)")
     p.add_argument("--warmup-ms", type=float, help="warm-up budget per row (default 25; --quick 5)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--layout", choices=("nn", "nt"), default="nn",
+                   help="nt: B stored (N, K) and passed as its transposed view (F.linear's W.T); default nn")
     p.add_argument("--suite", choices=("gemm", "grouped", "fused", "first-call", "host"), default="gemm",
                    help="gemm: the GEMM table over --shapes (default); grouped: grouped_mm / grouped_matmul against "
                         "F.grouped_mm and loops of torch.matmul (CUDA; its own rows, see warp_gemm.tools.bench.grouped); "
@@ -505,7 +508,7 @@ def run_shape(shape: Shape, dtype: DType, providers: list[Provider], args: argpa
               cache_bytes: int, seed: int) -> list[Row]:
     n_sets = input_set_count(shape, dtype, cache_bytes)
     try:
-        inputs = make_inputs(shape, dtype, args.device, n_sets, seed)
+        inputs = make_inputs(shape, dtype, args.device, n_sets, seed, getattr(args, "layout", "nn"))
     except Unavailable as exc:
         print(f"# skip {shape.id} {dtype.label}: {exc}", flush=True)
         return []
@@ -546,6 +549,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     _wp()
     align_warp_stream(args.device)
     header = collect_header(args.device)
+    header["layout"] = getattr(args, "layout", "nn")
     print(header_line(header), flush=True)
 
     if args.precompile and "warp_gemm" in args.providers:
