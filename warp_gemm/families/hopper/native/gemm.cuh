@@ -64,12 +64,6 @@
     };
 
     if (tid == 0) {
-        // the maps were written to global memory by a host copy (generic proxy); TMA reads them through the
-        // tensormap proxy. Acquired and prefetched first, so the descriptors' fetch overlaps the set-up.
-        asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;\n" :: "l"(tma_a) : "memory");
-        asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;\n" :: "l"(tma_b) : "memory");
-        asm volatile("prefetch.tensormap [%0];\n" :: "l"(tma_a) : "memory");
-        asm volatile("prefetch.tensormap [%0];\n" :: "l"(tma_b) : "memory");
         for (int s = 0; s < ST; ++s) {
             asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" :: "r"(full0 + 8 * s) : "memory");
             asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(empty0 + 8 * s), "r"(NC) : "memory");
@@ -82,6 +76,10 @@
         // ---- producer ----
         ${PRODUCER_SETMAXNREG}
         if (tid == 0) {
+            // the maps were written to global memory by a host copy (generic proxy); TMA reads them through
+            // the tensormap proxy
+            asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;\n" :: "l"(tma_a) : "memory");
+            asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;\n" :: "l"(tma_b) : "memory");
             unsigned s = 0, ph = 0;
             for (int t = t0; t < items; t += grid) {
                 const int sp = t / total;
