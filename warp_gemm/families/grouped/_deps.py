@@ -60,3 +60,11 @@ from warp_gemm.families.pipelined.snippets import (
 )
 from warp_gemm.families.pipelined.spec import PipeSpec, native_acc, native_store, staged_store  # noqa: F401
 from warp_gemm.families.pipelined.spec import _check as check_pipe_spec  # noqa: F401
+# the Hopper family's kernel body (TMA + wgmma), its configuration record and tensor maps: the grouped Hopper kernel
+from warp_gemm.families.hopper import tma  # noqa: F401,E402
+from warp_gemm.families.hopper.kernel import fields as hopper_fields  # noqa: F401,E402
+from warp_gemm.families.hopper.rules import STAGES as HOPPER_STAGES  # noqa: F401,E402
+from warp_gemm.families.hopper.spec import SMEM_LIMIT, HopperSpec  # noqa: F401,E402
+from warp_gemm.families.hopper.spec import unfit as hopper_unfit  # noqa: F401,E402
+from warp_gemm.families.common.native import load as native_load  # noqa: F401,E402
+from warp_gemm.families.hopper.kernel import __file__ as hopper_kernel_file  # noqa: F401,E402
