@@ -258,12 +258,21 @@ def grouped_mm(mat_a, mat_b, offs, bias, out_dtype, allow_tf32: bool = False, sp
     if p.b.layout == "copy":
         mat_b, B = _contiguous(mat_b, B, MM)
     p = problem(p.case, p.G, A.shape, A.strides, B.shape, B.strides, ITEMSIZE[A.dtype], p.in_dtype, p.out_dtype)
-    from warp_gemm.families.grouped.rules import choose_spec
+    from warp_gemm.families.grouped import rules
 
     tf32 = _tf32(allow_tf32, p.in_dtype, dev, spec)
+    hspec = _hopper_spec(p, A, B, dev, allow_tf32, spec)
+    if hspec is not None:
+        with stream_scope(A):
+            o, keep_offs = _offs_view(offs, dev)
+            k, dim, inputs, block = _args.hopper_launch(p, hspec, A.ptr, B.ptr, D.ptr, o, dev, _compat.sm_count(dev))
+            launch(k, dim, inputs, dev, block)
+            _bias_pass(p, Bi, D, o, item_out=ITEMSIZE[p.out_dtype], dev=dev)
+            del keep_offs
+        return result
     if spec is None:
         tm, tn = typical_sizes(p)
-        spec = choose_spec(p.in_dtype, p.out_dtype, tf32, p.a.layout + p.b.layout, dev.is_cpu, tm, tn)
+        spec = rules.choose_spec(p.in_dtype, p.out_dtype, tf32, p.a.layout + p.b.layout, dev.is_cpu, tm, tn)
     item, item_out = ITEMSIZE[p.in_dtype], ITEMSIZE[p.out_dtype]
     checked = not (aligned(A.ptr, p.a, item) and aligned(B.ptr, p.b, item))
     rows = p.G + 2
@@ -280,12 +289,47 @@ def grouped_mm(mat_a, mat_b, offs, bias, out_dtype, allow_tf32: bool = False, sp
         if blocks > 0:
             k, dim, inputs, block = _args.gemm_launch(spec, checked, table, p.G, status, blocks, dev.is_cpu)
             launch(k, dim, inputs, dev, block)
-        if Bi is not None:
-            out3 = raw_view(D.ptr, WP_DTYPES[p.out_dtype], _as3(p.out_shape), _strides3(p.out_shape, item_out), dev)
-            k, dim, inputs = _args.bias_launch(p, out3, _bias2(Bi, p.out_shape[-1], dev), o)
-            launch(k, dim, inputs, dev, tiled=False)
+        _bias_pass(p, Bi, D, o, item_out, dev)
         del keep, keep_offs  # stream-ordered frees: torch's allocator, or Warp's on this stream
     return result
+
+
+def _hopper_spec(p: GroupedProblem, A, B, dev, allow_tf32: bool, spec):
+    """The Hopper grouped kernel's configuration for ``p`` where it applies and the rules take it (``spec`` a
+    HopperSpec: that one, or ValueError naming why it cannot run; another ``spec``: None), else None."""
+    from warp_gemm.families.grouped import rules
+    from warp_gemm.families.grouped._deps import HopperSpec
+
+    forced = isinstance(spec, HopperSpec)
+    if spec is not None and not forced:
+        return None
+    if not forced and (dev.is_cpu or not options().hopper):
+        return None
+    tf32 = bool(allow_tf32 and p.in_dtype == "float32" and _compat.HAS_TF32)
+    why = rules.hopper_reason(p, A.ptr, B.ptr, dev, tf32)
+    if forced:
+        from warp_gemm.families.grouped.hopper import unfit
+
+        why = why or unfit(spec)
+        if not why and (spec.in_dtype, spec.out_dtype, spec.layout_b) != (p.in_dtype, p.out_dtype, p.b.layout):
+            why = (f"the spec is {spec.in_dtype} -> {spec.out_dtype}, B layout {spec.layout_b}; the product is "
+                   f"{p.in_dtype} -> {p.out_dtype}, B layout {p.b.layout}")
+        if why:
+            raise ValueError(f"{MM}: cannot run {spec.key} on mat_a {p.in_dtype}{list(A.shape)}, mat_b "
+                             f"{list(B.shape)}: {why}")
+        return spec
+    if why or not rules.use_hopper(p):
+        return None
+    return rules.hopper_choice(p, _compat.sm_count(dev))
+
+
+def _bias_pass(p: GroupedProblem, Bi, D, o, item_out: int, dev) -> None:
+    """The bias pass over the result (``o``: the offs view) where a bias is given."""
+    if Bi is None:
+        return
+    out3 = raw_view(D.ptr, WP_DTYPES[p.out_dtype], _as3(p.out_shape), _strides3(p.out_shape, item_out), dev)
+    k, dim, inputs = _args.bias_launch(p, out3, _bias2(Bi, p.out_shape[-1], dev), o)
+    launch(k, dim, inputs, dev, tiled=False)
 
 
 def _as3(shape):

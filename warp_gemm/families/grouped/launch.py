@@ -116,3 +116,21 @@ def list_tables(meta: ListMeta, in_dtype: str, out_dtype: str, tf32: bool, devic
               & ((meta.ldb[sel] * item) % 16 == 0))
         out.append((sp, tab, n, blocks, not bool(ok.all())))
     return out
+
+
+def hopper_launch(p: GroupedProblem, spec, a_ptr: int, b_ptr: int, d_ptr: int, offs, device, sm_count: int):
+    """``(kernel, dim, inputs, block_dim)`` of the Hopper grouped kernel (hopper.py) for ``p`` (case 2d3d; rules.
+    hopper_reason passed) into a new contiguous result at ``d_ptr``; ``offs`` a Warp int32 view of the G group ends."""
+    from warp_gemm.core.operands import raw_view
+
+    from ._deps import WP_DTYPES, ITEM_BYTES
+    from .hopper import launch_args
+
+    it, io = ITEM_BYTES[p.in_dtype], ITEM_BYTES[p.out_dtype]
+    T, N, K, G = p.total, p.N, p.K, p.G
+    A = raw_view(a_ptr, WP_DTYPES[p.in_dtype], (1, T, K), (T * p.a.ld * it, p.a.ld * it, it), device)
+    b_shape = (G, N, K) if p.b.layout == "T" else (G, K, N)
+    B = raw_view(b_ptr, WP_DTYPES[p.in_dtype], b_shape, (p.b.gs if G > 1 else b_shape[1] * p.b.ld * it,
+                                                        p.b.ld * it, it), device)
+    D = raw_view(d_ptr, WP_DTYPES[p.out_dtype], (1, T, N), (T * N * io, N * io, io), device)
+    return launch_args(spec, A, B, D, offs, G, T, N, K, sm_count)
