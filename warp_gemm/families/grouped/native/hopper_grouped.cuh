@@ -115,3 +115,44 @@
             item_of(t, g, tm, tn, row0, mg);
             const int b = 0;  // C is not read (epilogue "scale")
             const int kt0 = 0, kt1 = k_tiles;
+//! snippet grouped_c_item_skip nonl
+//! grouped_c_item for the skipping kernel: a consumer whose rows of the tile all lie past the group's end (a group's
+//! last tile row with at most 64 rows left) runs no K step (kt1 = kt0): the other consumer has the tensor cores to
+//! itself; grouped_c_drain_skip releases its stages.
+            int g, tm, tn, row0, mg;
+            item_of(t, g, tm, tn, row0, mg);
+            const int b = 0;  // C is not read (epilogue "scale")
+            const bool active = tm * BM + c * WGM * 64 < mg;
+            const int kt0 = 0, kt1 = active ? k_tiles : 0;
+//! snippet grouped_c_drain_skip nonl
+//! A consumer that ran no K step releases each of the item's stages once the producer filled it (the empty
+//! barriers count both consumers), touching no wgmma sums: a branch around the wgmma itself makes ptxas serialise
+//! every wgmma of the kernel (C7518).
+            asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+            if (prev >= 0) {
+                if (lt == 0) asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(empty0 + 8 * prev) : "memory");
+            } else {
+                for (int kt = 0; kt < k_tiles; ++kt) {
+                    wait(full0 + 8 * s, ph);
+                    if (lt == 0) asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(empty0 + 8 * s) : "memory");
+                    if (++s == ST) { s = 0; ph ^= 1; }
+                }
+            }
+//! snippet grouped_prefetch template
+//! P_AFTER_LOAD: once stage kt is asked for, the producer asks L2 for A's and B's tiles of K tile kt + ${PF} of the
+//! same item (cp.async.bulk.prefetch.tensor: into L2 only, no barrier), so more of the weights stream from memory
+//! than the shared stages hold.
+
+                    if (kt + ${PF} < kt1) {
+                        asm volatile("cp.async.bulk.prefetch.tensor.3d.L2.global [%0, {%1, %2, %3}];\n"
+                                     :: "l"(tma_a), "r"((kt + ${PF}) * BK), "r"(row0 + tm * BM), "r"(ba) : "memory");
+#if ${B_MN}
+#pragma unroll
+                        for (int j = 0; j < BN / 64; ++j)
+                            asm volatile("cp.async.bulk.prefetch.tensor.3d.L2.global [%0, {%1, %2, %3}];\n"
+                                         :: "l"(tma_b), "r"(tn * BN + 64 * j), "r"((kt + ${PF}) * BK), "r"(bb) : "memory");
+#else
+                        asm volatile("cp.async.bulk.prefetch.tensor.3d.L2.global [%0, {%1, %2, %3}];\n"
+                                     :: "l"(tma_b), "r"((kt + ${PF}) * BK), "r"(tn * BN), "r"(bb) : "memory");
+#endif
+                    }
