@@ -15,30 +15,26 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent.parent
 sys.path[:0] = [str(ROOT)]
 
-#: (bm, bn, stages, K tiles prefetched into L2 ahead, consumers skip tile halves past the group) of the Hopper
-#: grouped kernel
-VARIANTS = [(128, 256, 4, 0, False), (128, 256, 4, 0, True), (128, 256, 4, 6, False), (128, 256, 4, 10, False),
-            (128, 256, 4, 8, True), (128, 128, 6, 8, True)]
+#: (bm, bn, stages) of the Hopper grouped kernel
+VARIANTS = [(128, 256, 4), (128, 128, 6), (256, 128, 3)]
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", default="moe8,moe64,moe8_fp16,moe64_fp16,moe64_tf32,moe128")
     ap.add_argument("--reps", type=int, default=15)
-    ap.add_argument("--no-mma", action="store_true", help="leave out the mma.sync kernel")
     args = ap.parse_args()
     import numpy as np
     import torch
     import torch.nn.functional as F
 
     from warp_gemm.core import grouped as core
-    from warp_gemm.families.grouped import hopper, rules
+    from warp_gemm.families.grouped import rules
     from warp_gemm.families.grouped._deps import HopperSpec
     from warp_gemm.families.grouped.spec import problem
     from warp_gemm.tools.bench.grouped import ROWS, _sizes, _time
 
     print(f"gpu={torch.cuda.get_device_name()} torch={torch.__version__}", flush=True)
-    variant = (hopper.PREFETCH, hopper.SKIP_PADDING)  # the rules' kernel variant (the runs below set others)
     for row in (r for r in ROWS if r.name in args.rows.split(",")):
         tf32 = row.dtype == "tf32"
         tdt = torch.float32 if tf32 else getattr(torch, row.dtype)
@@ -57,20 +53,13 @@ def main() -> int:
                     x.element_size(), "float32" if tf32 else row.dtype, "float32" if tf32 else row.dtype)
         default = rules.hopper_choice(p, torch.cuda.get_device_properties(0).multi_processor_count)
         cands = {"F.grouped_mm": lambda: F.grouped_mm(x, wt, offs=offs)} if not tf32 else {}
-        if not args.no_mma:
-            cands["mma.sync"] = lambda: core.grouped_mm(x, wt, offs, None, None, allow_tf32=tf32,
-                                                        spec=rules.choose_spec(p.in_dtype, p.out_dtype, tf32, "NT",
-                                                                               False, 4096, 4096))
-        for bm, bn, st, pf, skip in VARIANTS:
+        cands["mma.sync"] = lambda: core.grouped_mm(x, wt, offs, None, None, allow_tf32=tf32,
+                                                    spec=rules.choose_spec(p.in_dtype, p.out_dtype, tf32, "NT",
+                                                                           False, 4096, 4096))
+        for bm, bn, st in VARIANTS:
             spec = HopperSpec(p.in_dtype, p.out_dtype, "N", "T", bm=bm, bn=bn, stages=st)
-            dflt = spec == default and (pf, skip) == variant
-            tag = f"hopper {bm}x{bn} s{st} pf{pf}{' skip' if skip else ''}" + (" (default)" if dflt else "")
-
-            def run(spec=spec, pf=pf, skip=skip):
-                hopper.PREFETCH, hopper.SKIP_PADDING = pf, skip
-                return core.grouped_mm(x, wt, offs, None, None, allow_tf32=tf32, spec=spec)
-
-            cands[tag] = run
+            tag = f"hopper {bm}x{bn} s{st}" + (" (default)" if spec == default else "")
+            cands[tag] = lambda spec=spec: core.grouped_mm(x, wt, offs, None, None, allow_tf32=tf32, spec=spec)
         old = torch.backends.cuda.matmul.allow_tf32
         torch.backends.cuda.matmul.allow_tf32 = tf32
         base = None
@@ -79,7 +68,7 @@ def main() -> int:
                 out = fn()
                 torch.cuda.synchronize()
             except Exception as e:  # noqa: BLE001 - a variant that fails is reported, not fatal
-                print(f"{row.name:<11} {name:<34} failed: {type(e).__name__}: {str(e)[:160]}", flush=True)
+                print(f"{row.name:<11} {name:<26} failed: {type(e).__name__}: {str(e)[:160]}", flush=True)
                 continue
             err = float((out[pick].double() - ref).norm() / ref.norm())
             tail = int(ends[-1])
@@ -89,10 +78,9 @@ def main() -> int:
             if name == "F.grouped_mm":
                 base = med
             vs = f"{base / med:5.2f}x F" if base else ""
-            print(f"{row.name:<11} {name:<34} {med:8.3f} ms {flops / med / 1e9:7.1f} TFLOP/s (p20 {p20:.3f} p80 "
+            print(f"{row.name:<11} {name:<26} {med:8.3f} ms {flops / med / 1e9:7.1f} TFLOP/s (p20 {p20:.3f} p80 "
                   f"{p80:.3f}) rel.err {err:.1e}{'' if zeros else ' TAIL NOT ZERO'} {vs}", flush=True)
         torch.backends.cuda.matmul.allow_tf32 = old
-        hopper.PREFETCH, hopper.SKIP_PADDING = variant
         del x, wt
         torch.cuda.empty_cache()
     return 0

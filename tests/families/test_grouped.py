@@ -641,24 +641,3 @@ def test_hopper_grouped_bias_bad_offs_and_route(rng, monkeypatch, nan_results):
     monkeypatch.setattr(rules, "HOPPER_MIN_WORK", 2**62)
     check(warp_gemm.grouped_mm(a, b, offs=offs), reference("2d3d", a64, b64, ends, G), "float16")
     assert calls == [1]
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("prefetch,skip", [(8, False), (0, True), (8, True)], ids=["prefetch", "skip", "both"])
-@pytest.mark.parametrize("b_t", [True, False], ids=["W.T", "KN"])
-def test_hopper_grouped_variants(prefetch, skip, b_t, rng, monkeypatch, nan_results):
-    """The kernel variants: K tiles prefetched into L2 ahead of the stages; consumers that skip the wgmma of tile
-    halves past the group's end (groups of 1..64 rows past a multiple of 128 here), both B layouts."""
-    if not _sm90():
-        pytest.skip("needs an sm_90 GPU")
-    from warp_gemm.families.grouped import hopper
-
-    monkeypatch.setattr(hopper, "PREFETCH", prefetch)
-    monkeypatch.setattr(hopper, "SKIP_PADDING", skip)
-    G, K, N = 9, 1000, 264
-    a, b, offs, a64, b64, ends = operands("2d3d", rng, "bfloat16", "torch", "cuda", G=G, K=K, N=N, avg=100,
-                                          b_t=b_t, tail=11)
-    for tiles in HOPPER_TILES:
-        spec = _hopper_spec("bfloat16", "float32", "T" if b_t else "N", tiles)
-        out = core_grouped.grouped_mm(a, b, offs, None, torch.float32, spec=spec)
-        check(out, reference("2d3d", a64, b64, ends, G), "bfloat16")

@@ -32,10 +32,6 @@ MAX_GROUPS = 2048
 TABLE_BYTES = 4 * (2 * MAX_GROUPS + 3)
 #: Tile rows per group of the grouped order inside one group (the dense Hopper kernel's GROUP_M).
 GROUP_M = 8
-#: K tiles ahead of the stage being loaded that the producer prefetches into L2 (0: none); see hopper_grouped.cuh.
-PREFETCH = 0
-#: A consumer whose 64-row half of a tile lies past its group's end skips its wgmma (hopper_grouped.cuh).
-SKIP_PADDING = False
 
 _lock = threading.RLock()
 
@@ -53,13 +49,12 @@ def unfit(spec: HopperSpec) -> str:
     return ""
 
 
-def key_of(spec: HopperSpec, prefetch: int = 0, skip: bool = False) -> str:
-    return "wg_grouped_" + spec.key + (f"_pf{prefetch}" if prefetch else "") + ("_skip" if skip else "")
+def key_of(spec: HopperSpec) -> str:
+    return "wg_grouped_" + spec.key
 
 
-def snippet(spec: HopperSpec, prefetch: int = 0, skip: bool = False) -> str:
-    """The CUDA body of the grouped kernel of ``spec``: gemm.cuh with the grouped work items; ``prefetch`` K tiles
-    ahead into L2 (0: none), ``skip``: consumers skip the wgmma of tile halves past the group's end."""
+def snippet(spec: HopperSpec) -> str:
+    """The CUDA body of the grouped kernel of ``spec``: gemm.cuh with the grouped work items."""
     why = unfit(spec)
     if why:
         raise ValueError(f"grouped.hopper: cannot build {spec}: {why}")
@@ -68,13 +63,8 @@ def snippet(spec: HopperSpec, prefetch: int = 0, skip: bool = False) -> str:
     f = _deps.hopper_fields(spec)
     items = {"SCHED": sn["grouped_sched"], "TILE_OF": sn["grouped_tile_of"],
              "AFTER_SYNC": _deps.fill(sn["grouped_after_sync"], OUT_BYTES=f["OUT_BYTES"]),
-             "P_ITEM": sn["grouped_p_item"], "A_ROW": "row0 + tm * BM",
-             "C_ITEM": sn["grouped_c_item_skip"] if skip else sn["grouped_c_item"],
-             "C_DRAIN": sn["grouped_c_drain_skip"] if skip else dense["dense_c_drain"],
-             "P_AFTER_LOAD": _deps.fill(sn["grouped_prefetch"], PF=int(prefetch), B_MN=f["B_MN"]).rstrip("\n")
-             if prefetch else "",
-             "C_BEFORE_MMA": "",
-             "D_OFFSET": "(size_t)row0 * (size_t)D.strides[1]", "M_END": "mg"}
+             "P_ITEM": sn["grouped_p_item"], "A_ROW": "row0 + tm * BM", "C_ITEM": sn["grouped_c_item"],
+             "C_DRAIN": dense["dense_c_drain"], "D_OFFSET": "(size_t)row0 * (size_t)D.strides[1]", "M_END": "mg"}
     return _deps.fill(dense["gemm"], **f, **items)
 
 
@@ -88,7 +78,7 @@ def smem_rows(spec: HopperSpec) -> int:
 
 
 @functools.cache
-def _build(spec: HopperSpec, prefetch: int, skip: bool):
+def _build(spec: HopperSpec):
     OT = _wp_dtype(spec.out_dtype)
     rows = smem_rows(spec)
 
@@ -97,8 +87,8 @@ def _build(spec: HopperSpec, prefetch: int, skip: bool):
              beta: float, M: int, N: int, K: int, batch: int, a_nb: int, b_nb: int, c_nb: int, tiles_m: int,
              tiles_n: int, group_m: int, splits: int, kt_per: int, G: int, t0: int, grid: int): ...
 
-    stub.__name__ = stub.__qualname__ = key_of(spec, prefetch, skip) + "_body"
-    body = wp.func_native(snippet(spec, prefetch, skip))(stub)
+    stub.__name__ = stub.__qualname__ = key_of(spec) + "_body"
+    body = wp.func_native(snippet(spec))(stub)
 
     def kern(tma_a: wp.uint64, tma_b: wp.uint64, offs: wp.array(dtype=wp.int32), D: wp.array3d(dtype=OT),
              alpha: float, M: int, N: int, K: int, G: int, tiles_n: int, group_m: int, grid: int):
@@ -106,24 +96,24 @@ def _build(spec: HopperSpec, prefetch: int, skip: bool):
         body(buf, tma_a, tma_b, offs, D, D, alpha, 0.0, M, N, K, 1, 1, G, 1, 0, tiles_n, group_m, 1, 0, G,
              wp.tid(), grid)
 
-    return _deps._compat.make_kernel(kern, key_of(spec, prefetch, skip), launch_bounds=(spec.block_dim, 1))
+    return _deps._compat.make_kernel(kern, key_of(spec), launch_bounds=(spec.block_dim, 1))
 
 
-def get_kernel(spec: HopperSpec, prefetch: int = 0, skip: bool = False):
-    """The Warp kernel of ``spec`` (built once per process and variant; nothing compiles until it loads)."""
+def get_kernel(spec: HopperSpec):
+    """The Warp kernel of ``spec`` (built once per process; nothing compiles until it loads)."""
     with _lock:
-        return _build(spec, int(prefetch), bool(skip))
+        return _build(spec)
 
 
 _loaded: set = set()
 
 
-def load(spec: HopperSpec, device, prefetch: int = 0, skip: bool = False) -> None:
+def load(spec: HopperSpec, device) -> None:
     """Load ``spec``'s module on ``device`` compiled for sm_90a (``_compat.load_arch_specific``), once."""
-    key = (spec, int(prefetch), bool(skip), str(device))
+    key = (spec, str(device))
     if key in _loaded:
         return
-    k = get_kernel(spec, prefetch, skip)
+    k = get_kernel(spec)
     with _lock:
         if key in _loaded:
             return
@@ -138,18 +128,14 @@ def grid_size(spec: HopperSpec, G: int, M: int, N: int, sm_count: int) -> int:
     return max(1, min(bound, int(sm_count)))
 
 
-def launch_args(spec: HopperSpec, A, B, D, offs, G: int, M: int, N: int, K: int, sm_count: int,
-                prefetch: int | None = None, skip: bool | None = None):
+def launch_args(spec: HopperSpec, A, B, D, offs, G: int, M: int, N: int, K: int, sm_count: int):
     """``(kernel, dim, inputs, block_dim)`` of the grouped product: ``A`` a Warp view ``(1, M, K)``, ``B`` ``(G, N, K)``
     (``spec.layout_b == "T"``) or ``(G, K, N)`` ("N"), both with unit column strides and 16-byte aligned rows;
-    ``D`` ``(1, M, N)``; ``offs`` the int32 group ends (G of them); ``prefetch`` / ``skip``: the kernel variant
-    (default :data:`PREFETCH` / :data:`SKIP_PADDING`). Loads the module and finds the tensor maps."""
-    prefetch = PREFETCH if prefetch is None else int(prefetch)
-    skip = SKIP_PADDING if skip is None else bool(skip)
-    load(spec, D.device, prefetch, skip)
+    ``D`` ``(1, M, N)``; ``offs`` the int32 group ends (G of them). Loads the module and finds the tensor maps."""
+    load(spec, D.device)
     ta = _deps.tma.tensor_map(A, spec.bm)
     tb = _deps.tma.tensor_map(B, 64 if spec.layout_b == "N" else spec.bn)
     g = grid_size(spec, G, M, N, sm_count)
     tiles_n = -(-N // spec.bn)
     inputs = [ta, tb, offs, D, 1.0, int(M), int(N), int(K), int(G), tiles_n, GROUP_M, g]
-    return get_kernel(spec, prefetch, skip), (g,), inputs, spec.block_dim
+    return get_kernel(spec), (g,), inputs, spec.block_dim

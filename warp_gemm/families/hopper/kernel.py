@@ -58,7 +58,7 @@ def snippet(spec: HopperSpec) -> str:
         raise ValueError(f"hopper.kernel: cannot build {spec}: {why}")
     spec = spec.kernel_spec
     sn = native.load(__file__, "gemm.cuh")
-    items = {"SCHED": sn["dense_sched"], "TILE_OF": sn["dense_tile_of"], "AFTER_SYNC": "", "P_AFTER_LOAD": "", "C_BEFORE_MMA": "", "P_ITEM": sn["dense_p_item"],
+    items = {"SCHED": sn["dense_sched"], "TILE_OF": sn["dense_tile_of"], "AFTER_SYNC": "", "P_ITEM": sn["dense_p_item"],
              "A_ROW": "tm * BM", "C_ITEM": sn["dense_c_item"], "C_DRAIN": sn["dense_c_drain"],
              "D_OFFSET": "(size_t)(sp * batch + b) * (size_t)D.strides[0]", "M_END": "M"}
     return native.fill(sn["gemm"], **fields(spec), **items)

@@ -13,8 +13,7 @@
 //! splits > 1, D is the (splits * batch, M, N) float32 workspace, alpha 1 and the epilogue "scale".
 //! The CPU branch is empty: the family never runs on the CPU (rules.applies refuses it).
 //! Work-item fields: SCHED (declares `items`, `k_tiles`), TILE_OF (the item -> tile mapping), AFTER_SYNC (after
-//! the barrier set-up), P_AFTER_LOAD (after the producer's loads of a stage), C_BEFORE_MMA (a consumer's stage,
-//! before its wgmma), P_ITEM / C_ITEM (the producer's / a consumer's item t: tm, tn, kt0, kt1; ba, bb the A / B
+//! the barrier set-up), P_ITEM / C_ITEM (the producer's / a consumer's item t: tm, tn, kt0, kt1; ba, bb the A / B
 //! batch coordinates), A_ROW (A's row coordinate), C_DRAIN (after an item's K loop), D_OFFSET (bytes from D.data to
 //! the item's row 0), M_END (rows stored): the dense_* snippets below, or the grouped family's hopper_grouped.cuh.
 #if defined(__CUDA_ARCH__)
@@ -97,7 +96,7 @@ ${P_ITEM}
                     asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
                                  " [%0], [%1, {%2, %3, %4}], [%5];\n"
                                  :: "r"(sb), "l"(tma_b), "r"(kt * BK), "r"(tn * BN), "r"(bb), "r"(fb) : "memory");
-#endif${P_AFTER_LOAD}
+#endif
                     if (++s == ST) { s = 0; ph ^= 1; }
                 }
             }
@@ -127,7 +126,7 @@ ${C_ITEM}
             for (int kt = kt0; kt < kt1; ++kt) {
                 wait(full0 + 8 * s, ph);
                 const unsigned sa = sbase + s * STAGE + (unsigned)(c * WGM) * 8192u;
-                const unsigned sb = sbase + s * STAGE + A_BYTES;${C_BEFORE_MMA}
+                const unsigned sb = sbase + s * STAGE + A_BYTES;
                 asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #pragma unroll
                 for (int kk = 0; kk < 4; ++kk) {  // four 32-byte K steps per 128-byte row (k16 16-bit, k8 tf32)
