@@ -11,6 +11,7 @@ with NumPy instead of the CPU twins of the GPU kernels (the offsets are in host 
 from __future__ import annotations
 
 import itertools
+import operator
 import sys
 
 import numpy as np
@@ -411,6 +412,9 @@ def _store_host(result, out: np.ndarray, dtype: str) -> None:
 
 
 # --- a list of products ----------------------------------------------------------------------------------------------
+_DTYPE, _SHAPE = operator.attrgetter("dtype"), operator.attrgetter("shape")
+
+
 def _columns(xs, name: str):
     """``(first Operand, pointers, shapes (L, 2), element strides (L, 2))`` of a list of 2-D arrays of one
     container type, dtype and device; TypeError / ValueError naming the first that differs."""
@@ -419,9 +423,11 @@ def _columns(xs, name: str):
     kind = first.kind
     if kind == "torch":
         T = torch.Tensor
-        bad = [] if all(type(x) is T for x in xs) else [i for i, x in enumerate(xs) if not isinstance(x, T)]
-        both = {(x.dtype, x.get_device()) for x in xs} if not bad else set()
-        dts, devs = {d for d, _ in both}, {v for _, v in both}
+        # per-tensor reads through map() of the type's own methods: the loop runs in C (a Python comprehension per
+        # attribute was most of a 1000-matrix list's host time)
+        bad = [] if set(map(type, xs)) == {T} else [i for i, x in enumerate(xs) if not isinstance(x, T)]
+        dts = set(map(_DTYPE, xs)) if not bad else set()
+        devs = set(map(T.get_device, xs)) if not bad else set()
     elif kind == "warp":
         bad = [i for i, x in enumerate(xs) if not isinstance(x, wp.array)]
         dts = {x.dtype for x in xs} if not bad else set()
@@ -442,13 +448,12 @@ def _columns(xs, name: str):
         raise ValueError(f"{LIST}: the {name} operands are on several devices ({sorted(map(str, devs))}); put them "
                          "on one")
     if kind == "torch":
-        # (per-tensor attribute reads are most of a long list's host time: one pass each, no tuple copies)
         n = len(xs)
-        if all(x.dim() == 2 for x in xs):
+        if set(map(T.dim, xs)) == {2}:
             chain = itertools.chain.from_iterable
-            return (first, np.fromiter([x.data_ptr() for x in xs], np.int64, n),
-                    np.fromiter(chain([x.shape for x in xs]), np.int64, 2 * n).reshape(n, 2),
-                    np.fromiter(chain([x.stride() for x in xs]), np.int64, 2 * n).reshape(n, 2))
+            return (first, np.fromiter(map(T.data_ptr, xs), np.int64, n),
+                    np.fromiter(chain(map(_SHAPE, xs)), np.int64, 2 * n).reshape(n, 2),
+                    np.fromiter(chain(map(T.stride, xs)), np.int64, 2 * n).reshape(n, 2))
         shapes = [tuple(x.shape) for x in xs]
         strides = ptrs = []
     elif kind == "warp":
@@ -574,7 +579,8 @@ def _new_outputs(A0, dtype: str, ms: np.ndarray, ns: np.ndarray, requires_grad: 
             res = [torch.empty(s, dtype=dt, device=dv) for s in shapes]
             return res, np.array([r.data_ptr() for r in res], dtype=np.int64), ld
         flat = torch.empty(int(sizes.sum()), dtype=dt, device=dv)
-        res = [v.view(s) for v, s in zip(flat.split_with_sizes(sizes.tolist()), shapes)]
+        # one as_strided view each: 0.8 ms for 1000 results against 2.4 ms for split_with_sizes + view (CPU host)
+        res = [flat.as_strided(s, (w, 1), o) for s, w, o in zip(shapes, ld.tolist(), offsets.tolist())]
         return res, flat.data_ptr() + offsets * it, ld
     if A0.kind == "numpy":
         flat = np.empty(int(sizes.sum()), dtype=np.dtype(dtype))
