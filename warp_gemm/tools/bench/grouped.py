@@ -226,7 +226,8 @@ def table(rows: list[dict]) -> str:
 def precompile(arch: int = 90, jobs: int = 2) -> None:
     """Build the suite's and the CUDA tests' grouped kernels for ``arch`` into Warp's kernel cache, offline
     (``wp.compile_aot_module``; no GPU needed): every dtype, layout class, tile size (small / large groups),
-    checked copies or not, and float32 results of 16-bit inputs."""
+    checked copies or not, and float32 results of 16-bit inputs; on arch 90 also the Hopper grouped kernels
+    (sm_90a)."""
     import itertools
     from concurrent.futures import ProcessPoolExecutor
 
@@ -238,6 +239,13 @@ def precompile(arch: int = 90, jobs: int = 2) -> None:
     with ProcessPoolExecutor(jobs) as ex:
         for r in ex.map(_build, combos, [arch] * len(combos)):
             print(r, flush=True)
+        if arch == 90:  # the Hopper grouped kernels (sm_90a): 16-bit into their own dtype or float32, tf32
+            hop = [(dt, out, lb, tiles) for dt, outs in (("float16", ("float16", "float32")),
+                                                         ("bfloat16", ("bfloat16", "float32")), ("float32", ("float32",)))
+                   for out in outs for lb in (("T",) if dt == "float32" else ("T", "N"))
+                   for tiles in ((128, 256), (128, 128))]
+            for r in ex.map(_build_hopper, hop):
+                print(r, flush=True)
 
 
 def _build(combo, arch):
@@ -261,6 +269,30 @@ def _build(combo, arch):
         plain.module.options["block_dim"] = 256
         wp.compile_aot_module(plain.module, arch=[arch])
     return f"{K.key_of(spec, checked)}: {time.time() - t0:.1f} s"
+
+
+def _build_hopper(combo):
+    import time
+
+    import warp as wp
+
+    from warp_gemm import _compat
+    from warp_gemm.families.grouped import hopper
+    from warp_gemm.families.grouped._deps import HOPPER_STAGES, HopperSpec
+
+    _compat.init()
+    dt, out, lb, (bm, bn) = combo
+    spec = HopperSpec(dt, out, "N", lb, bm=bm, bn=bn, stages=HOPPER_STAGES[(bm, bn)])
+    t0 = time.time()
+    k = hopper.get_kernel(spec)
+    k.module.options["block_dim"] = spec.block_dim
+    old = wp.config.cuda_arch_suffix
+    wp.config.cuda_arch_suffix = "a"  # as hopper.load compiles it
+    try:
+        wp.compile_aot_module(k.module, arch=[90])
+    finally:
+        wp.config.cuda_arch_suffix = old
+    return f"{hopper.key_of(spec)}: {time.time() - t0:.1f} s"
 
 
 def main(argv=None) -> int:
