@@ -81,7 +81,7 @@ def main() -> int:
             print(f"{row.name:<11} {name:<26} {med:8.3f} ms {flops / med / 1e9:7.1f} TFLOP/s (p20 {p20:.3f} p80 "
                   f"{p80:.3f}) rel.err {err:.1e}{'' if zeros else ' TAIL NOT ZERO'} {vs}", flush=True)
         torch.backends.cuda.matmul.allow_tf32 = old
-        del x, wt
+        x = wt = cands = None  # free the operands before the next row
         torch.cuda.empty_cache()
     return 0
 

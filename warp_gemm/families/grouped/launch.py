@@ -123,7 +123,7 @@ def hopper_launch(p: GroupedProblem, spec, a_ptr: int, b_ptr: int, d_ptr: int, o
     hopper_reason passed) into a new contiguous result at ``d_ptr``; ``offs`` a Warp int32 view of the G group ends."""
     from warp_gemm.core.operands import raw_view
 
-    from ._deps import WP_DTYPES, ITEM_BYTES
+    from ._deps import ITEM_BYTES, WP_DTYPES
     from .hopper import launch_args
 
     it, io = ITEM_BYTES[p.in_dtype], ITEM_BYTES[p.out_dtype]
