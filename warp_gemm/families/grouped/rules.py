@@ -115,7 +115,10 @@ def hopper_choice(p, sm_count: int, bm: int = 0, bn: int = 0, stages: int = 0):
     """The Hopper grouped kernel's configuration for ``p`` (hopper_reason passed): 128x256 tiles (4 stages) where the
     work items, about ``ceil(rows / 128) + G / 2`` tile rows (a group's last tile row is half full on average) times
     ``ceil(N / 256)`` columns, fill the SMs, else 128x128 (6 stages), the dense family's choice
-    (hopper.rules.tile_choice). ``bm``, ``bn``, ``stages``: a configuration instead (probes)."""
+    (hopper.rules.tile_choice). Measured (H200, benchmarks/results/grouped/probe_hopper_tiles_h200.txt): 128x256
+    best or tied on every MoE row of the grouped suite: bf16 8 experts 1.538 ms against 1.785 (128x128) and 1.873
+    (256x128), 64 experts 0.503 against 0.532 and 0.629, fp16 64 experts 0.447 against 0.443 and 0.566. ``bm``,
+    ``bn``, ``stages``: a configuration instead (probes)."""
     from ._deps import HOPPER_STAGES, HopperSpec
 
     if not bm:
