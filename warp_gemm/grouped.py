@@ -1,5 +1,6 @@
 """Grouped products: :func:`grouped_mm` (mixture-of-experts layers, ``torch.nn.functional.grouped_mm``'s
-semantics) and :func:`grouped_matmul` (a list of independent products of any sizes), each one launch of the
+semantics) and :func:`grouped_matmul` (a list of independent products of any sizes; :func:`grouped_matmul_plan`
+for lists multiplied again and again), each one launch of the
 grouped kernel family (``warp_gemm/families/grouped``) per operand-layout class. docs/grouped.md.
 """
 
@@ -75,6 +76,21 @@ def grouped_matmul(list_a, list_b, *, out=None, allow_tf32: bool = False):
     if tape is not None:
         return _grouped_matmul_tape(tape, list_a, list_b, out, allow_tf32)
     return _core.grouped_matmul(list_a, list_b, out, allow_tf32)
+
+
+def grouped_matmul_plan(list_a, list_b, *, out=None, allow_tf32: bool = False):
+    """:func:`grouped_matmul` for lists of operands that are multiplied again and again (the same bodies every
+    step of a simulation): the checks and the tables of products are made once, and each call of the returned
+    plan (``plan()``) launches the products, returning the results (new arrays each call, or ``out``).
+
+    The plan reads its operands in place at each call: their values may change between calls, their storage,
+    shapes and strides may not (it holds references to them). No gradients (no ``wp.Tape`` recording, no
+    autograd); operands with no unit stride in either dimension raise ValueError (they would be copied). Errors
+    as :func:`grouped_matmul`'s, when the plan is made.
+    """
+    from warp_gemm.core import grouped as _core
+
+    return _core.grouped_matmul(list_a, list_b, out, allow_tf32, plan=True)
 
 
 # --- wp.Tape -----------------------------------------------------------------------------------------------------

@@ -466,6 +466,40 @@ def test_grouped_matmul_tape(device, rng):
         check(y.grad, a.T @ round_to(g, "float32"), "float32")
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("kind", ["torch", "warp"])
+def test_grouped_matmul_plan(kind, device, rng):
+    """A plan reads its operands in place at each call (new values after an in-place change), makes new results
+    each call (the last call's stay as they were) or writes into ``out`` (NaN-filled first); operands it would
+    have to copy are refused when it is made."""
+    la, lb, ra, rb = _list(rng, 21, "float32", kind, device, transposed=kind == "torch")
+    plan = warp_gemm.grouped_matmul_plan(la, lb)
+    first = plan()
+    for r, a, b in zip(first, ra, rb):
+        check(r, a @ b, "float32")
+    kept = [to_f64(r).copy() for r in first]
+    new = [round_to(rng.standard_normal(a.shape) * 0.5, "float32") for a in ra]
+    for x, v in zip(la, new):  # new values in the same storage (through transposed views too)
+        if kind == "torch":
+            x.copy_(torch.tensor(v, dtype=torch.float32, device=device))
+        else:
+            x.assign(v.astype(np.float32))
+    second = plan()
+    for r, a, b in zip(second, new, rb):
+        check(r, a @ b, "float32")
+    for r, k in zip(first, kept):
+        assert np.array_equal(to_f64(r), k)
+    out = [nan_like(kind, (a.shape[0], b.shape[1]), "float32", device) for a, b in zip(ra, rb)]
+    into = warp_gemm.grouped_matmul_plan(la, lb, out=out)
+    assert all(r is o for r, o in zip(into(), out))
+    for o, a, b in zip(out, new, rb):
+        check(o, a @ b, "float32")
+    if kind == "torch":
+        wide = torch.zeros(4, 6, device=device)
+        with pytest.raises(ValueError, match=r"grouped_matmul: product 0: .*no unit stride; a plan reads"):
+            warp_gemm.grouped_matmul_plan([wide[:, ::2]], [torch.zeros(3, 2, device=device)])
+
+
 def test_grouped_matmul_errors_write_nothing(rng):
     la, lb, ra, rb = _list(rng, 4, "float32", "torch", "cpu", transposed=False)
     out = [nan_like("torch", (a.shape[0], b.shape[1]), "float32", "cpu") for a, b in zip(ra, rb)]

@@ -488,10 +488,11 @@ def _layouts(shapes: np.ndarray, strides: np.ndarray):
 
 
 def grouped_matmul(list_a, list_b, out, allow_tf32: bool = False, spec=None, requires_grad: bool = False,
-                   separate: bool = False):
+                   separate: bool = False, plan: bool = False):
     """``[a_i @ b_i]`` into ``out`` (a list of ``(M_i, N_i)`` arrays) or new arrays of the operands' container
     (``requires_grad``: new wp.arrays that take gradients; ``separate``: torch results that are not views of one
-    buffer); returns the list of results."""
+    buffer); returns the list of results. ``plan``: checks and tables only, returned as a :class:`ListPlan` whose
+    calls launch them (no copies of operands: a plan reads them in place)."""
     if not isinstance(list_a, (list, tuple)) or not isinstance(list_b, (list, tuple)):
         raise TypeError(f"{LIST}: list_a and list_b must be lists of 2-D arrays; got {type(list_a).__name__} and "
                         f"{type(list_b).__name__}")
@@ -501,6 +502,8 @@ def grouped_matmul(list_a, list_b, out, allow_tf32: bool = False, spec=None, req
         n = len(out) if isinstance(out, (list, tuple)) else "not a list"
         raise ValueError(f"{LIST}: out must be a list of {len(list_a)} arrays; got {type(out).__name__} ({n})")
     if not list_a:
+        if plan:
+            raise ValueError(f"{LIST}: a plan needs at least one product; list_a and list_b are empty")
         return [] if out is None else list(out)
     A0, ap, ash, ast = _columns(list_a, "list_a")
     B0, bp, bsh, bst = _columns(list_b, "list_b")
@@ -519,6 +522,11 @@ def grouped_matmul(list_a, list_b, out, allow_tf32: bool = False, spec=None, req
     tb, ldb, okb = _layouts(bsh, bst)
     fix = np.nonzero(~(oka & okb))[0]
     if len(fix):  # neither dimension of unit stride: contiguous copies of those operands
+        if plan:
+            i = int(fix[0])
+            raise ValueError(f"{LIST}: product {i}: a[{i}] (strides {list(ast[i])}) or b[{i}] (strides "
+                             f"{list(bst[i])}) has no unit stride; a plan reads its operands in place, so pass them "
+                             "contiguous or transposed")
         la2, lb2 = list(list_a), list(list_b)
         for i in fix.tolist():
             la2[i] = _contiguous(la2[i], A0, LIST)[0]
@@ -526,7 +534,10 @@ def grouped_matmul(list_a, list_b, out, allow_tf32: bool = False, spec=None, req
         return grouped_matmul(la2, lb2, out, allow_tf32, spec, requires_grad, separate)
     ms, ns, ks = ash[:, 0], bsh[:, 1], ash[:, 1]
     in_dt = A0.dtype
-    if out is None:
+    if out is None and plan:  # the results' addresses are the plan calls'
+        results, dp, ldd = None, np.zeros(len(ms), dtype=np.int64), np.maximum(ns, 1)
+        out_dt = in_dt
+    elif out is None:
         results, dp, ldd = _new_outputs(A0, in_dt, ms, ns, requires_grad, separate)
         out_dt = in_dt
     else:
@@ -551,16 +562,55 @@ def grouped_matmul(list_a, list_b, out, allow_tf32: bool = False, spec=None, req
     dev = A0.device
     tf32 = _tf32(allow_tf32, in_dt, dev, spec)
     work = _args.list_tables(meta, in_dt, out_dt, tf32, dev.is_cpu, ITEMSIZE[in_dt], spec)
+    if plan:
+        return ListPlan(A0, work, ms, ns, results, (list(list_a), list(list_b)))
+    _launch_tables(A0, work)
+    return results
+
+
+def _launch_tables(A0, work, tables=None) -> None:
+    """The grouped launches of a list's classes (``list_tables``' rows): each host table copied to the device
+    (``tables``: device tables already there, one per class), then one launch per class."""
+    dev = A0.device
     with stream_scope(A0):
         keeps = []
-        for sp, tab, n, blocks, checked in work:
-            keep, ptr = _scratch(A0, tab.size, tab)
-            keeps.append(keep)
+        for c, (sp, tab, n, blocks, checked, _sel) in enumerate(work):
+            if tables is None:
+                keep, ptr = _scratch(A0, tab.size, tab)
+                keeps.append(keep)
+            else:
+                ptr = tables[c][1]
             table, status = _table_views(ptr, n + 2, dev)
             k, dim, inputs, block = _args.gemm_launch(sp, checked, table, n, status, blocks, dev.is_cpu)
             launch(k, dim, inputs, dev, block)
         del keeps  # stream-ordered frees: torch's allocator, or Warp's on this stream
-    return results
+
+
+class ListPlan:
+    """A checked and tabled list of products (``grouped_matmul(..., plan=True)``), launched by each call: the
+    operands are read in place at each call (their values may change; their storage, shapes and strides must
+    not: the plan holds references to them). With ``out`` the tables are copied to the device once and a call
+    is the launches alone; without, a call makes new results (views of one buffer for torch and NumPy, one
+    wp.array each) and copies the tables with their addresses."""
+
+    def __init__(self, A0, work, ms, ns, out, operands):
+        self._a0, self._work, self._ms, self._ns, self._out, self._operands = A0, work, ms, ns, out, operands
+        self._tables = None
+        if out is not None:
+            self._tables = [_scratch(A0, tab.size, tab) for _sp, tab, *_ in work]
+
+    def __call__(self):
+        if self._out is not None:
+            _launch_tables(self._a0, self._work, self._tables)
+            return list(self._out)
+        results, dp, _ = _new_outputs(self._a0, self._a0.dtype, self._ms, self._ns, False, False)
+        work = []
+        for sp, tab, n, blocks, checked, sel in self._work:
+            tab = tab.copy()
+            tab[:n, _kernel.D_PTR] = dp[sel]
+            work.append((sp, tab, n, blocks, checked, sel))
+        _launch_tables(self._a0, work)
+        return results
 
 
 def _new_outputs(A0, dtype: str, ms: np.ndarray, ns: np.ndarray, requires_grad: bool, separate: bool):

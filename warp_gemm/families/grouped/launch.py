@@ -82,11 +82,11 @@ LAYOUT_CODES = ("NN", "NT", "TN", "TT")
 
 def list_tables(meta: ListMeta, in_dtype: str, out_dtype: str, tf32: bool, device_is_cpu: bool, item: int,
                 spec=None):
-    """For each operand-layout class present: ``(spec, table, n, blocks, checked)`` -- the kernel configuration
+    """For each operand-layout class present: ``(spec, table, n, blocks, checked, sel)`` -- the kernel configuration
     (``spec`` or the rules' for the class's median sizes), the host table (int64 ``(n + 3, 10)``: ``n`` products,
     the tail (no tiles), the error row (unused), then a zero status word), the launch's blocks (every product's
     tiles, exactly: the first tiles are their exclusive prefix sum) and whether the copies must check alignment
-    at run time. Products with an empty result are left out."""
+    at run time, and the indices of the class's products in the list. Products with an empty result are left out."""
     live = (meta.m > 0) & (meta.n > 0)
     out = []
     for code, layout in enumerate(LAYOUT_CODES):
@@ -114,7 +114,7 @@ def list_tables(meta: ListMeta, in_dtype: str, out_dtype: str, tf32: bool, devic
         tab[n, K.FIRST] = blocks
         ok = ((meta.a_ptr[sel] % 16 == 0) & (meta.b_ptr[sel] % 16 == 0) & ((meta.lda[sel] * item) % 16 == 0)
               & ((meta.ldb[sel] * item) % 16 == 0))
-        out.append((sp, tab, n, blocks, not bool(ok.all())))
+        out.append((sp, tab, n, blocks, not bool(ok.all()), sel))
     return out
 
 

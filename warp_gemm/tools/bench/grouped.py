@@ -8,8 +8,9 @@
 :func:`grouped_suite` returns one dict per (row, provider): median / p20 / p80 milliseconds from CUDA events
 (after warm-up), TFLOP/s of the useful work, and each provider's ratio to warp_gemm. Every provider's result
 is checked first on a sample of output rows against a float64 reference; a wrong one is reported "WRONG"
-and not timed. Providers: ``warp_gemm`` (``warp_gemm.grouped_mm`` / ``grouped_matmul``), ``F.grouped_mm``
-(where torch has it for the dtype and device), ``loop`` (a Python loop of ``torch.matmul`` over the groups:
+and not timed. Providers: ``warp_gemm`` (``warp_gemm.grouped_mm`` / ``grouped_matmul``; the ``list1000_plan``
+row: ``grouped_matmul_plan`` made once, then called), ``F.grouped_mm`` (where torch has it for the dtype and
+device), ``loop`` (a Python loop of ``torch.matmul`` over the groups:
 its per-call host time counts, as in a real layer), and ``dense`` (one ``torch.matmul`` of the same FLOPs:
 the ceiling a grouped kernel is measured against).
 """
@@ -50,6 +51,7 @@ ROWS = [
     Row("moe64_tf32", "moe", "tf32", 64, 8192, 4096, 2048, empty=6),
     Row("moe128", "moe", "bfloat16", 128, 16384, 2048, 1536, empty=10),
     Row("list1000", "list", "float32", 1000, lo=8, hi=128, target=">= 5x loop"),
+    Row("list1000_plan", "list", "float32", 1000, lo=8, hi=128, target=">= 5x loop"),
 ]
 
 
@@ -166,7 +168,9 @@ def _list(row: Row, rng, reps: int, device: str):
     b = [torch.randn(int(k), int(n), device=device, dtype=tdt) * int(k) ** -0.25 for _, k, n in dims]
     flops = float(sum(2 * int(m) * int(k) * int(n) for m, k, n in dims))
     torch.backends.cuda.matmul.allow_tf32 = False
-    providers = {"warp_gemm": lambda: warp_gemm.grouped_matmul(a, b), "loop": lambda: [x @ y for x, y in zip(a, b)]}
+    # list1000_plan: grouped_matmul_plan made once, each timed call one plan() (new results each call)
+    mine = warp_gemm.grouped_matmul_plan(a, b) if row.name.endswith("_plan") else (lambda: warp_gemm.grouped_matmul(a, b))
+    providers = {"warp_gemm": mine, "loop": lambda: [x @ y for x, y in zip(a, b)]}
     check = rng.choice(row.G, 16, replace=False)
     rows = []
     for name, fn in providers.items():
