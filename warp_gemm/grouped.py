@@ -88,8 +88,16 @@ def grouped_matmul_plan(list_a, list_b, *, out=None, allow_tf32: bool = False):
     autograd); operands with no unit stride in either dimension raise ValueError (they would be copied). Errors
     as :func:`grouped_matmul`'s, when the plan is made.
     """
+    from warp_gemm.autograd import active_tape
     from warp_gemm.core import grouped as _core
 
+    torch = sys.modules.get("torch")
+    xs = list(list_a) + list(list_b) if isinstance(list_a, (list, tuple)) and isinstance(list_b, (list, tuple)) else []
+    grad = torch is not None and torch.is_grad_enabled() and any(
+        isinstance(x, torch.Tensor) and x.requires_grad for x in xs)
+    if grad or (active_tape() is not None and any(getattr(x, "requires_grad", False) for x in xs)):
+        raise ValueError("grouped_matmul_plan: an operand requires a gradient, and a plan records none; use "
+                         "grouped_matmul (autograd, wp.Tape), or make the plan under torch.no_grad() / outside the tape")
     return _core.grouped_matmul(list_a, list_b, out, allow_tf32, plan=True)
 
 

@@ -498,6 +498,9 @@ def test_grouped_matmul_plan(kind, device, rng):
         wide = torch.zeros(4, 6, device=device)
         with pytest.raises(ValueError, match=r"grouped_matmul: product 0: .*no unit stride; a plan reads"):
             warp_gemm.grouped_matmul_plan([wide[:, ::2]], [torch.zeros(3, 2, device=device)])
+        with pytest.raises(ValueError, match=r"grouped_matmul_plan: an operand requires a gradient"):
+            warp_gemm.grouped_matmul_plan([torch.zeros(2, 3, device=device, requires_grad=True)],
+                                          [torch.zeros(3, 2, device=device)])
 
 
 def test_grouped_matmul_errors_write_nothing(rng):
