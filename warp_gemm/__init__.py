@@ -13,7 +13,7 @@ from warp_gemm import _compat
 from warp_gemm._compat import WARP_VERSION, UnsupportedWarpError
 from warp_gemm.config.configs import Config, PipeConfig, candidate_configs
 from warp_gemm.api import gemm, linear, matmul
-from warp_gemm.grouped import grouped_matmul, grouped_mm
+from warp_gemm.grouped import grouped_matmul, grouped_matmul_plan, grouped_mm
 from warp_gemm.core.options import override as options
 from warp_gemm.families.pipelined.rules import candidate_pipe_configs
 from warp_gemm.tools.precompile import precompile_config
@@ -42,6 +42,7 @@ __all__ = [
     "candidate_pipe_configs",
     "gemm",
     "grouped_matmul",
+    "grouped_matmul_plan",
     "grouped_mm",
     "init",
     "linear",

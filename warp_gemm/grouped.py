@@ -1,5 +1,6 @@
 """Grouped products: :func:`grouped_mm` (mixture-of-experts layers, ``torch.nn.functional.grouped_mm``'s
-semantics) and :func:`grouped_matmul` (a list of independent products of any sizes), each one launch of the
+semantics) and :func:`grouped_matmul` (a list of independent products of any sizes; :func:`grouped_matmul_plan`
+for lists multiplied again and again), each one launch of the
 grouped kernel family (``warp_gemm/families/grouped``) per operand-layout class. docs/grouped.md.
 """
 
@@ -75,6 +76,29 @@ def grouped_matmul(list_a, list_b, *, out=None, allow_tf32: bool = False):
     if tape is not None:
         return _grouped_matmul_tape(tape, list_a, list_b, out, allow_tf32)
     return _core.grouped_matmul(list_a, list_b, out, allow_tf32)
+
+
+def grouped_matmul_plan(list_a, list_b, *, out=None, allow_tf32: bool = False):
+    """:func:`grouped_matmul` for lists of operands that are multiplied again and again (the same bodies every
+    step of a simulation): the checks and the tables of products are made once, and each call of the returned
+    plan (``plan()``) launches the products, returning the results (new arrays each call, or ``out``).
+
+    The plan reads its operands in place at each call: their values may change between calls, their storage,
+    shapes and strides may not (it holds references to them). No gradients (no ``wp.Tape`` recording, no
+    autograd); operands with no unit stride in either dimension raise ValueError (they would be copied). Errors
+    as :func:`grouped_matmul`'s, when the plan is made.
+    """
+    from warp_gemm.autograd import active_tape
+    from warp_gemm.core import grouped as _core
+
+    torch = sys.modules.get("torch")
+    xs = list(list_a) + list(list_b) if isinstance(list_a, (list, tuple)) and isinstance(list_b, (list, tuple)) else []
+    grad = torch is not None and torch.is_grad_enabled() and any(
+        isinstance(x, torch.Tensor) and x.requires_grad for x in xs)
+    if grad or (active_tape() is not None and any(getattr(x, "requires_grad", False) for x in xs)):
+        raise ValueError("grouped_matmul_plan: an operand requires a gradient, and a plan records none; use "
+                         "grouped_matmul (autograd, wp.Tape), or make the plan under torch.no_grad() / outside the tape")
+    return _core.grouped_matmul(list_a, list_b, out, allow_tf32, plan=True)
 
 
 # --- wp.Tape -----------------------------------------------------------------------------------------------------

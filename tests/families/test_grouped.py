@@ -14,6 +14,7 @@ import warp as wp
 from conftest import DEVICES, kind_ok, make, nan_like, to_f64, torch
 
 import warp_gemm
+from warp_gemm import _compat
 from warp_gemm.core import grouped as core_grouped
 from warp_gemm.families.grouped import rules
 from warp_gemm.tools.tolerance import compare, round_to
@@ -465,6 +466,43 @@ def test_grouped_matmul_tape(device, rng):
         check(y.grad, a.T @ round_to(g, "float32"), "float32")
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("kind", ["torch", "warp"])
+def test_grouped_matmul_plan(kind, device, rng):
+    """A plan reads its operands in place at each call (new values after an in-place change), makes new results
+    each call (the last call's stay as they were) or writes into ``out`` (NaN-filled first); operands it would
+    have to copy are refused when it is made."""
+    la, lb, ra, rb = _list(rng, 21, "float32", kind, device, transposed=kind == "torch")
+    plan = warp_gemm.grouped_matmul_plan(la, lb)
+    first = plan()
+    for r, a, b in zip(first, ra, rb):
+        check(r, a @ b, "float32")
+    kept = [to_f64(r).copy() for r in first]
+    new = [round_to(rng.standard_normal(a.shape) * 0.5, "float32") for a in ra]
+    for x, v in zip(la, new):  # new values in the same storage (through transposed views too)
+        if kind == "torch":
+            x.copy_(torch.tensor(v, dtype=torch.float32, device=device))
+        else:
+            x.assign(v.astype(np.float32))
+    second = plan()
+    for r, a, b in zip(second, new, rb):
+        check(r, a @ b, "float32")
+    for r, k in zip(first, kept):
+        assert np.array_equal(to_f64(r), k)
+    out = [nan_like(kind, (a.shape[0], b.shape[1]), "float32", device) for a, b in zip(ra, rb)]
+    into = warp_gemm.grouped_matmul_plan(la, lb, out=out)
+    assert all(r is o for r, o in zip(into(), out))
+    for o, a, b in zip(out, new, rb):
+        check(o, a @ b, "float32")
+    if kind == "torch":
+        wide = torch.zeros(4, 6, device=device)
+        with pytest.raises(ValueError, match=r"grouped_matmul: product 0: .*no unit stride; a plan reads"):
+            warp_gemm.grouped_matmul_plan([wide[:, ::2]], [torch.zeros(3, 2, device=device)])
+        with pytest.raises(ValueError, match=r"grouped_matmul_plan: an operand requires a gradient"):
+            warp_gemm.grouped_matmul_plan([torch.zeros(2, 3, device=device, requires_grad=True)],
+                                          [torch.zeros(3, 2, device=device)])
+
+
 def test_grouped_matmul_errors_write_nothing(rng):
     la, lb, ra, rb = _list(rng, 4, "float32", "torch", "cpu", transposed=False)
     out = [nan_like("torch", (a.shape[0], b.shape[1]), "float32", "cpu") for a, b in zip(ra, rb)]
@@ -510,3 +548,133 @@ def test_cuda_graph_capture(rng):
     g.replay()
     torch.cuda.synchronize()
     check(out, reference("2d3d", a64, b64, ends, 3), "bfloat16")
+
+
+# --- the Hopper grouped kernel (TMA + wgmma, sm_90) ------------------------------------------------------------------
+def _hopper_spec(dtype, out_dtype, layout_b, tiles):
+    from warp_gemm.families.grouped._deps import HopperSpec
+
+    bm, bn, st = tiles
+    return HopperSpec("float32" if dtype == "tf32" else dtype, out_dtype, "N", layout_b, bm=bm, bn=bn, stages=st)
+
+
+def _sm90() -> bool:
+    return torch is not None and torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)
+
+
+def test_hopper_grouped_snippets_fill():
+    """Every grouped Hopper configuration the rules or tests take fills gemm.cuh's work-item fields (no field
+    left), keeps the dense kernel's K loop, and takes the grouped work items."""
+    from warp_gemm.families.grouped import hopper
+
+    for dtype, out, lb, tiles in [("bfloat16", "bfloat16", "T", (128, 256, 4)), ("float16", "float32", "N", (128, 128, 6)),
+                                  ("tf32", "float32", "T", (128, 128, 6))]:
+        spec = _hopper_spec(dtype, out, lb, tiles)
+        assert hopper.unfit(spec) == ""
+        text = hopper.snippet(spec)
+        assert "${" not in text and "wgmma.mma_async" in text and "item_of(t, g, tm, tn, row0, mg)" in text
+        assert "tile_of(" not in text  # the dense work items are replaced
+    with pytest.raises(ValueError, match="grouped.hopper: cannot build"):
+        hopper.snippet(_hopper_spec("bfloat16", "bfloat16", "T", (128, 256, 5)))  # 5 stages + table > 227 KB
+
+
+def test_hopper_grouped_rules_refuse_cpu_and_other_cases(rng):
+    """The planner never takes the Hopper grouped kernel on the CPU or for the other operand cases; a forced spec
+    there is a ValueError naming the reason."""
+    from warp_gemm.families.grouped.spec import problem
+
+    p = problem("3d2d", 3, (3, 8, 16), (128, 16, 1), (16, 24), (24, 1), 2, "float16", "float16")
+    assert "case 3d2d" in rules.hopper_reason(p, 0, 0, _FakeSm90(), False)
+    p = problem("2d3d", 3, (40, 16), (16, 1), (3, 16, 24), (384, 24, 1), 2, "float16", "float16")
+    if not (_compat.HAS_CUDA_ARCH_SUFFIX and _compat.HAS_TILE_FUNC_ARGS):
+        pytest.skip(f"warp-lang {_compat.WARP_VERSION} builds no sm_90a kernels")
+    assert rules.hopper_reason(p, 0, 0, _FakeSm90(), False) == ""
+    assert "mat_a: base 0x8" in rules.hopper_reason(p, 8, 0, _FakeSm90(), False)
+    p32 = problem("2d3d", 3, (40, 16), (16, 1), (3, 16, 24), (384, 24, 1), 4, "float32", "float32")
+    assert "tf32" in rules.hopper_reason(p32, 0, 0, _FakeSm90(), False)  # exact float32: the mma.sync path
+    assert "tf32" in rules.hopper_reason(p32, 0, 0, _FakeSm90(), True)  # tf32 needs mat_b read K-major
+    many = problem("2d3d", 3000, (40, 16), (16, 1), (3000, 16, 24), (384, 24, 1), 2, "float16", "float16")
+    assert "3000 groups" in rules.hopper_reason(many, 0, 0, _FakeSm90(), False)
+    assert "sm_90" in rules.hopper_reason(p, 0, 0, wp.get_device("cpu"), False)
+    a, b, offs, *_ = operands("2d3d", rng, "float16", "torch", "cpu", K=16, N=24)
+    with pytest.raises(ValueError, match="grouped_mm: cannot run hopper_f16_f16_NN"):
+        core_grouped.grouped_mm(a, b, offs, None, None, spec=_hopper_spec("float16", "float16", "N", (128, 128, 6)))
+
+
+class _FakeSm90:
+    is_cuda = True
+    arch = 90
+
+    def __str__(self):
+        return "cuda:0"
+
+
+HOPPER_TILES = [(128, 256, 4), (128, 128, 6)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("tiles", HOPPER_TILES, ids=["128x256", "128x128"])
+@pytest.mark.parametrize("dtype,out_dtype,b_t", [("bfloat16", "bfloat16", True), ("float16", "float16", False),
+                                                 ("bfloat16", "float32", False), ("float16", "float32", True),
+                                                 ("tf32", "float32", True)])
+def test_hopper_grouped_against_float64(dtype, out_dtype, b_t, tiles, rng, nan_results):
+    """The Hopper grouped kernel forced: empty groups (the first among them), odd group sizes, rows after offs[-1]
+    (zeros), K not a multiple of 64 and N not of the tile, both B layouts ((G, N, K) weights as W.T, or (G, K, N)),
+    into NaN-filled results."""
+    if not _sm90():
+        pytest.skip("needs an sm_90 GPU")
+    base = "float32" if dtype == "tf32" else dtype
+    G, K, N = 7, 200, 328
+    a, b, offs, a64, b64, ends = operands("2d3d", rng, base, "torch", "cuda", G=G, K=K, N=N, avg=150, b_t=b_t,
+                                          tail=37)
+    spec = _hopper_spec(dtype, out_dtype, "T" if b_t else "N", tiles)
+    out = core_grouped.grouped_mm(a, b, offs, None, getattr(torch, out_dtype), allow_tf32=dtype == "tf32", spec=spec)
+    assert out.dtype == getattr(torch, out_dtype)
+    ref = reference("2d3d", a64, b64, ends, G)
+    check(out, ref, base, tf32=dtype == "tf32")
+    assert torch.equal(out[int(ends[-1]):].cpu(), torch.zeros(out.shape[0] - int(ends[-1]), N, dtype=out.dtype))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("G,avg,tail", [(1, 500, 0), (1, 90, 5), (300, 9, 3), (2048, 2, 1)],
+                         ids=["one-group", "one-small-group", "300-groups", "2048-groups"])
+def test_hopper_grouped_group_counts(G, avg, tail, rng, nan_results):
+    if not _sm90():
+        pytest.skip("needs an sm_90 GPU")
+    a, b, offs, a64, b64, ends = operands("2d3d", rng, "bfloat16", "torch", "cuda", G=G, K=72, N=136, avg=avg,
+                                          b_t=True, tail=tail)
+    spec = _hopper_spec("bfloat16", "bfloat16", "T", (128, 128, 6))
+    check(core_grouped.grouped_mm(a, b, offs, None, None, spec=spec), reference("2d3d", a64, b64, ends, G), "bfloat16")
+
+
+@pytest.mark.gpu
+def test_hopper_grouped_bias_bad_offs_and_route(rng, monkeypatch, nan_results):
+    """Bias per group after the Hopper product; offs past the rows on the device make the whole result NaN; the
+    planner takes the Hopper kernel for large products (threshold lowered here) and the mma.sync one else."""
+    if not _sm90():
+        pytest.skip("needs an sm_90 GPU")
+    from warp_gemm.families.grouped import launch as glaunch
+
+    G, K, N = 5, 128, 256
+    a, b, offs, a64, b64, ends = operands("2d3d", rng, "float16", "torch", "cuda", G=G, K=K, N=N, avg=100, b_t=True)
+    bias64 = round_to(rng.standard_normal((G, N)), "float16")
+    bias = torch.tensor(bias64, dtype=torch.float16, device="cuda")
+    spec = _hopper_spec("float16", "float16", "T", (128, 256, 4))
+    ref = reference("2d3d", a64, b64, ends, G)
+    starts = np.concatenate(([0], ends[:-1]))
+    for g, (s, e) in enumerate(zip(starts, ends)):
+        ref[s:e] += bias64[g]
+    check(core_grouped.grouped_mm(a, b, offs, bias, None, spec=spec), ref, "float16")
+    bad = offs.clone()
+    bad[2] = a.shape[0] + 1
+    out = core_grouped.grouped_mm(a, b, bad, None, None, spec=spec)
+    assert torch.isnan(out).all()
+    calls = []
+    real = glaunch.hopper_launch
+    monkeypatch.setattr(glaunch, "hopper_launch", lambda *x, **k: calls.append(1) or real(*x, **k))
+    monkeypatch.setattr(rules, "HOPPER_MIN_WORK", 0)
+    check(warp_gemm.grouped_mm(a, b, offs=offs), reference("2d3d", a64, b64, ends, G), "float16")
+    assert calls == [1]
+    monkeypatch.setattr(rules, "HOPPER_MIN_WORK", 2**62)
+    check(warp_gemm.grouped_mm(a, b, offs=offs), reference("2d3d", a64, b64, ends, G), "float16")
+    assert calls == [1]

@@ -6,6 +6,15 @@ from warp_gemm import _compat  # noqa: F401
 from warp_gemm.families.common.kernels import ITEM_BYTES, WP_DTYPES, acc_dtype_name, grouped_tile  # noqa: F401
 from warp_gemm.families.common.native import fill  # noqa: F401
 from warp_gemm.families.common.native import func as native  # noqa: F401
+from warp_gemm.families.common.native import load as native_load  # noqa: F401
+
+# the Hopper family's kernel body (TMA + wgmma), its configuration record and tensor maps: the grouped Hopper kernel
+from warp_gemm.families.hopper import tma  # noqa: F401
+from warp_gemm.families.hopper.kernel import __file__ as hopper_kernel_file  # noqa: F401
+from warp_gemm.families.hopper.kernel import fields as hopper_fields  # noqa: F401
+from warp_gemm.families.hopper.rules import STAGES as HOPPER_STAGES  # noqa: F401
+from warp_gemm.families.hopper.spec import SMEM_LIMIT, HopperSpec  # noqa: F401
+from warp_gemm.families.hopper.spec import unfit as hopper_unfit  # noqa: F401
 from warp_gemm.families.pipelined.kernel import _stage_copier as stage_copier  # noqa: F401
 from warp_gemm.families.pipelined.snippets import (  # noqa: F401
     _COMMIT as COMMIT,

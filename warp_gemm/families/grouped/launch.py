@@ -82,11 +82,11 @@ LAYOUT_CODES = ("NN", "NT", "TN", "TT")
 
 def list_tables(meta: ListMeta, in_dtype: str, out_dtype: str, tf32: bool, device_is_cpu: bool, item: int,
                 spec=None):
-    """For each operand-layout class present: ``(spec, table, n, blocks, checked)`` -- the kernel configuration
+    """For each operand-layout class present: ``(spec, table, n, blocks, checked, sel)`` -- the kernel configuration
     (``spec`` or the rules' for the class's median sizes), the host table (int64 ``(n + 3, 10)``: ``n`` products,
     the tail (no tiles), the error row (unused), then a zero status word), the launch's blocks (every product's
     tiles, exactly: the first tiles are their exclusive prefix sum) and whether the copies must check alignment
-    at run time. Products with an empty result are left out."""
+    at run time, and the indices of the class's products in the list. Products with an empty result are left out."""
     live = (meta.m > 0) & (meta.n > 0)
     out = []
     for code, layout in enumerate(LAYOUT_CODES):
@@ -114,5 +114,23 @@ def list_tables(meta: ListMeta, in_dtype: str, out_dtype: str, tf32: bool, devic
         tab[n, K.FIRST] = blocks
         ok = ((meta.a_ptr[sel] % 16 == 0) & (meta.b_ptr[sel] % 16 == 0) & ((meta.lda[sel] * item) % 16 == 0)
               & ((meta.ldb[sel] * item) % 16 == 0))
-        out.append((sp, tab, n, blocks, not bool(ok.all())))
+        out.append((sp, tab, n, blocks, not bool(ok.all()), sel))
     return out
+
+
+def hopper_launch(p: GroupedProblem, spec, a_ptr: int, b_ptr: int, d_ptr: int, offs, device, sm_count: int):
+    """``(kernel, dim, inputs, block_dim)`` of the Hopper grouped kernel (hopper.py) for ``p`` (case 2d3d; rules.
+    hopper_reason passed) into a new contiguous result at ``d_ptr``; ``offs`` a Warp int32 view of the G group ends."""
+    from warp_gemm.core.operands import raw_view
+
+    from ._deps import ITEM_BYTES, WP_DTYPES
+    from .hopper import launch_args
+
+    it, io = ITEM_BYTES[p.in_dtype], ITEM_BYTES[p.out_dtype]
+    T, N, K, G = p.total, p.N, p.K, p.G
+    A = raw_view(a_ptr, WP_DTYPES[p.in_dtype], (1, T, K), (T * p.a.ld * it, p.a.ld * it, it), device)
+    b_shape = (G, N, K) if p.b.layout == "T" else (G, K, N)
+    B = raw_view(b_ptr, WP_DTYPES[p.in_dtype], b_shape, (p.b.gs if G > 1 else b_shape[1] * p.b.ld * it,
+                                                        p.b.ld * it, it), device)
+    D = raw_view(d_ptr, WP_DTYPES[p.out_dtype], (1, T, N), (T * N * io, N * io, io), device)
+    return launch_args(spec, A, B, D, offs, G, T, N, K, sm_count)

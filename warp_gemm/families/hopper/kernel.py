@@ -22,12 +22,12 @@ from .spec import ITEM_BYTES, PTX_TYPES, HopperSpec, unfit
 _lock = threading.RLock()
 
 
-def snippet(spec: HopperSpec) -> str:
-    """The CUDA body of ``spec``'s kernel (native/gemm.cuh filled in; split-K: :attr:`HopperSpec.kernel_spec`'s)."""
+def fields(spec: HopperSpec) -> dict:
+    """The ``gemm`` template's tile, dtype and epilogue fields of ``spec`` (the kernel body without its work-item
+    fields: :func:`snippet` adds the dense ones, the grouped family's Hopper kernel its own)."""
     why = unfit(spec)
     if why:
         raise ValueError(f"hopper.kernel: cannot build {spec}: {why}")
-    spec = spec.kernel_spec
     sn = native.load(__file__, "gemm.cuh")
     nr = spec.bn // 2
     out_t = {"float16": "f16", "bfloat16": "bf16"}.get(spec.out_dtype)
@@ -36,7 +36,7 @@ def snippet(spec: HopperSpec) -> str:
     if spec.epilogue == "axpby":
         axpby = sn["axpby_" + {"float16": "f16", "bfloat16": "bf16", "float32": "f32"}[spec.out_dtype]]
     b_mn = spec.layout_b == "N"
-    fields = {
+    return {
         "BM": spec.bm, "BN": spec.bn, "ST": spec.stages, "NC": spec.consumers, "WGM": spec.wg_m, "STAGE": spec.stage_bytes,
         "SMEM": spec.smem_bytes, "IN_T": PTX_TYPES[spec.in_dtype], "OUT_BYTES": ITEM_BYTES[spec.out_dtype],
         "B_MN": int(b_mn), "B_STEP": "2048u" if b_mn else "32u", "B_LBO": "8192" if b_mn else "16", "BK": spec.bk,
@@ -49,7 +49,20 @@ def snippet(spec: HopperSpec) -> str:
                              if spec.setmaxnreg else ""),
         "CONSUMER_SETMAXNREG": (f'asm volatile("setmaxnreg.inc.sync.aligned.u32 {spec.consumer_regs};\\n");'
                              if spec.setmaxnreg else "")}
-    return native.fill(sn["gemm"], **fields)
+
+
+def snippet(spec: HopperSpec) -> str:
+    """The CUDA body of ``spec``'s kernel (native/gemm.cuh filled in with the dense work items: batch entries, tile
+    rows and columns, K ranges; split-K: :attr:`HopperSpec.kernel_spec`'s)."""
+    why = unfit(spec)
+    if why:
+        raise ValueError(f"hopper.kernel: cannot build {spec}: {why}")
+    spec = spec.kernel_spec
+    sn = native.load(__file__, "gemm.cuh")
+    items = {"SCHED": sn["dense_sched"], "TILE_OF": sn["dense_tile_of"], "AFTER_SYNC": "", "P_ITEM": sn["dense_p_item"],
+             "A_ROW": "tm * BM", "C_ITEM": sn["dense_c_item"], "C_DRAIN": sn["dense_c_drain"],
+             "D_OFFSET": "(size_t)(sp * batch + b) * (size_t)D.strides[0]", "M_END": "M"}
+    return native.fill(sn["gemm"], **fields(spec), **items)
 
 
 def _wp_dtype(name: str):

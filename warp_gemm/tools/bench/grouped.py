@@ -8,8 +8,9 @@
 :func:`grouped_suite` returns one dict per (row, provider): median / p20 / p80 milliseconds from CUDA events
 (after warm-up), TFLOP/s of the useful work, and each provider's ratio to warp_gemm. Every provider's result
 is checked first on a sample of output rows against a float64 reference; a wrong one is reported "WRONG"
-and not timed. Providers: ``warp_gemm`` (``warp_gemm.grouped_mm`` / ``grouped_matmul``), ``F.grouped_mm``
-(where torch has it for the dtype and device), ``loop`` (a Python loop of ``torch.matmul`` over the groups:
+and not timed. Providers: ``warp_gemm`` (``warp_gemm.grouped_mm`` / ``grouped_matmul``; the ``list1000_plan``
+row: ``grouped_matmul_plan`` made once, then called), ``F.grouped_mm`` (where torch has it for the dtype and
+device), ``loop`` (a Python loop of ``torch.matmul`` over the groups:
 its per-call host time counts, as in a real layer), and ``dense`` (one ``torch.matmul`` of the same FLOPs:
 the ceiling a grouped kernel is measured against).
 """
@@ -50,6 +51,7 @@ ROWS = [
     Row("moe64_tf32", "moe", "tf32", 64, 8192, 4096, 2048, empty=6),
     Row("moe128", "moe", "bfloat16", 128, 16384, 2048, 1536, empty=10),
     Row("list1000", "list", "float32", 1000, lo=8, hi=128, target=">= 5x loop"),
+    Row("list1000_plan", "list", "float32", 1000, lo=8, hi=128, target=">= 5x loop"),
 ]
 
 
@@ -166,7 +168,9 @@ def _list(row: Row, rng, reps: int, device: str):
     b = [torch.randn(int(k), int(n), device=device, dtype=tdt) * int(k) ** -0.25 for _, k, n in dims]
     flops = float(sum(2 * int(m) * int(k) * int(n) for m, k, n in dims))
     torch.backends.cuda.matmul.allow_tf32 = False
-    providers = {"warp_gemm": lambda: warp_gemm.grouped_matmul(a, b), "loop": lambda: [x @ y for x, y in zip(a, b)]}
+    # list1000_plan: grouped_matmul_plan made once, each timed call one plan() (new results each call)
+    mine = warp_gemm.grouped_matmul_plan(a, b) if row.name.endswith("_plan") else (lambda: warp_gemm.grouped_matmul(a, b))
+    providers = {"warp_gemm": mine, "loop": lambda: [x @ y for x, y in zip(a, b)]}
     check = rng.choice(row.G, 16, replace=False)
     rows = []
     for name, fn in providers.items():
@@ -226,7 +230,8 @@ def table(rows: list[dict]) -> str:
 def precompile(arch: int = 90, jobs: int = 2) -> None:
     """Build the suite's and the CUDA tests' grouped kernels for ``arch`` into Warp's kernel cache, offline
     (``wp.compile_aot_module``; no GPU needed): every dtype, layout class, tile size (small / large groups),
-    checked copies or not, and float32 results of 16-bit inputs."""
+    checked copies or not, and float32 results of 16-bit inputs; on arch 90 also the Hopper grouped kernels
+    (sm_90a)."""
     import itertools
     from concurrent.futures import ProcessPoolExecutor
 
@@ -238,6 +243,13 @@ def precompile(arch: int = 90, jobs: int = 2) -> None:
     with ProcessPoolExecutor(jobs) as ex:
         for r in ex.map(_build, combos, [arch] * len(combos)):
             print(r, flush=True)
+        if arch == 90:  # the Hopper grouped kernels (sm_90a): 16-bit into their own dtype or float32, tf32
+            hop = [(dt, out, lb, tiles) for dt, outs in (("float16", ("float16", "float32")),
+                                                         ("bfloat16", ("bfloat16", "float32")), ("float32", ("float32",)))
+                   for out in outs for lb in (("T",) if dt == "float32" else ("T", "N"))
+                   for tiles in ((128, 256), (128, 128))]
+            for r in ex.map(_build_hopper, hop):
+                print(r, flush=True)
 
 
 def _build(combo, arch):
@@ -261,6 +273,30 @@ def _build(combo, arch):
         plain.module.options["block_dim"] = 256
         wp.compile_aot_module(plain.module, arch=[arch])
     return f"{K.key_of(spec, checked)}: {time.time() - t0:.1f} s"
+
+
+def _build_hopper(combo):
+    import time
+
+    import warp as wp
+
+    from warp_gemm import _compat
+    from warp_gemm.families.grouped import hopper
+    from warp_gemm.families.grouped._deps import HOPPER_STAGES, HopperSpec
+
+    _compat.init()
+    dt, out, lb, (bm, bn) = combo
+    spec = HopperSpec(dt, out, "N", lb, bm=bm, bn=bn, stages=HOPPER_STAGES[(bm, bn)])
+    t0 = time.time()
+    k = hopper.get_kernel(spec)
+    k.module.options["block_dim"] = spec.block_dim
+    old = wp.config.cuda_arch_suffix
+    wp.config.cuda_arch_suffix = "a"  # as hopper.load compiles it
+    try:
+        wp.compile_aot_module(k.module, arch=[90])
+    finally:
+        wp.config.cuda_arch_suffix = old
+    return f"{hopper.key_of(spec)}: {time.time() - t0:.1f} s"
 
 
 def main(argv=None) -> int:

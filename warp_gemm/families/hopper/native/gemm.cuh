@@ -12,6 +12,10 @@
 //! Split-K: `splits` K ranges of `kt_per` K tiles each (every range non-empty: hopper.spec.k_ranges); with
 //! splits > 1, D is the (splits * batch, M, N) float32 workspace, alpha 1 and the epilogue "scale".
 //! The CPU branch is empty: the family never runs on the CPU (rules.applies refuses it).
+//! Work-item fields: SCHED (declares `items`, `k_tiles`), TILE_OF (the item -> tile mapping), AFTER_SYNC (after
+//! the barrier set-up), P_ITEM / C_ITEM (the producer's / a consumer's item t: tm, tn, kt0, kt1; ba, bb the A / B
+//! batch coordinates), A_ROW (A's row coordinate), C_DRAIN (after an item's K loop), D_OFFSET (bytes from D.data to
+//! the item's row 0), M_END (rows stored): the dense_* snippets below, or the grouped family's hopper_grouped.cuh.
 #if defined(__CUDA_ARCH__)
 #if !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #error "warp_gemm's hopper kernels need an sm_90a build (wp.config.cuda_arch_suffix = 'a' while the module loads)"
@@ -40,10 +44,7 @@
     const unsigned full0 = sbase + ST * STAGE, empty0 = full0 + 8 * ST;
     const int tid = threadIdx.x;
     const int wg = tid / 128;
-    const int tiles_mn = tiles_m * tiles_n;
-    const int total = batch * tiles_mn;
-    const int items = total * splits;
-    const int k_tiles = (K + BK - 1) / BK;
+${SCHED}
 
     auto wait = [](unsigned bar, unsigned parity) {
         unsigned done;
@@ -52,16 +53,7 @@
                          "selp.u32 %0, 1, 0, p;\n}\n" : "=r"(done) : "r"(bar), "r"(parity) : "memory");
         } while (!done);
     };
-    // output tile t -> batch entry, tile row, tile column (grouped order, Triton tutorial 03's GROUP_SIZE_M)
-    auto tile_of = [&](int t, int& b, int& tm, int& tn) {
-        b = t / tiles_mn;
-        const int r = t - b * tiles_mn;
-        const int per = group_m * tiles_n;
-        const int first = (r / per) * group_m;
-        const int rows = tiles_m - first < group_m ? tiles_m - first : group_m;
-        tm = first + (r % per) % rows;
-        tn = (r % per) / rows;
-    };
+${TILE_OF}
 
     if (tid == 0) {
         for (int s = 0; s < ST; ++s) {
@@ -70,7 +62,7 @@
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
-    __syncthreads();
+    __syncthreads();${AFTER_SYNC}
 
     if (wg == 0) {
         // ---- producer ----
@@ -82,12 +74,7 @@
             asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;\n" :: "l"(tma_b) : "memory");
             unsigned s = 0, ph = 0;
             for (int t = t0; t < items; t += grid) {
-                const int sp = t / total;
-                int b, tm, tn;
-                tile_of(t - sp * total, b, tm, tn);
-                const int ba = a_nb == 1 ? 0 : b;
-                const int bb = b_nb == 1 ? 0 : b;
-                const int kt0 = sp * kt_per, kt1 = min(k_tiles, kt0 + kt_per);
+${P_ITEM}
                 for (int kt = kt0; kt < kt1; ++kt) {
                     wait(empty0 + 8 * s, ph ^ 1);  // a fresh barrier passes parity 1 at once
                     const unsigned fb = full0 + 8 * s, sa = sbase + s * STAGE, sb = sa + A_BYTES;
@@ -96,7 +83,7 @@
                                  :: "r"(fb), "r"(STAGE) : "memory");
                     asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
                                  " [%0], [%1, {%2, %3, %4}], [%5];\n"
-                                 :: "r"(sa), "l"(tma_a), "r"(kt * BK), "r"(tm * BM), "r"(ba), "r"(fb) : "memory");
+                                 :: "r"(sa), "l"(tma_a), "r"(kt * BK), "r"(${A_ROW}), "r"(ba), "r"(fb) : "memory");
 #if ${B_MN}
                     // B stored (K, N): BN / 64 boxes of 64 K rows x 64 columns (128 bytes), 8 KB apart
 #pragma unroll
@@ -134,10 +121,7 @@
             for (int i = 0; i < NR; ++i) d[h][i] = 0.0f;
         unsigned s = 0, ph = 0;
         for (int t = t0; t < items; t += grid) {
-            const int sp = t / total;
-            int b, tm, tn;
-            tile_of(t - sp * total, b, tm, tn);
-            const int kt0 = sp * kt_per, kt1 = min(k_tiles, kt0 + kt_per);
+${C_ITEM}
             int prev = -1;
             for (int kt = kt0; kt < kt1; ++kt) {
                 wait(full0 + 8 * s, ph);
@@ -166,8 +150,7 @@
                 prev = (int)s;
                 if (++s == ST) { s = 0; ph ^= 1; }
             }
-            asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-            if (lt == 0) asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(empty0 + 8 * prev) : "memory");
+${C_DRAIN}
             // the sums are written by the asynchronous wgmma: no read of them may move above its wait
 #pragma unroll
             for (int h = 0; h < WGM; ++h)
@@ -176,7 +159,7 @@
 
             // ---- epilogue: thread (w, l) holds, per m64 block h and j < BN / 8, d[h][4 j + 2 e + q] at row
             // 16 w + l / 4 + 8 e, column 8 j + 2 (l % 4) + q of the block (wgmma's D fragment) ----
-            char* dbase = (char*)D.data + (size_t)(sp * batch + b) * (size_t)D.strides[0];
+            char* dbase = (char*)D.data + ${D_OFFSET};
             const char* cbase = (const char*)C.data + (size_t)(c_nb == 1 ? 0 : b) * (size_t)C.strides[0];
             const size_t dcs = (size_t)D.strides[2], ccs = (size_t)C.strides[2];
             const bool pair = dcs == ${OUT_BYTES} &&
@@ -195,7 +178,7 @@
 #pragma unroll
                 for (int e = 0; e < 2; ++e) {
                     const int r = r0 + 64 * h + 8 * e;
-                    if (r >= M) continue;
+                    if (r >= ${M_END}) continue;
                     char* drow = dbase + (size_t)r * (size_t)D.strides[1];
                     const char* crow = cbase + (size_t)r * (size_t)C.strides[1];
                     (void)crow;
@@ -257,6 +240,39 @@ ${STORE}
         }
     }
 #endif
+//! snippet dense_sched nonl
+//! The dense kernel's work items (the gemm template's work-item fields; dense_* below): item t of `items` = (K
+//! range sp, batch entry b, tile row tm, tile column tn), every item with at least one K tile.
+    const int tiles_mn = tiles_m * tiles_n;
+    const int total = batch * tiles_mn;
+    const int items = total * splits;
+    const int k_tiles = (K + BK - 1) / BK;
+//! snippet dense_tile_of nonl
+    // output tile t -> batch entry, tile row, tile column (grouped order, Triton tutorial 03's GROUP_SIZE_M)
+    auto tile_of = [&](int t, int& b, int& tm, int& tn) {
+        b = t / tiles_mn;
+        const int r = t - b * tiles_mn;
+        const int per = group_m * tiles_n;
+        const int first = (r / per) * group_m;
+        const int rows = tiles_m - first < group_m ? tiles_m - first : group_m;
+        tm = first + (r % per) % rows;
+        tn = (r % per) / rows;
+    };
+//! snippet dense_p_item nonl
+                const int sp = t / total;
+                int b, tm, tn;
+                tile_of(t - sp * total, b, tm, tn);
+                const int ba = a_nb == 1 ? 0 : b;
+                const int bb = b_nb == 1 ? 0 : b;
+                const int kt0 = sp * kt_per, kt1 = min(k_tiles, kt0 + kt_per);
+//! snippet dense_c_item nonl
+            const int sp = t / total;
+            int b, tm, tn;
+            tile_of(t - sp * total, b, tm, tn);
+            const int kt0 = sp * kt_per, kt1 = min(k_tiles, kt0 + kt_per);
+//! snippet dense_c_drain nonl
+            asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+            if (lt == 0) asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(empty0 + 8 * prev) : "memory");
 //! snippet axpby_f32 nonl
                         v0 += beta * *(const float*)(crow + (size_t)col * ccs);
                         if (two) v1 += beta * *(const float*)(crow + (size_t)(col + 1) * ccs);
