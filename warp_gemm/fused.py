@@ -18,6 +18,7 @@ See docs/tile_func.md.
 """
 
 # No `from __future__ import annotations`: Warp reads the stub's annotations as objects.
+import contextlib
 import dataclasses
 import functools
 import threading
@@ -36,7 +37,12 @@ _STAGES = {256: 4, 128: 6}
 #: stores reach fall 32 bytes apart in the banks (every 128-byte wavefront whole).
 _PAD = 8
 
+#: Tile rows per group of the persistent order (the Hopper family's launch.GROUP_M): neighbouring blocks share A rows
+#: and B columns in L2.
+_GROUP_M = 8
+
 _lock = threading.Lock()
+_cpu_lock = threading.Lock()
 
 
 @dataclasses.dataclass
@@ -50,6 +56,15 @@ class Operands:
     M: int
     N: int
     keep: tuple = ()
+    #: output tiles of the product (``ceil(M / bm) * ceil(N / bn)``) and the persistent grid (blocks) of
+    #: :meth:`FusedGemm.launch_tiles`
+    tiles: int = 0
+    grid: int = 0
+
+    @property
+    def args(self) -> list:
+        """The first seven inputs of a :attr:`FusedGemm.tile_func` kernel: ``ta, tb, K, M, N, tiles, G``."""
+        return [self.a, self.b, self.K, self.M, self.N, self.tiles, self.grid]
 
 
 class FusedGemm:
@@ -70,18 +85,13 @@ class FusedGemm:
         self.smem_bytes = self.buf_rows * self.buf_cols * 4
         assert self.bm * self.buf_cols * 4 <= self.stages * stage  # the sums never reach the barriers
         self.key = f"warp_gemm_fused_{in_name}_{layout_b}_{self.bm}x{tn}_s{self.stages}"
+        #: sums per thread of :attr:`tile_func` (the consumer warpgroups' wgmma fragment of one output tile)
+        self.frag = self.bm // (64 * self.consumers) * (tn // 2)
         self.func = self._build()
+        self.tile_func, self.tile_coord = self._build_tiles()
 
     def _build(self):
-        sn = native.load(_hspec.__file__, "block.cuh")["block_gemm"]
-        nr = self.bn // 2
-        b_mn = self.layout_b == "N"
-        text = native.fill(
-            sn, BM=self.bm, BN=self.bn, ST=self.stages, NC=self.consumers, WGM=self.bm // (64 * self.consumers),
-            ROWS=self.buf_rows, COLS=self.buf_cols, IN_T=_hspec.PTX_TYPES[self.dtype], IT=native.C_TYPES[self.dtype],
-            B_MN=int(b_mn), B_STEP="2048u" if b_mn else "32u", B_LBO="8192" if b_mn else "16",
-            DREGS=", ".join(f"%{i}" for i in range(nr)), NA=nr, NB=nr + 1, NS=nr + 2,
-            DOUTS=", ".join(f'"+f"(d[h][{i}])' for i in range(nr)))
+        text = native.fill(native.load(_hspec.__file__, "block.cuh")["block_gemm"], **self._fields())
         R, C = self.buf_rows, self.buf_cols
 
         def stub(buf: wp.tile(dtype=wp.float32, shape=(R, C)), ta: wp.uint64, tb: wp.uint64, K: int, row: int,
@@ -89,14 +99,44 @@ class FusedGemm:
 
         return native.func(text, self.key, stub)
 
+    def _fields(self) -> dict:
+        nr = self.bn // 2
+        b_mn = self.layout_b == "N"
+        return dict(BM=self.bm, BN=self.bn, ST=self.stages, NC=self.consumers, WGM=self.bm // (64 * self.consumers),
+                    GM=_GROUP_M, FR=self.frag, ROWS=self.buf_rows, COLS=self.buf_cols,
+                    IN_T=_hspec.PTX_TYPES[self.dtype], IT=native.C_TYPES[self.dtype], B_MN=int(b_mn),
+                    B_STEP="2048u" if b_mn else "32u", B_LBO="8192" if b_mn else "16",
+                    DREGS=", ".join(f"%{i}" for i in range(nr)), NA=nr, NB=nr + 1, NS=nr + 2,
+                    DOUTS=", ".join(f'"+f"(d[h][{i}])' for i in range(nr)))
+
+    def _build_tiles(self):
+        sn = native.load(_hspec.__file__, "block.cuh")
+        f = self._fields()
+        rc = native.fill(sn["frag_rc"], **f)
+        frag_text = native.fill(sn["tile_frag"], RC=rc, **f)
+        coord_text = native.fill(sn["tile_coord"], RC=rc)
+        R, C = self.buf_rows, self.buf_cols
+        vec = wp.types.vector(length=self.frag, dtype=wp.float32)
+
+        @_named.func_native(frag_text, self.key + "_frag")
+        def frag(buf: wp.tile(dtype=wp.float32, shape=(R, C)), ta: wp.uint64, tb: wp.uint64, K: int, M: int, N: int,
+                 t: int, G: int) -> vec: ...
+
+        @_named.func_native(coord_text, self.key + "_coord")
+        def coord(M: int, N: int, t: int, i: int) -> wp.vec2i: ...
+
+        return frag, coord
+
     # --- host side ---------------------------------------------------------------------------------------------
-    def operands(self, A: wp.array, B: wp.array) -> Operands:
+    def operands(self, A: wp.array, B: wp.array, grid: int | None = None) -> Operands:
         """The descriptors of ``A`` (M, K) and ``B`` ((K, N) for ``layout_b="N"``, (N, K) for "T"), 2-D Warp arrays
         of the configuration's dtype, any strides. CUDA: TMA maps (cached per pointer, shape and strides, as the
         Hopper family's); an operand whose rows TMA cannot read (base or row stride not a multiple of 16 bytes,
         columns not contiguous: e.g. odd K) is first copied into an aligned buffer (16-byte chunks, rows padded to
         a multiple of 8 elements) on the array's device and stream -- the staging ``warp_gemm.matmul`` does; the
-        copy reflects the values at this call. CPU: host words (pointer, extents, byte strides) for the twin."""
+        copy reflects the values at this call. CPU: host words (pointer, extents, byte strides) for the twin.
+        ``tiles``, ``grid``: the output tiles and the blocks of :meth:`launch_tiles` (``grid``, else one per SM on
+        CUDA, 2 on the CPU; never more than the tiles)."""
         name = "fused_gemm.operands"
         for n, x in (("A", A), ("B", B)):
             if not isinstance(x, wp.array) or x.ndim != 2:
@@ -113,10 +153,17 @@ class FusedGemm:
             raise ValueError(f"{name}: A is on {A.device}, B on {B.device}")
         if min(M, N, K) < 1:
             raise ValueError(f"{name}: M={M} N={N} K={K}: every side must be at least 1")
+        if grid is not None and (not isinstance(grid, (int, np.integer)) or grid < 1):
+            raise ValueError(f"{name}: grid must be a positive int, got {grid!r}")
+        tiles = self.grid(M, N)[0] * self.grid(M, N)[1]
+        if grid is None:
+            grid = 2 if A.device.is_cpu else _compat.sm_count(A.device)
+        grid = min(int(grid), tiles)
         if A.device.is_cpu:
             words = [np.array([x.ptr, x.shape[0], x.shape[1], x.strides[0], x.strides[1]], dtype=np.int64)
                      for x in (A, B)]
-            return Operands(int(words[0].ctypes.data), int(words[1].ctypes.data), K, M, N, (A, B, *words))
+            return Operands(int(words[0].ctypes.data), int(words[1].ctypes.data), K, M, N, (A, B, *words), tiles,
+                            grid)
         from .families.hopper import tma
 
         if getattr(A.device, "arch", 0) != 90 or not _compat.HAS_CUDA_ARCH_SUFFIX:
@@ -125,7 +172,7 @@ class FusedGemm:
         a, b = _aligned(A), _aligned(B)
         ta = tma.tensor_map(_view3(a), self.bm)
         tb = tma.tensor_map(_view3(b), 64 if self.layout_b == "N" else self.bn)
-        return Operands(ta, tb, K, M, N, (a, b))
+        return Operands(ta, tb, K, M, N, (a, b), tiles, grid)
 
     def grid(self, M: int, N: int) -> tuple[int, int]:
         """The launch grid of one block per output tile: ``(ceil(M / bm), ceil(N / bn))``."""
@@ -133,13 +180,29 @@ class FusedGemm:
 
     def load(self, kernel, device=None) -> None:
         """Compile and load ``kernel``'s module for ``device``: sm_90a on CUDA (wgmma), with ``__launch_bounds__``
-        of ``block_dim`` threads where the kernel names none (384 threads leave 170 registers each)."""
+        of ``block_dim`` threads where the kernel names none (384 threads leave 170 registers each), and the module
+        option ``max_unroll`` raised to :attr:`frag` (a ``for i in range(g.frag)`` loop over :attr:`tile_func`'s
+        sums is unrolled: the sums stay in registers). CPU: with ``block_dim`` fibers (:func:`_cpu_blocks`)."""
         device = wp.get_device(device)
+        opts = kernel.module.options
+        if int(opts.get("max_unroll", wp.config.max_unroll)) < self.frag:
+            opts["max_unroll"] = self.frag
         if device.is_cpu:
-            kernel.module.load(device, self.block_dim)
+            with _cpu_blocks():
+                kernel.module.load(device, self.block_dim)
             return
         kernel.options.setdefault("launch_bounds", (self.block_dim, 1))
         _compat.load_arch_specific(kernel.module, device, self.block_dim)
+
+    def launch_tiles(self, kernel, ops: Operands, inputs: list, device=None, stream=None) -> None:
+        """``wp.launch_tiled`` of a :attr:`tile_func` kernel over ``ops.grid`` blocks of ``block_dim`` threads,
+        after :meth:`load`; ``inputs`` are the kernel's whole list (usually ``ops.args + [...]``). On the CPU the
+        blocks run ``block_dim`` fibers (``wp.config.enable_cpu_blocks`` is set for the launch)."""
+        device = wp.get_device(device)
+        self.load(kernel, device)
+        with _cpu_blocks() if device.is_cpu else contextlib.nullcontext():
+            wp.launch_tiled(kernel, dim=(int(ops.grid),), inputs=inputs, block_dim=self.block_dim, device=device,
+                            stream=stream)
 
     def launch(self, kernel, M: int, N: int, inputs: list, device=None, stream=None) -> None:
         """``wp.launch_tiled`` of ``kernel`` over :meth:`grid` with ``block_dim`` threads, after :meth:`load`."""
@@ -147,6 +210,36 @@ class FusedGemm:
         self.load(kernel, device)
         wp.launch_tiled(kernel, dim=self.grid(M, N), inputs=inputs, block_dim=self.block_dim, device=device,
                         stream=stream)
+
+
+class _Named:
+    """``@_named.func_native(snippet, name)``: :func:`native.func` as a decorator. Warp takes a native function's
+    return annotation only from a stub decorated ``@<...>.func_native(...)`` in its source (codegen's
+    emit_FunctionDef reads the decorator's attribute name); without it the function is compiled returning void."""
+
+    @staticmethod
+    def func_native(snippet: str, name: str):
+        return lambda stub: native.func(snippet, name, stub)
+
+
+_named = _Named()
+
+
+@contextlib.contextmanager
+def _cpu_blocks():
+    """``wp.config.enable_cpu_blocks`` on for the block (CPU launches with ``block_dim`` fibers: the twin of
+    :attr:`FusedGemm.tile_func` gives each of the 384 threads its own sums), restored after, under one lock."""
+    if not _compat.HAS_CPU_BLOCKS:
+        raise _compat.UnsupportedWarpError(
+            f"fused_gemm: warp-lang {_compat.WARP_VERSION} has no CPU blocks of several threads "
+            "(wp.config.enable_cpu_blocks); the CPU twin of tile_func needs them")
+    with _cpu_lock:
+        old = wp.config.enable_cpu_blocks
+        wp.config.enable_cpu_blocks = True
+        try:
+            yield
+        finally:
+            wp.config.enable_cpu_blocks = old
 
 
 def _view3(x: wp.array) -> wp.array:
