@@ -194,14 +194,16 @@ class FusedGemm:
         kernel.options.setdefault("launch_bounds", (self.block_dim, 1))
         _compat.load_arch_specific(kernel.module, device, self.block_dim)
 
-    def launch_tiles(self, kernel, ops: Operands, inputs: list, device=None, stream=None) -> None:
-        """``wp.launch_tiled`` of a :attr:`tile_func` kernel over ``ops.grid`` blocks of ``block_dim`` threads,
-        after :meth:`load`; ``inputs`` are the kernel's whole list (usually ``ops.args + [...]``). On the CPU the
-        blocks run ``block_dim`` fibers (``wp.config.enable_cpu_blocks`` is set for the launch)."""
+    def launch_tiles(self, kernel, ops, inputs: list, device=None, stream=None) -> None:
+        """``wp.launch_tiled`` of a :attr:`tile_func` kernel over ``ops.grid`` blocks (``ops``: the
+        :class:`Operands`, or a block count) of ``block_dim`` threads, after :meth:`load`; ``inputs`` are the
+        kernel's whole list (usually ``ops.args + [...]``). On the CPU the blocks run ``block_dim`` fibers
+        (``wp.config.enable_cpu_blocks`` is set for the launch)."""
         device = wp.get_device(device)
+        grid = int(ops.grid if isinstance(ops, Operands) else ops)
         self.load(kernel, device)
         with _cpu_blocks() if device.is_cpu else contextlib.nullcontext():
-            wp.launch_tiled(kernel, dim=(int(ops.grid),), inputs=inputs, block_dim=self.block_dim, device=device,
+            wp.launch_tiled(kernel, dim=(grid,), inputs=inputs, block_dim=self.block_dim, device=device,
                             stream=stream)
 
     def launch(self, kernel, M: int, N: int, inputs: list, device=None, stream=None) -> None:

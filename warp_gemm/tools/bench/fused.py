@@ -61,13 +61,90 @@ TN = 128  # the rowsum rows' exp(s * x): s = 1 / sqrt(4096), as attention scores
 _CACHE: dict = {}
 
 
-def _kernels(op: str, dtype: str, layout_b: str):
-    """``(FusedGemm, kernel)``: the fused kernel of ``op`` written as a user would (``warp_gemm.fused_gemm``'s
-    function, then Warp tile code on the float32 tile in ``ER``-row steps), built once."""
-    key = (op, dtype, layout_b)
+def _kernels(op: str, dtype: str, layout_b: str, form: str = "regs"):
+    """``(FusedGemm, kernel)``: the fused kernel of ``op`` written as a user would, built once. ``form`` "regs":
+    the persistent loop over output tiles with ``g.tile_func`` (each consumer thread's sums in registers, the
+    epilogue element by element); "tile": ``g.func`` (the tile in the shared buffer, Warp tile code on ``ER``-row
+    steps)."""
+    key = (op, dtype, layout_b, form)
     if key not in _CACHE:
-        _CACHE[key] = _build_kernel(op, dtype, layout_b)
+        _CACHE[key] = (_build_regs if form == "regs" else _build_kernel)(op, dtype, layout_b)
     return _CACHE[key]
+
+
+def _build_regs(op: str, dtype: str, layout_b: str):
+    import warp as wp
+
+    import warp_gemm
+    from warp_gemm.families.common.epilogue import activation_func
+
+    T = {"float16": wp.float16, "bfloat16": wp.bfloat16}[dtype]
+    g = warp_gemm.fused_gemm(T, layout_b=layout_b, tn=TN)
+    frag, coord, FR, R, C = g.tile_func, g.tile_coord, g.frag, g.buf_rows, g.buf_cols
+    act = activation_func("gelu" if op == "linear_gelu" else "silu", wp.float32)
+    S = float(SCALE)
+    opts = {"enable_backward": False}
+
+    if op == "silu":
+        def r_silu(ta: wp.uint64, tb: wp.uint64, K: int, M: int, N: int, tiles: int, G: int, Y: wp.array2d(dtype=T)):
+            buf = wp.tile_empty(shape=(R, C), dtype=float, storage="shared")
+            for t in range(wp.tid(), tiles, G):
+                acc = frag(buf, ta, tb, K, M, N, t, G)
+                for i in range(FR):
+                    rc = coord(M, N, t, i)
+                    if rc[0] < M and rc[1] < N:
+                        Y[rc[0], rc[1]] = T(act(acc[i]))
+
+        return g, wp.kernel(r_silu, module="unique", module_options=opts)
+    if op == "linear_gelu":
+        def r_lin(ta: wp.uint64, tb: wp.uint64, K: int, M: int, N: int, tiles: int, G: int,
+                  bias: wp.array2d(dtype=T), Y: wp.array2d(dtype=T)):
+            buf = wp.tile_empty(shape=(R, C), dtype=float, storage="shared")
+            for t in range(wp.tid(), tiles, G):
+                acc = frag(buf, ta, tb, K, M, N, t, G)
+                for i in range(FR):
+                    rc = coord(M, N, t, i)
+                    if rc[0] < M and rc[1] < N:
+                        Y[rc[0], rc[1]] = T(act(acc[i] + float(bias[0, rc[1]])))
+
+        return g, wp.kernel(r_lin, module="unique", module_options=opts)
+    if op == "residual":
+        def r_res(ta: wp.uint64, tb: wp.uint64, K: int, M: int, N: int, tiles: int, G: int,
+                  Rm: wp.array2d(dtype=T), Y: wp.array2d(dtype=T)):
+            buf = wp.tile_empty(shape=(R, C), dtype=float, storage="shared")
+            for t in range(wp.tid(), tiles, G):
+                acc = frag(buf, ta, tb, K, M, N, t, G)
+                for i in range(FR):
+                    rc = coord(M, N, t, i)
+                    if rc[0] < M and rc[1] < N:
+                        Y[rc[0], rc[1]] = T(acc[i] + float(Rm[rc[0], rc[1]]))
+
+        return g, wp.kernel(r_res, module="unique", module_options=opts)
+
+    def r_rowsum(ta: wp.uint64, tb: wp.uint64, K: int, M: int, N: int, tiles: int, G: int,
+                 out: wp.array(dtype=float)):
+        buf = wp.tile_empty(shape=(R, C), dtype=float, storage="shared")
+        for t in range(wp.tid(), tiles, G):
+            acc = frag(buf, ta, tb, K, M, N, t, G)
+            # a thread's entries lie on two rows: entry i on the row of entry 2 * ((i // 2) % 2)
+            s0 = float(0.0)
+            s1 = float(0.0)
+            for i in range(FR):
+                rc = coord(M, N, t, i)
+                if rc[1] < N:
+                    v = wp.exp(S * acc[i])
+                    if (i // 2) % 2 == 0:
+                        s0 += v
+                    else:
+                        s1 += v
+            r0 = coord(M, N, t, 0)[0]
+            r1 = coord(M, N, t, 2)[0]
+            if r0 < M:
+                wp.atomic_add(out, r0, s0)
+            if r1 < M:
+                wp.atomic_add(out, r1, s1)
+
+    return g, wp.kernel(r_rowsum, module="unique", module_options=opts)
 
 
 def _build_kernel(op: str, dtype: str, layout_b: str):
@@ -167,8 +244,9 @@ def _rel_err(out, ref) -> float:
     return float((out.double() - ref).norm() / max(ref.norm(), 1e-30))
 
 
-def run_row(row: Row, reps: int, device: str = "cuda", time: bool = True) -> list[dict]:
-    """The providers' records of ``row`` on ``device`` (``time`` False: the checks only, e.g. on the CPU)."""
+def run_row(row: Row, reps: int, device: str = "cuda", time: bool = True, tile_form: bool = True) -> list[dict]:
+    """The providers' records of ``row`` on ``device`` (``time`` False: the checks only, e.g. on the CPU);
+    ``tile_form``: also the ``fused_tile`` provider (the user kernel on ``g.func``'s shared tile)."""
     import contextlib
 
     import torch
@@ -237,32 +315,43 @@ def run_row(row: Row, reps: int, device: str = "cuda", time: bool = True) -> lis
                                  device=dev)
             return y32
     else:
-        g, kern = _kernels(row.op, row.dtype, "T" if lin else "N")
         y = torch.empty(M, N, device=device, dtype=tdt)
         wy = wp.from_torch(y)
         rs = torch.empty(M, device=device, dtype=torch.float32)
         wrs = wp.from_torch(rs)
         wbias = wp.from_torch(bias.reshape(1, N))
         wres = wp.from_torch(res)
+        last = [wrs] if row.op == "rowsum" else [wy] if row.op == "silu" else [wbias if lin else wres, wy]
 
         def fused():
+            g, kern = _kernels(row.op, row.dtype, "T" if lin else "N", "regs")
+            with scope():
+                ops = g.operands(wa, ww if lin else wb)
+                if row.op == "rowsum":
+                    rs.zero_()
+                g.launch_tiles(kern, ops, ops.args + last, device=dev)
+            return rs if row.op == "rowsum" else y
+
+        def fused_tile():
+            g, kern = _kernels(row.op, row.dtype, "T" if lin else "N", "tile")
             with scope():
                 ops = g.operands(wa, ww if lin else wb)
                 if row.op == "rowsum":
                     rs.zero_()
                     g.launch(kern, M, N, [ops.a, ops.b, ops.K, N, wrs], device=dev)
                     return rs
-                last = wbias if lin else wres
-                g.launch(kern, M, N, [ops.a, ops.b, ops.K, last, wy] if row.op != "silu"
-                         else [ops.a, ops.b, ops.K, wy], device=dev)
+                g.launch(kern, M, N, [ops.a, ops.b, ops.K] + last, device=dev)
                 return y
 
     out = []
-    for name, fn in (("fused", fused), ("warp_gemm+ew", unfused), ("torch", torch_fn)):
+    provs = [("fused", fused), ("warp_gemm+ew", unfused), ("torch", torch_fn)]
+    if row.dtype != "float32" and tile_form:
+        provs.insert(1, ("fused_tile", fused_tile))
+    for name, fn in provs:
         rec = {"row": row.name, "op": row.op, "dtype": row.dtype, "M": M, "N": N, "K": K, "provider": name,
                "target": row.target}
         try:
-            if name == "fused":
+            if name.startswith("fused"):
                 (y32 if row.dtype == "float32" else rs if row.op == "rowsum" else y).fill_(float("nan"))
             r = fn()
             if device != "cpu":
@@ -300,6 +389,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rows", nargs="*", default=None, help=f"row names (default: all): {[r.name for r in ROWS]}")
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--json", default=None)
+    p.add_argument("--no-tile", action="store_true", help="skip the fused_tile provider (g.func's shared tile)")
     args = p.parse_args(argv)
     import torch
     import warp as wp
@@ -310,7 +400,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = [r for r in ROWS if args.rows is None or r.name in args.rows]
     out = []
     for r in rows:
-        res = run_row(r, args.reps)
+        res = run_row(r, args.reps, tile_form=not args.no_tile)
         out += res
         for x in res:
             print(json.dumps(x), flush=True)
