@@ -2,15 +2,20 @@
 
 ``y = silu(x @ W)`` in one tile kernel, two ways (``--body``):
 
-- ``fused`` (16-bit inputs; the default for them): ``g = warp_gemm.fused_gemm(dtype)``; ``g.func(buf, ta, tb, K,
-  row, col)`` runs the Hopper family's TMA + wgmma K loop (sm_90; a CPU twin elsewhere in this example's CPU runs)
-  and leaves the float32 (128, 128) tile of ``A @ B`` in the kernel's shared ``buf``; ``g.operands(A, B)`` gives the
-  descriptors (staging operands whose rows TMA cannot read), ``g.launch`` compiles for sm_90a and launches.
+- ``fused`` (16-bit inputs; the default for them): ``g = warp_gemm.fused_gemm(dtype)``; a persistent kernel (one
+  block per SM) loops over output tiles ``t``; ``g.tile_func(buf, ta, tb, K, M, N, t, G)`` runs the Hopper
+  family's TMA + wgmma K loop for tile ``t`` (sm_90; a CPU twin on CPU fibers elsewhere) and returns this thread's
+  float32 sums in registers, ``g.tile_coord(M, N, t, i)`` the row and column of sum ``i``; the kernel applies
+  silu and stores each sum itself while the producer warpgroup already loads the next tile. ``g.operands(A, B)``
+  gives the descriptors (staging operands whose rows TMA cannot read), ``g.launch_tiles`` compiles for sm_90a and
+  launches.
+- ``fused-tile``: ``g.func(buf, ta, tb, K, row, col)``, one block per output tile, the float32 (128, 128) tile left
+  in the kernel's shared ``buf`` for Warp's tile operations (``tile_map``, ``tile_store``).
 - ``tile`` (every dtype; the default for float32 / float64): ``mma = tile_gemm_func(TM, TN, TK, dtype)``;
   ``mma(A, B, row, col)`` returns the (TM, TN) accumulator tile of ``A @ B`` over all of K.
 
-Either way the kernel applies its own activation with ``wp.tile_map`` and stores the tile itself, so the GEMM
-result never goes through global memory; edges are zero-filled (any M, N, K).
+Every way the kernel applies its own activation and stores the result itself, so the GEMM result never goes
+through global memory; edges are zero-filled (any M, N, K).
 
 Checks the fused result against float64 NumPy, and with ``--time`` (the default on CUDA) times it
 against the unfused pair ``warp_gemm.matmul`` + a separate elementwise Warp kernel. On Warp 1.19 the
@@ -57,8 +62,9 @@ def parse_args(argv):
                    help="K tiles of A and B in flight in the pipelined body, 2-4 (default: %(default)s)")
     p.add_argument("--epilogue-rows", type=int, default=0,
                    help="apply the activation to row chunks of this many rows (0: the whole tile; default)")
-    p.add_argument("--body", choices=("fused", "tile"), default=None,
-                   help="fused: warp_gemm.fused_gemm (float16/bfloat16; their default); tile: tile_gemm_func")
+    p.add_argument("--body", choices=("fused", "fused-tile", "tile"), default=None,
+                   help="fused: warp_gemm.fused_gemm's tile_func, persistent (float16/bfloat16; their default); "
+                        "fused-tile: fused_gemm's func (the tile in shared memory); tile: tile_gemm_func")
     p.add_argument("--time", action="store_true", help="time it (always on CUDA)")
     p.add_argument("--repeats", type=int, default=20, help="timed launches per variant (default: %(default)s)")
     return p.parse_args(argv)
@@ -122,7 +128,33 @@ def build_kernels(tm: int, tn: int, tk: int, dtype: str, epilogue_rows: int = 0,
     return kernels
 
 
-def build_fused_kernel(dtype: str, epilogue_rows: int = 32):
+def build_fused_kernel(dtype: str):
+    """The layer on ``warp_gemm.fused_gemm``'s persistent ``tile_func``: ``(g, kernel)``. Block ``b`` of ``G`` takes
+    output tiles ``b, b + G, ...``; each consumer thread gets its ``g.frag`` float32 sums of the tile in registers
+    and stores ``silu`` of each where ``g.tile_coord`` puts it inside the matrix."""
+    IN = wp_dtype(dtype)
+    g = warp_gemm.fused_gemm(IN)
+    frag, coord, FR, ROWS, COLS = g.tile_func, g.tile_coord, g.frag, g.buf_rows, g.buf_cols  # closure constants
+
+    @wp.func
+    def silu(x: float):
+        return x / (1.0 + wp.exp(-x))
+
+    def fused_layer(ta: wp.uint64, tb: wp.uint64, K: int, M: int, N: int, tiles: int, G: int,
+                    Y: wp.array2d(dtype=IN)):
+        buf = wp.tile_empty(shape=(ROWS, COLS), dtype=float, storage="shared")  # the stages and their barriers
+        for t in range(wp.tid(), tiles, G):
+            acc = frag(buf, ta, tb, K, M, N, t, G)  # this thread's sums of output tile t
+            for i in range(FR):
+                rc = coord(M, N, t, i)
+                if rc[0] < M and rc[1] < N:
+                    Y[rc[0], rc[1]] = IN(silu(acc[i]))
+
+    fused_layer.__name__ = fused_layer.__qualname__ = f"fused_gemm_tiles_layer_{dtype}"
+    return g, wp.kernel(fused_layer, module="unique", module_options={"enable_backward": False})
+
+
+def build_fused_tile_kernel(dtype: str, epilogue_rows: int = 32):
     """The layer on ``warp_gemm.fused_gemm``'s function: ``(g, kernel)``; the activation and store run on
     ``epilogue_rows``-row views of the float32 tile that the function leaves in ``buf``."""
     IN = wp_dtype(dtype)
@@ -200,13 +232,22 @@ def main(argv=None) -> int:
     Y = to_wp(np.full((M, N), np.nan), dtype, device)
     sixteen = dtype in ("float16", "bfloat16")
     body_kind = args.body or ("fused" if sixteen and _compat.HAS_TILE_EMPTY and _compat.HAS_TILE_FUNC_ARGS
-                              and (not cuda or wp.get_device(device).arch == 90) else "tile")
-    if body_kind == "fused" and not sixteen:
-        print(f"--body fused multiplies float16 and bfloat16, not {dtype}")
+                              and (_compat.HAS_CPU_BLOCKS if not cuda else wp.get_device(device).arch == 90)
+                              else "tile")
+    if body_kind.startswith("fused") and not sixteen:
+        print(f"--body {body_kind} multiplies float16 and bfloat16, not {dtype}")
         return 1
     _, silu_k = build_kernels(tm, tn, tk, dtype, args.epilogue_rows, args.stages)
     if body_kind == "fused":
-        g, fused = build_fused_kernel(dtype, args.epilogue_rows or 32)
+        g, fused = build_fused_kernel(dtype)
+        print(f"y = silu(A @ B): A {M}x{K}, B {K}x{N}, {dtype} on {device}; fused_gemm tile_func {g.bm}x{g.bn}, "
+              f"{g.stages} stages, block_dim {g.block_dim}, persistent; warp-lang {_compat.WARP_VERSION}")
+
+        def run_fused():
+            ops = g.operands(A, B)  # descriptors (cached), aligned copies where rows need them; the grid
+            g.launch_tiles(fused, ops, ops.args + [Y], device=device)
+    elif body_kind == "fused-tile":
+        g, fused = build_fused_tile_kernel(dtype, args.epilogue_rows or 32)
         print(f"y = silu(A @ B): A {M}x{K}, B {K}x{N}, {dtype} on {device}; fused_gemm {g.bm}x{g.bn}, "
               f"{g.stages} stages, block_dim {g.block_dim}, shared buffer {g.smem_bytes} bytes; "
               f"warp-lang {_compat.WARP_VERSION}")

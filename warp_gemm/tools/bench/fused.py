@@ -55,6 +55,8 @@ SCALE = 1.0 / 64.0
 #: output tile columns of the 16-bit user kernels (fused_gemm's tn; 256 ran 0.911 ms against 0.457 at fp16 silu 4096^3,
 #: H100: benchmarks/results/h100-fused/)
 TN = 128  # the rowsum rows' exp(s * x): s = 1 / sqrt(4096), as attention scores
+#: output tile columns of the persistent (tile_func) user kernels
+TN_REGS = 128
 
 
 # --- the user kernels ---------------------------------------------------------------------------------------------
@@ -66,7 +68,7 @@ def _kernels(op: str, dtype: str, layout_b: str, form: str = "regs"):
     the persistent loop over output tiles with ``g.tile_func`` (each consumer thread's sums in registers, the
     epilogue element by element); "tile": ``g.func`` (the tile in the shared buffer, Warp tile code on ``ER``-row
     steps)."""
-    key = (op, dtype, layout_b, form)
+    key = (op, dtype, layout_b, form, TN_REGS)
     if key not in _CACHE:
         _CACHE[key] = (_build_regs if form == "regs" else _build_kernel)(op, dtype, layout_b)
     return _CACHE[key]
@@ -79,7 +81,7 @@ def _build_regs(op: str, dtype: str, layout_b: str):
     from warp_gemm.families.common.epilogue import activation_func
 
     T = {"float16": wp.float16, "bfloat16": wp.bfloat16}[dtype]
-    g = warp_gemm.fused_gemm(T, layout_b=layout_b, tn=TN)
+    g = warp_gemm.fused_gemm(T, layout_b=layout_b, tn=TN_REGS)
     frag, coord, FR, R, C = g.tile_func, g.tile_coord, g.frag, g.buf_rows, g.buf_cols
     act = activation_func("gelu" if op == "linear_gelu" else "silu", wp.float32)
     S = float(SCALE)
@@ -390,7 +392,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--json", default=None)
     p.add_argument("--no-tile", action="store_true", help="skip the fused_tile provider (g.func's shared tile)")
+    p.add_argument("--tn-regs", type=int, default=TN_REGS, help="tn of the fused provider's fused_gemm (128, 256)")
     args = p.parse_args(argv)
+    globals()["TN_REGS"] = args.tn_regs
     import torch
     import warp as wp
 
