@@ -5,7 +5,7 @@
 - ``fused`` (16-bit inputs; the default for them): ``g = warp_gemm.fused_gemm(dtype)``; a persistent kernel (one
   block per SM) loops over output tiles ``t``; ``g.tile_func(buf, ta, tb, K, M, N, t, G)`` runs the Hopper
   family's TMA + wgmma K loop for tile ``t`` (sm_90; a CPU twin on CPU fibers elsewhere) and returns this thread's
-  float32 sums in registers, ``g.tile_coord(M, N, t, i)`` the row and column of sum ``i``; the kernel applies
+  float32 sums in registers, ``g.tile_coord(g.tile_origin(M, N, t), i)`` the row and column of sum ``i``; the kernel applies
   silu and stores each sum itself while the producer warpgroup already loads the next tile. ``g.operands(A, B)``
   gives the descriptors (staging operands whose rows TMA cannot read), ``g.launch_tiles`` compiles for sm_90a and
   launches.
@@ -131,22 +131,24 @@ def build_kernels(tm: int, tn: int, tk: int, dtype: str, epilogue_rows: int = 0,
 def build_fused_kernel(dtype: str):
     """The layer on ``warp_gemm.fused_gemm``'s persistent ``tile_func``: ``(g, kernel)``. Block ``b`` of ``G`` takes
     output tiles ``b, b + G, ...``; each consumer thread gets its ``g.frag`` float32 sums of the tile in registers
-    and stores ``silu`` of each where ``g.tile_coord`` puts it inside the matrix."""
+    and stores ``silu`` of each where ``g.tile_origin`` / ``g.tile_coord`` put it inside the matrix."""
     IN = wp_dtype(dtype)
     g = warp_gemm.fused_gemm(IN)
-    frag, coord, FR, ROWS, COLS = g.tile_func, g.tile_coord, g.frag, g.buf_rows, g.buf_cols  # closure constants
+    frag, origin, coord, FR = g.tile_func, g.tile_origin, g.tile_coord, g.frag
+    ROWS, COLS = g.buf_rows, g.buf_cols  # closure constants
 
     @wp.func
     def silu(x: float):
         return x / (1.0 + wp.exp(-x))
 
-    def fused_layer(ta: wp.uint64, tb: wp.uint64, K: int, M: int, N: int, tiles: int, G: int,
+    def fused_layer(ta: wp.uint64, tb: wp.uint64, K: int, M: int, N: int, items: int, G: int,
                     Y: wp.array2d(dtype=IN)):
         buf = wp.tile_empty(shape=(ROWS, COLS), dtype=float, storage="shared")  # the stages and their barriers
-        for t in range(wp.tid(), tiles, G):
+        for t in range(wp.tid(), items, G):
             acc = frag(buf, ta, tb, K, M, N, t, G)  # this thread's sums of output tile t
+            o = origin(M, N, t)
             for i in range(FR):
-                rc = coord(M, N, t, i)
+                rc = coord(o, i)
                 if rc[0] < M and rc[1] < N:
                     Y[rc[0], rc[1]] = IN(silu(acc[i]))
 

@@ -136,18 +136,19 @@ def _silu_regs_kernel(g, dtype):
     if key in _SILU:
         return _SILU[key]
     T = getattr(wp, dtype)
-    frag, coord, FR, R, C = g.tile_func, g.tile_coord, g.frag, g.buf_rows, g.buf_cols
+    frag, origin, coord, FR, R, C = g.tile_func, g.tile_origin, g.tile_coord, g.frag, g.buf_rows, g.buf_cols
 
     @wp.func
     def silu(x: float):
         return x / (1.0 + wp.exp(-x))
 
-    def k(ta: wp.uint64, tb: wp.uint64, K: int, M: int, N: int, tiles: int, G: int, Y: wp.array2d(dtype=T)):
+    def k(ta: wp.uint64, tb: wp.uint64, K: int, M: int, N: int, items: int, G: int, Y: wp.array2d(dtype=T)):
         buf = wp.tile_empty(shape=(R, C), dtype=float, storage="shared")
-        for t in range(wp.tid(), tiles, G):
+        for t in range(wp.tid(), items, G):
             acc = frag(buf, ta, tb, K, M, N, t, G)
+            o = origin(M, N, t)
             for i in range(FR):
-                rc = coord(M, N, t, i)
+                rc = coord(o, i)
                 if rc[0] < M and rc[1] < N:
                     Y[rc[0], rc[1]] = T(silu(acc[i]))
 
@@ -198,17 +199,20 @@ def test_cpu_twin_tile_func(op, dtype, M, N, K, extra):
 
 
 def test_tile_coord_cpu():
-    """tile_coord on the CPU's 384 fibers: the consumers' 256 threads x 64 entries cover each output of a tile once
-    (grouped order over a 3 x 2 grid of tiles); the producer's threads get row 2^30."""
+    """tile_origin / tile_coord on the CPU's 384 fibers (ping-pong: work item t is tiles 2 t and 2 t + 1, one per
+    consumer warpgroup of 128 threads x 128 entries): the items cover each output of a 3 x 2 grid of tiles once, in
+    grouped order; the producer's threads get row 2^30."""
     g = warp_gemm.fused_gemm(wp.float16)
-    coord, FR = g.tile_coord, g.frag
+    assert g.pingpong and g.tiles_per_item == 2 and g.frag == 128
+    origin, coord, FR = g.tile_origin, g.tile_coord, g.frag
 
     @wp.kernel(module="unique")
     def k(M: int, N: int, tiles: int, out: wp.array3d(dtype=int)):
         blk = wp.tid()
         for t in range(blk, tiles, 1):
+            o = origin(M, N, t)
             for i in range(FR):
-                rc = coord(M, N, t, i)
+                rc = coord(o, i)
                 if rc[0] < M:
                     wp.atomic_add(out, rc[0], rc[1], 0, 1)
                     wp.atomic_add(out, rc[0], rc[1], 1, t)
@@ -217,13 +221,13 @@ def test_tile_coord_cpu():
 
     M, N = 3 * 128, 2 * 128
     out = wp.zeros((M, N, 3), dtype=int, device="cpu")
-    g.launch_tiles(k, 1, [M, N, 6, out], device="cpu")
+    g.launch_tiles(k, 1, [M, N, 3, out], device="cpu")
     o = out.numpy()
     assert (o[:, :, 0] == 1).all()
-    assert o[0, 0, 2] == 6 * 128 * FR
-    # grouped order (8 tile rows per group, here all 3): tile t at tile row t % 3, tile column t // 3
+    assert o[0, 0, 2] == 3 * 128 * FR
+    # grouped order (8 tile rows per group, here all 3): tile u at tile row u % 3, tile column u // 3; item u // 2
     rows, cols = np.meshgrid(np.arange(M) // 128, np.arange(N) // 128, indexing="ij")
-    assert (o[:, :, 1] == cols * 3 + rows).all()
+    assert (o[:, :, 1] == (cols * 3 + rows) // 2).all()
 
 
 def test_configuration():

@@ -56,22 +56,26 @@ class Operands:
     M: int
     N: int
     keep: tuple = ()
-    #: output tiles of the product (``ceil(M / bm) * ceil(N / bn)``) and the persistent grid (blocks) of
-    #: :meth:`FusedGemm.launch_tiles`
-    tiles: int = 0
+    #: work items of :attr:`FusedGemm.tile_func` (``ceil(tiles / FusedGemm.tiles_per_item)`` of the product's
+    #: ``ceil(M / bm) * ceil(N / bn)`` output tiles) and the persistent grid (blocks) of :meth:`FusedGemm.launch_tiles`
+    items: int = 0
     grid: int = 0
 
     @property
     def args(self) -> list:
-        """The first seven inputs of a :attr:`FusedGemm.tile_func` kernel: ``ta, tb, K, M, N, tiles, G``."""
-        return [self.a, self.b, self.K, self.M, self.N, self.tiles, self.grid]
+        """The first seven inputs of a :attr:`FusedGemm.tile_func` kernel: ``ta, tb, K, M, N, items, G``."""
+        return [self.a, self.b, self.K, self.M, self.N, self.items, self.grid]
 
 
 class FusedGemm:
     """One ``(dtype, layout_b, tn)`` configuration of :func:`fused_gemm` (built once, cached)."""
 
-    def __init__(self, in_name: str, layout_b: str, tn: int):
+    def __init__(self, in_name: str, layout_b: str, tn: int, pingpong: bool):
         self.dtype = in_name
+        #: tile_func's consumers: ping-pong (each warpgroup a whole tile, one multiplying while the other runs the
+        #: caller's epilogue) or sharing each tile
+        self.pingpong = pingpong
+        #: output tiles per tile_func work item (one per consumer warpgroup in ping-pong)
         self.layout_b = layout_b
         self.bm, self.bn = 128, tn
         self.consumers = 2
@@ -84,11 +88,13 @@ class FusedGemm:
         #: shared memory of the caller's buffer (bytes): the stages, their barriers and the 1024-byte alignment
         self.smem_bytes = self.buf_rows * self.buf_cols * 4
         assert self.bm * self.buf_cols * 4 <= self.stages * stage  # the sums never reach the barriers
+        self.tiles_per_item = self.consumers if pingpong else 1
         self.key = f"warp_gemm_fused_{in_name}_{layout_b}_{self.bm}x{tn}_s{self.stages}"
-        #: sums per thread of :attr:`tile_func` (the consumer warpgroups' wgmma fragment of one output tile)
-        self.frag = self.bm // (64 * self.consumers) * (tn // 2)
+        #: sums per thread of :attr:`tile_func` (a consumer warpgroup's wgmma fragment: a whole tile in ping-pong,
+        #: half of one otherwise)
+        self.frag = self.bm // (64 * (1 if pingpong else self.consumers)) * (tn // 2)
         self.func = self._build()
-        self.tile_func, self.tile_coord = self._build_tiles()
+        self.tile_func, self.tile_origin, self.tile_coord = self._build_tiles()
 
     def _build(self):
         text = native.fill(native.load(_hspec.__file__, "block.cuh")["block_gemm"], **self._fields())
@@ -111,21 +117,29 @@ class FusedGemm:
 
     def _build_tiles(self):
         sn = native.load(_hspec.__file__, "block.cuh")
-        f = self._fields()
+        pp = self.pingpong
+        f = dict(self._fields(), PP=int(pp), TW=self.tiles_per_item, NE=1 if pp else self.consumers,
+                 WGM=self.bm // (64 * (1 if pp else self.consumers)))
         rc = native.fill(sn["frag_rc"], **f)
         frag_text = native.fill(sn["tile_frag"], RC=rc, **f)
+        origin_text = native.fill(sn["tile_origin"], RC=rc)
         coord_text = native.fill(sn["tile_coord"], RC=rc)
         R, C = self.buf_rows, self.buf_cols
         vec = wp.types.vector(length=self.frag, dtype=wp.float32)
 
-        @_named.func_native(frag_text, self.key + "_frag")
+        name = self.key + ("_pp" if pp else "_coop")
+
+        @_named.func_native(frag_text, name + "_frag")
         def frag(buf: wp.tile(dtype=wp.float32, shape=(R, C)), ta: wp.uint64, tb: wp.uint64, K: int, M: int, N: int,
                  t: int, G: int) -> vec: ...
 
-        @_named.func_native(coord_text, self.key + "_coord")
-        def coord(M: int, N: int, t: int, i: int) -> wp.vec2i: ...
+        @_named.func_native(origin_text, name + "_origin")
+        def origin(M: int, N: int, t: int) -> wp.vec2i: ...
 
-        return frag, coord
+        @_named.func_native(coord_text, name + "_coord")
+        def coord(o: wp.vec2i, i: int) -> wp.vec2i: ...
+
+        return frag, origin, coord
 
     # --- host side ---------------------------------------------------------------------------------------------
     def operands(self, A: wp.array, B: wp.array, grid: int | None = None) -> Operands:
@@ -135,8 +149,8 @@ class FusedGemm:
         columns not contiguous: e.g. odd K) is first copied into an aligned buffer (16-byte chunks, rows padded to
         a multiple of 8 elements) on the array's device and stream -- the staging ``warp_gemm.matmul`` does; the
         copy reflects the values at this call. CPU: host words (pointer, extents, byte strides) for the twin.
-        ``tiles``, ``grid``: the output tiles and the blocks of :meth:`launch_tiles` (``grid``, else one per SM on
-        CUDA, 2 on the CPU; never more than the tiles)."""
+        ``items``, ``grid``: :attr:`tile_func`'s work items and the blocks of :meth:`launch_tiles` (``grid``, else one
+        per SM on CUDA, 2 on the CPU; never more than the items)."""
         name = "fused_gemm.operands"
         for n, x in (("A", A), ("B", B)):
             if not isinstance(x, wp.array) or x.ndim != 2:
@@ -155,14 +169,15 @@ class FusedGemm:
             raise ValueError(f"{name}: M={M} N={N} K={K}: every side must be at least 1")
         if grid is not None and (not isinstance(grid, (int, np.integer)) or grid < 1):
             raise ValueError(f"{name}: grid must be a positive int, got {grid!r}")
-        tiles = self.grid(M, N)[0] * self.grid(M, N)[1]
+        gm, gn = self.grid(M, N)
+        items = -(-gm * gn // self.tiles_per_item)
         if grid is None:
             grid = 2 if A.device.is_cpu else _compat.sm_count(A.device)
-        grid = min(int(grid), tiles)
+        grid = min(int(grid), items)
         if A.device.is_cpu:
             words = [np.array([x.ptr, x.shape[0], x.shape[1], x.strides[0], x.strides[1]], dtype=np.int64)
                      for x in (A, B)]
-            return Operands(int(words[0].ctypes.data), int(words[1].ctypes.data), K, M, N, (A, B, *words), tiles,
+            return Operands(int(words[0].ctypes.data), int(words[1].ctypes.data), K, M, N, (A, B, *words), items,
                             grid)
         from .families.hopper import tma
 
@@ -172,7 +187,7 @@ class FusedGemm:
         a, b = _aligned(A), _aligned(B)
         ta = tma.tensor_map(_view3(a), self.bm)
         tb = tma.tensor_map(_view3(b), 64 if self.layout_b == "N" else self.bn)
-        return Operands(ta, tb, K, M, N, (a, b), tiles, grid)
+        return Operands(ta, tb, K, M, N, (a, b), items, grid)
 
     def grid(self, M: int, N: int) -> tuple[int, int]:
         """The launch grid of one block per output tile: ``(ceil(M / bm), ceil(N / bn))``."""
@@ -268,11 +283,11 @@ def _aligned(x: wp.array) -> wp.array:
 
 
 @functools.cache
-def _get(in_name: str, layout_b: str, tn: int) -> FusedGemm:
-    return FusedGemm(in_name, layout_b, tn)
+def _get(in_name: str, layout_b: str, tn: int, pingpong: bool) -> FusedGemm:
+    return FusedGemm(in_name, layout_b, tn, pingpong)
 
 
-def fused_gemm(dtype, *, layout_b: str = "N", tn: int = 128) -> FusedGemm:
+def fused_gemm(dtype, *, layout_b: str = "N", tn: int = 128, pingpong: bool | None = None) -> FusedGemm:
     """The Hopper family's GEMM loop for one output tile, as a Warp function for the caller's tile kernel.
 
     Returns a :class:`FusedGemm` ``g`` whose ``g.func(buf, ta, tb, K, row, col)`` leaves the float32 tile
@@ -304,6 +319,11 @@ def fused_gemm(dtype, *, layout_b: str = "N", tn: int = 128) -> FusedGemm:
                          f"{layout_b!r}")
     if tn not in _STAGES:
         raise ValueError(f"fused_gemm: tn must be 256 or 128, got {tn!r}")
+    if pingpong is None:
+        pingpong = tn == 128
+    if pingpong and tn != 128:
+        raise ValueError(f"fused_gemm: pingpong needs tn=128 (a consumer's whole 128 x {tn} tile would be "
+                         f"{tn} float32 sums per thread), got tn={tn}")
     _compat.require_supported()
     if not (_compat.HAS_TILE_EMPTY and _compat.HAS_TILE_FUNC_ARGS):
         raise _compat.UnsupportedWarpError(
@@ -312,4 +332,4 @@ def fused_gemm(dtype, *, layout_b: str = "N", tn: int = 128) -> FusedGemm:
     if name == "bfloat16":
         _compat.bf16_dtype()
     with _lock:
-        return _get(name, layout_b, int(tn))
+        return _get(name, layout_b, int(tn), bool(pingpong))

@@ -55,8 +55,10 @@ SCALE = 1.0 / 64.0
 #: output tile columns of the 16-bit user kernels (fused_gemm's tn; 256 ran 0.911 ms against 0.457 at fp16 silu 4096^3,
 #: H100: benchmarks/results/h100-fused/)
 TN = 128  # the rowsum rows' exp(s * x): s = 1 / sqrt(4096), as attention scores
-#: output tile columns of the persistent (tile_func) user kernels
+#: output tile columns of the persistent (tile_func) user kernels, and their consumers' ping-pong (None: fused_gemm's
+#: default, on for 128 columns)
 TN_REGS = 128
+PINGPONG = None
 
 
 # --- the user kernels ---------------------------------------------------------------------------------------------
@@ -68,7 +70,7 @@ def _kernels(op: str, dtype: str, layout_b: str, form: str = "regs"):
     the persistent loop over output tiles with ``g.tile_func`` (each consumer thread's sums in registers, the
     epilogue element by element); "tile": ``g.func`` (the tile in the shared buffer, Warp tile code on ``ER``-row
     steps)."""
-    key = (op, dtype, layout_b, form, TN_REGS)
+    key = (op, dtype, layout_b, form, TN_REGS, PINGPONG)
     if key not in _CACHE:
         _CACHE[key] = (_build_regs if form == "regs" else _build_kernel)(op, dtype, layout_b)
     return _CACHE[key]
@@ -81,70 +83,72 @@ def _build_regs(op: str, dtype: str, layout_b: str):
     from warp_gemm.families.common.epilogue import activation_func
 
     T = {"float16": wp.float16, "bfloat16": wp.bfloat16}[dtype]
-    g = warp_gemm.fused_gemm(T, layout_b=layout_b, tn=TN_REGS)
-    frag, coord, FR, R, C = g.tile_func, g.tile_coord, g.frag, g.buf_rows, g.buf_cols
+    g = warp_gemm.fused_gemm(T, layout_b=layout_b, tn=TN_REGS, pingpong=PINGPONG)
+    frag, origin, coord, FR, R, C = g.tile_func, g.tile_origin, g.tile_coord, g.frag, g.buf_rows, g.buf_cols
     act = activation_func("gelu" if op == "linear_gelu" else "silu", wp.float32)
     S = float(SCALE)
+    NR = g.bn // 2  # entries per m64 block of a thread's fragment
+    EPR = g.bn // 4  # entries per row
+    RS = FR // EPR  # rows per thread
     opts = {"enable_backward": False}
 
     if op == "silu":
-        def r_silu(ta: wp.uint64, tb: wp.uint64, K: int, M: int, N: int, tiles: int, G: int, Y: wp.array2d(dtype=T)):
+        def r_silu(ta: wp.uint64, tb: wp.uint64, K: int, M: int, N: int, items: int, G: int, Y: wp.array2d(dtype=T)):
             buf = wp.tile_empty(shape=(R, C), dtype=float, storage="shared")
-            for t in range(wp.tid(), tiles, G):
+            for t in range(wp.tid(), items, G):
                 acc = frag(buf, ta, tb, K, M, N, t, G)
+                o = origin(M, N, t)
                 for i in range(FR):
-                    rc = coord(M, N, t, i)
+                    rc = coord(o, i)
                     if rc[0] < M and rc[1] < N:
                         Y[rc[0], rc[1]] = T(act(acc[i]))
 
         return g, wp.kernel(r_silu, module="unique", module_options=opts)
     if op == "linear_gelu":
-        def r_lin(ta: wp.uint64, tb: wp.uint64, K: int, M: int, N: int, tiles: int, G: int,
+        def r_lin(ta: wp.uint64, tb: wp.uint64, K: int, M: int, N: int, items: int, G: int,
                   bias: wp.array2d(dtype=T), Y: wp.array2d(dtype=T)):
             buf = wp.tile_empty(shape=(R, C), dtype=float, storage="shared")
-            for t in range(wp.tid(), tiles, G):
+            for t in range(wp.tid(), items, G):
                 acc = frag(buf, ta, tb, K, M, N, t, G)
+                o = origin(M, N, t)
                 for i in range(FR):
-                    rc = coord(M, N, t, i)
+                    rc = coord(o, i)
                     if rc[0] < M and rc[1] < N:
                         Y[rc[0], rc[1]] = T(act(acc[i] + float(bias[0, rc[1]])))
 
         return g, wp.kernel(r_lin, module="unique", module_options=opts)
     if op == "residual":
-        def r_res(ta: wp.uint64, tb: wp.uint64, K: int, M: int, N: int, tiles: int, G: int,
+        def r_res(ta: wp.uint64, tb: wp.uint64, K: int, M: int, N: int, items: int, G: int,
                   Rm: wp.array2d(dtype=T), Y: wp.array2d(dtype=T)):
             buf = wp.tile_empty(shape=(R, C), dtype=float, storage="shared")
-            for t in range(wp.tid(), tiles, G):
+            for t in range(wp.tid(), items, G):
                 acc = frag(buf, ta, tb, K, M, N, t, G)
+                o = origin(M, N, t)
                 for i in range(FR):
-                    rc = coord(M, N, t, i)
+                    rc = coord(o, i)
                     if rc[0] < M and rc[1] < N:
                         Y[rc[0], rc[1]] = T(acc[i] + float(Rm[rc[0], rc[1]]))
 
         return g, wp.kernel(r_res, module="unique", module_options=opts)
 
-    def r_rowsum(ta: wp.uint64, tb: wp.uint64, K: int, M: int, N: int, tiles: int, G: int,
+    def r_rowsum(ta: wp.uint64, tb: wp.uint64, K: int, M: int, N: int, items: int, G: int,
                  out: wp.array(dtype=float)):
         buf = wp.tile_empty(shape=(R, C), dtype=float, storage="shared")
-        for t in range(wp.tid(), tiles, G):
+        for t in range(wp.tid(), items, G):
             acc = frag(buf, ta, tb, K, M, N, t, G)
-            # a thread's entries lie on two rows: entry i on the row of entry 2 * ((i // 2) % 2)
-            s0 = float(0.0)
-            s1 = float(0.0)
-            for i in range(FR):
-                rc = coord(M, N, t, i)
-                if rc[1] < N:
-                    v = wp.exp(S * acc[i])
-                    if (i // 2) % 2 == 0:
-                        s0 += v
-                    else:
-                        s1 += v
-            r0 = coord(M, N, t, 0)[0]
-            r1 = coord(M, N, t, 2)[0]
-            if r0 < M:
-                wp.atomic_add(out, r0, s0)
-            if r1 < M:
-                wp.atomic_add(out, r1, s1)
+            o = origin(M, N, t)
+            # a thread's entries lie on RS rows: entry h * NR + 4 j + 2 e + q on row coord(o, h * NR + 2 e)[0]
+            for rs in range(RS):
+                h = rs // 2
+                e = rs % 2
+                sm = float(0.0)
+                for jq in range(EPR):
+                    i = h * NR + 4 * (jq // 2) + 2 * e + jq % 2
+                    if coord(o, i)[1] < N:
+                        sm += wp.exp(S * acc[i])
+                r = coord(o, h * NR + 2 * e)[0]
+                if r < M:
+                    wp.atomic_add(out, r, sm)
 
     return g, wp.kernel(r_rowsum, module="unique", module_options=opts)
 
@@ -393,8 +397,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", default=None)
     p.add_argument("--no-tile", action="store_true", help="skip the fused_tile provider (g.func's shared tile)")
     p.add_argument("--tn-regs", type=int, default=TN_REGS, help="tn of the fused provider's fused_gemm (128, 256)")
+    p.add_argument("--pingpong", type=int, choices=(0, 1), default=None,
+                   help="the fused provider's fused_gemm pingpong (default: fused_gemm's)")
     args = p.parse_args(argv)
     globals()["TN_REGS"] = args.tn_regs
+    globals()["PINGPONG"] = None if args.pingpong is None else bool(args.pingpong)
     import torch
     import warp as wp
 

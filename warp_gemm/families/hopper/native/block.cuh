@@ -171,25 +171,29 @@
     WP_TILE_SYNC();
 #endif
 //! snippet tile_frag template
-//! The persistent form: the sums of output tile t handed to the caller in the consumer threads' registers.
+//! The persistent form: the sums of output tiles handed to the caller in the consumer threads' registers.
 //! Assumes: as block_gemm (128 * (1 + ${NC}) threads, sm_90a, `buf` of ${ROWS} x ${COLS} float32, `ta`, `tb`);
-//! the caller's kernel runs `for t in range(block, tiles, G)` on a grid of G blocks (block = its 1-D tile index,
-//! tiles = ceil(M / ${BM}) * ceil(N / ${BN})), every thread of the block calling this once per t, nothing else in
-//! the kernel calling it, and no block barrier (tile operation) inside that loop.
+//! the caller's kernel runs `for t in range(block, items, G)` on a grid of G blocks (block = its 1-D tile index,
+//! items = ceil(ceil(M / ${BM}) * ceil(N / ${BN}) / ${TW})), every thread of the block calling this once per t,
+//! nothing else in the kernel calling it, and no block barrier (tile operation) inside that loop.
 #if defined(__CUDA_ARCH__)
 #if !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #error "warp_gemm.fused_gemm needs an sm_90a build: launch the kernel with FusedGemm.launch_tiles (or FusedGemm.load first)"
 #endif
     static_assert(WP_TILE_BLOCK_DIM == 128 * (1 + ${NC}), "fused_gemm: launch with block_dim 128 * (1 + ${NC})");
-    // Returns this thread's ${FR} float32 sums of output tile t (tile_coord gives each one's row and column); the
-    // producer warpgroup's threads return zeros. Tiles are taken in grouped order (${GM} tile rows per group, as
-    // the Hopper family's kernel). The block's first call (t < G) initialises the ${ST} stages' mbarriers in buf
-    // (one block barrier), and there thread 0 of warpgroup 0 streams the K tiles of all the block's output tiles
-    // t, t + G, ... through the stages and returns once it has issued the last: it runs ahead into the next tile
-    // while the consumers run the caller's code between calls. Consumer warpgroup c multiplies rows
-    // 64 ${WGM} (c - 1) .. of the tile with ${WGM} m64n${BN}k16 wgmma per k16 step, one wgmma group in flight;
-    // its stage and phase at call t follow from the K tiles the block consumed before: (t / G) * k_tiles.
+    // Work item t is output tiles ${TW} t .. ${TW} t + ${TW} - 1 (grouped order: ${GM} tile rows per group, as the
+    // Hopper family's kernel). Returns this thread's ${FR} float32 sums (tile_origin, tile_coord: each one's row and
+    // column); the producer warpgroup's threads, and consumers without a tile, return zeros. The block's first call
+    // (t < G) initialises the ${ST} stages' mbarriers in buf (one block barrier), and there thread 0 of warpgroup 0
+    // streams the K tiles of all the block's tiles (items t, t + G, ...) through the stages and returns once it
+    // has issued the last: it runs ahead while the consumers run the caller's code between calls.
+    // PP = 1 (ping-pong): consumer warpgroup c (0-based) takes the whole tile ${TW} t + c, ${WGM} m64n${BN}k16 wgmma
+    // per k16 step; the stages of its tile follow the other consumer's in the ring, so one warpgroup multiplies
+    // while the other runs the caller's epilogue. PP = 0: both consumers share tile t, warpgroup c taking rows
+    // 64 ${WGM} c ..; a stage is released by each consumer that read it (empty barrier count ${NE}). Either way one
+    // wgmma group stays in flight, and the stage and phase of a call follow from the K tiles consumed before.
     constexpr int BM = ${BM}, BN = ${BN}, BK = 64, ST = ${ST}, NC = ${NC}, WGM = ${WGM}, NR = BN / 2, GM = ${GM};
+    constexpr int PP = ${PP}, TW = ${TW};
     constexpr unsigned A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE = A_BYTES + B_BYTES;
     const unsigned s_raw = (unsigned)__cvta_generic_to_shared(buf.data.ptr);
     const unsigned sbase = (s_raw + 1023u) & ~1023u;  // the 128-byte swizzle repeats every 1024 bytes
@@ -218,58 +222,63 @@
         if (tid == 0) {
             for (int s = 0; s < ST; ++s) {
                 asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" :: "r"(full0 + 8 * s) : "memory");
-                asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(empty0 + 8 * s), "r"(NC) : "memory");
+                asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(empty0 + 8 * s), "r"(${NE}) : "memory");
             }
             asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
         }
         __syncthreads();
     }
-    if (wg == 0) {
+    const int c = wg - 1;
+    const int u = PP ? t * TW + c : t;  // this consumer's tile
+    if (wg == 0 || u >= tiles) {
         if (tid == 0 && t < G) {
             asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;\n" :: "l"(ta) : "memory");
             asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;\n" :: "l"(tb) : "memory");
             unsigned s = 0, ph = 0;
-            for (int u = t; u < tiles; u += G) {
-                int tm, tn;
-                tile_of(u, tm, tn);
-                const int row = tm * BM, col = tn * BN;
-                for (int kt = 0; kt < k_tiles; ++kt) {
-                    wait(empty0 + 8 * s, ph ^ 1);  // a fresh barrier passes parity 1 at once
-                    const unsigned fb = full0 + 8 * s, sa = sbase + s * STAGE, sb = sa + A_BYTES;
-                    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" :: "r"(fb), "r"(STAGE) : "memory");
-                    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
-                                 " [%0], [%1, {%2, %3, %4}], [%5];\n"
-                                 :: "r"(sa), "l"(ta), "r"(kt * BK), "r"(row), "r"(0), "r"(fb) : "memory");
-#if ${B_MN}
-#pragma unroll
-                    for (int j = 0; j < BN / 64; ++j)
+            for (int v = t * TW; v < tiles; v += G * TW) {
+                for (int x = v; x < v + TW && x < tiles; ++x) {
+                    int tm, tn;
+                    tile_of(x, tm, tn);
+                    const int row = tm * BM, col = tn * BN;
+                    for (int kt = 0; kt < k_tiles; ++kt) {
+                        wait(empty0 + 8 * s, ph ^ 1);  // a fresh barrier passes parity 1 at once
+                        const unsigned fb = full0 + 8 * s, sa = sbase + s * STAGE, sb = sa + A_BYTES;
+                        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" :: "r"(fb), "r"(STAGE) : "memory");
                         asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
                                      " [%0], [%1, {%2, %3, %4}], [%5];\n"
-                                     :: "r"(sb + 8192u * j), "l"(tb), "r"(col + 64 * j), "r"(kt * BK), "r"(0), "r"(fb)
-                                     : "memory");
+                                     :: "r"(sa), "l"(ta), "r"(kt * BK), "r"(row), "r"(0), "r"(fb) : "memory");
+#if ${B_MN}
+#pragma unroll
+                        for (int j = 0; j < BN / 64; ++j)
+                            asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                                         " [%0], [%1, {%2, %3, %4}], [%5];\n"
+                                         :: "r"(sb + 8192u * j), "l"(tb), "r"(col + 64 * j), "r"(kt * BK), "r"(0),
+                                            "r"(fb) : "memory");
 #else
-                    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
-                                 " [%0], [%1, {%2, %3, %4}], [%5];\n"
-                                 :: "r"(sb), "l"(tb), "r"(kt * BK), "r"(col), "r"(0), "r"(fb) : "memory");
+                        asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                                     " [%0], [%1, {%2, %3, %4}], [%5];\n"
+                                     :: "r"(sb), "l"(tb), "r"(kt * BK), "r"(col), "r"(0), "r"(fb) : "memory");
 #endif
-                    if (++s == ST) { s = 0; ph ^= 1; }
+                        if (++s == ST) { s = 0; ph ^= 1; }
+                    }
                 }
             }
         }
 #pragma unroll
         for (int i = 0; i < ${FR}; ++i) out.c[i] = 0.0f;
     } else {
-        const int c = wg - 1;
         auto desc = [](unsigned addr, unsigned long long lbo) -> unsigned long long {
             return (unsigned long long)((addr & 0x3FFFFu) >> 4) | ((lbo >> 4) << 16) | (64ull << 32) | (1ull << 62);
         };
         float d[WGM][NR];
-        const long long done = (long long)(t / G) * k_tiles;  // K tiles this block consumed before this call
+        // K tiles the block consumed before this tile (ping-pong: the tiles before it in the block's sequence)
+        const long long done = (long long)(PP ? (t / G) * TW + c : t / G) * k_tiles;
         unsigned s = (unsigned)(done % ST), ph = (unsigned)((done / ST) & 1);
+        const unsigned arow = PP ? 0u : (unsigned)(c * WGM) * 8192u;  // this consumer's first m64 block of A
         int prev = -1;
         for (int kt = 0; kt < k_tiles; ++kt) {
             wait(full0 + 8 * s, ph);
-            const unsigned sa = sbase + s * STAGE + (unsigned)(c * WGM) * 8192u;
+            const unsigned sa = sbase + s * STAGE + arow;
             const unsigned sb = sbase + s * STAGE + A_BYTES;
             asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #pragma unroll
@@ -307,7 +316,7 @@
     }
     return out;
 #else
-    // The CPU twin: each consumer thread's sums of its fragment (tile_coord's rows and columns) from the
+    // The CPU twin: each consumer thread's sums of its fragment (tile_origin's, tile_coord's rows and columns) from the
     // descriptors' arrays, element by element (zeros past the arrays' extents), float32 over k in order; the
     // producer's threads return zeros. Needs ${NC} + 1 warpgroups of CPU fibers (wp.config.enable_cpu_blocks:
     // FusedGemm.launch_tiles sets it for the launch).
@@ -323,9 +332,10 @@
     const int am = (int)da[1], ak = (int)da[2];
     const int br = (int)db[1], bc = (int)db[2];
 ${RC}
+    const wp::vec_t<2, int> o = frag_origin(M, N, t);
     wp::vec_t<${FR}, wp::float32> out;
     for (int i = 0; i < ${FR}; ++i) {
-        const wp::vec_t<2, int> rc = frag_rc(M, N, t, i);
+        const wp::vec_t<2, int> rc = frag_coord(o, i);
         float s = 0.0f;
         const int r = rc.c[0], cc = rc.c[1];
         if (r < M) {
@@ -349,33 +359,46 @@ ${RC}
     }
     return out;
 #endif
-//! snippet tile_coord template
-//! (row, col) in the product of fragment entry i of this thread at output tile t (tile_frag's layout); row is
-//! 2^30 (>= M) for the producer warpgroup's threads, which hold no sums. Same code on CUDA and the CPU.
+//! snippet tile_origin template
+//! (row, col) in the product of fragment entry 0 of this thread at output tile t (tile_frag's layout): entry i lies
+//! at tile_coord(origin, i); row is 2^30 (>= M) for the producer warpgroup's threads, which hold no sums. Same
+//! code on CUDA and the CPU.
 ${RC}
-    return frag_rc(M, N, t, i);
+    return frag_origin(M, N, t);
+//! snippet tile_coord template
+//! (row, col) of fragment entry i from tile_origin's (row, col) of entry 0: constant offsets once i is (an unrolled
+//! loop's index), so a loop over the entries computes the tile's position once (tile_origin), not per entry.
+${RC}
+    return frag_coord(o, i);
 //! snippet frag_rc template
-    // consumer thread (w, l) of warpgroup c holds, per m64 block h and j < BN / 8, entry h NR + 4 j + 2 e + q at
-    // row 64 (WGM (c - 1) + h) + 16 w + l / 4 + 8 e, column 8 j + 2 (l % 4) + q of tile t (wgmma's D fragment);
-    // tiles in grouped order (${GM} tile rows per group)
-    auto frag_rc = [](int M, int N, int t, int i) -> wp::vec_t<2, int> {
-        constexpr int BM = ${BM}, BN = ${BN}, WGM = ${WGM}, NR = BN / 2, GM = ${GM};
+    // consumer thread (w, l) of warpgroup c (0-based) holds, per m64 block h and j < BN / 8, entry
+    // h NR + 4 j + 2 e + q at row 64 h + 16 w + l / 4 + 8 e (PP = 0: plus 64 WGM c), column 8 j + 2 (l % 4) + q of
+    // its tile (wgmma's D fragment); tiles in grouped order (${GM} tile rows per group)
+    auto frag_origin = [](int M, int N, int t) -> wp::vec_t<2, int> {
+        constexpr int BM = ${BM}, BN = ${BN}, WGM = ${WGM}, GM = ${GM}, PP = ${PP}, TW = ${TW};
         const int tid = WP_TILE_THREAD_IDX;
-        const int wg = tid / 128;
+        const int wg = tid / 128, c = wg - 1;
+        const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
+        const int u = PP ? t * TW + c : t;  // the consumer's tile
         wp::vec_t<2, int> rc;
-        if (wg == 0) {
+        if (wg == 0 || u >= tiles_m * tiles_n) {
             rc.c[0] = 1 << 30;
             rc.c[1] = 0;
             return rc;
         }
-        const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
         const int per = GM * tiles_n;
-        const int first = (t / per) * GM;
+        const int first = (u / per) * GM;
         const int rows = tiles_m - first < GM ? tiles_m - first : GM;
-        const int tm = first + (t % per) % rows, tn = (t % per) / rows;
-        const int c = wg - 1, lt = tid % 128, w = lt / 32, l = lt % 32;
-        const int h = i / NR, j = (i % NR) / 4, e = (i / 2) % 2, q = i % 2;
-        rc.c[0] = tm * BM + 64 * (WGM * c + h) + 16 * w + l / 4 + 8 * e;
-        rc.c[1] = tn * BN + 8 * j + 2 * (l % 4) + q;
+        const int tm = first + (u % per) % rows, tn = (u % per) / rows;
+        const int lt = tid % 128, w = lt / 32, l = lt % 32;
+        rc.c[0] = tm * BM + (PP ? 0 : 64 * WGM * c) + 16 * w + l / 4;
+        rc.c[1] = tn * BN + 2 * (l % 4);
+        return rc;
+    };
+    auto frag_coord = [](const wp::vec_t<2, int>& o, int i) -> wp::vec_t<2, int> {
+        constexpr int NR = ${BN} / 2;
+        wp::vec_t<2, int> rc;
+        rc.c[0] = o.c[0] + 64 * (i / NR) + 8 * ((i / 2) % 2);
+        rc.c[1] = o.c[1] + 8 * ((i % NR) / 4) + i % 2;
         return rc;
     };
