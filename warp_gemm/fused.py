@@ -37,6 +37,8 @@ _STAGES = {256: 4, 128: 6}
 #: stores reach fall 32 bytes apart in the banks (every 128-byte wavefront whole).
 _PAD = 8
 
+#: tile_func's two ping-pong order mbarriers, after the stages' barriers
+_ORDER_BYTES = 16
 #: Tile rows per group of the persistent order (the Hopper family's launch.GROUP_M): neighbouring blocks share A rows
 #: and B columns in L2.
 _GROUP_M = 8
@@ -83,7 +85,7 @@ class FusedGemm:
         self.block_dim = 128 * (1 + self.consumers)
         stage = (self.bm + self.bn) * 64 * 2
         self.buf_cols = tn + _PAD
-        need = self.stages * (stage + _hspec.MBAR_BYTES) + _hspec.ALIGN_SLACK
+        need = self.stages * (stage + _hspec.MBAR_BYTES) + _ORDER_BYTES + _hspec.ALIGN_SLACK
         self.buf_rows = max(self.bm, -(-need // (4 * self.buf_cols)))
         #: shared memory of the caller's buffer (bytes): the stages, their barriers and the 1024-byte alignment
         self.smem_bytes = self.buf_rows * self.buf_cols * 4

@@ -198,6 +198,7 @@
     const unsigned s_raw = (unsigned)__cvta_generic_to_shared(buf.data.ptr);
     const unsigned sbase = (s_raw + 1023u) & ~1023u;  // the 128-byte swizzle repeats every 1024 bytes
     const unsigned full0 = sbase + ST * STAGE, empty0 = full0 + 8 * ST;
+    const unsigned ord0 = empty0 + 8 * ST;  // ping-pong: ord0 + 8 c completes a phase per tile consumer c has waited for
     const int tid = WP_TILE_THREAD_IDX;
     const int wg = tid / 128;
     const int k_tiles = (K + BK - 1) / BK;
@@ -224,6 +225,8 @@
                 asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" :: "r"(full0 + 8 * s) : "memory");
                 asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(empty0 + 8 * s), "r"(${NE}) : "memory");
             }
+            for (int x = 0; x < 2; ++x)
+                asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" :: "r"(ord0 + 8 * x) : "memory");
             asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
         }
         __syncthreads();
@@ -272,7 +275,18 @@
         };
         float d[WGM][NR];
         // K tiles the block consumed before this tile (ping-pong: the tiles before it in the block's sequence)
-        const long long done = (long long)(PP ? (t / G) * TW + c : t / G) * k_tiles;
+        const int m = t / G;
+        const long long done = (long long)(PP ? m * TW + c : m) * k_tiles;
+        if (PP) {
+            // A parity wait tells only the last two phases of a barrier apart: consumer 1 may wait on its tile's
+            // first stage only once consumer 0 has seen every stage of tile m land (and consumer 0 on its tile
+            // m > 0 once consumer 1 has seen tile m - 1's), else a stage's earlier fill would pass its wait. This
+            // also orders the two multiplications: one warpgroup's runs while the other's epilogue does.
+            if (c == 1)
+                wait(ord0, (unsigned)(m & 1));
+            else if (m > 0)
+                wait(ord0 + 8, (unsigned)((m - 1) & 1));
+        }
         unsigned s = (unsigned)(done % ST), ph = (unsigned)((done / ST) & 1);
         const unsigned arow = PP ? 0u : (unsigned)(c * WGM) * 8192u;  // this consumer's first m64 block of A
         int prev = -1;
@@ -303,6 +317,7 @@
             prev = (int)s;
             if (++s == ST) { s = 0; ph ^= 1; }
         }
+        if (PP && tid % 128 == 0) asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(ord0 + 8 * c) : "memory");
         asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
         if (tid % 128 == 0) asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(empty0 + 8 * prev) : "memory");
         // the sums are written by the asynchronous wgmma: no read of them may move above its wait
