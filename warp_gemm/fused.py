@@ -18,6 +18,7 @@ See docs/tile_func.md.
 """
 
 # No `from __future__ import annotations`: Warp reads the stub's annotations as objects.
+import collections
 import contextlib
 import dataclasses
 import functools
@@ -42,6 +43,9 @@ _ORDER_BYTES = 16
 #: Tile rows per group of the persistent order (the Hopper family's launch.GROUP_M): neighbouring blocks share A rows
 #: and B columns in L2.
 _GROUP_M = 8
+
+#: (A, B) descriptor pairs kept per configuration for operands read in place
+_MAX_OPERANDS = 64
 
 _lock = threading.Lock()
 _cpu_lock = threading.Lock()
@@ -95,6 +99,7 @@ class FusedGemm:
         #: sums per thread of :attr:`tile_func` (a consumer warpgroup's wgmma fragment: a whole tile in ping-pong,
         #: half of one otherwise)
         self.frag = self.bm // (64 * (1 if pingpong else self.consumers)) * (tn // 2)
+        self._maps: collections.OrderedDict = collections.OrderedDict()
         self.func = self._build()
         self.tile_func, self.tile_origin, self.tile_coord = self._build_tiles()
 
@@ -186,9 +191,23 @@ class FusedGemm:
         if getattr(A.device, "arch", 0) != 90 or not _compat.HAS_CUDA_ARCH_SUFFIX:
             raise ValueError(f"{name}: the TMA + wgmma loop needs an sm_90 GPU (H100/H200) and Warp 1.19+; "
                              f"got {A.device} (sm_{getattr(A.device, 'arch', 0)}); use warp_gemm.tile_gemm_func")
+        key = (str(A.device), A.ptr, A.shape, A.strides, B.ptr, B.shape, B.strides)
+        with _lock:
+            hit = self._maps.get(key)
+            if hit is not None:
+                self._maps.move_to_end(key)
+        if hit is not None:  # both operands TMA-readable in place, their maps made before
+            return Operands(hit[0], hit[1], K, M, N, (A, B), items, grid)
         a, b = _aligned(A), _aligned(B)
         ta = tma.tensor_map(_view3(a), self.bm)
         tb = tma.tensor_map(_view3(b), 64 if self.layout_b == "N" else self.bn)
+        if a is A and b is B:
+            # the maps depend on the pointers, shapes and strides only (tma.py keeps them): the next call with the
+            # same operands skips the views and the map lookups
+            with _lock:
+                self._maps[key] = (ta, tb)
+                if len(self._maps) > _MAX_OPERANDS:
+                    self._maps.popitem(last=False)
         return Operands(ta, tb, K, M, N, (a, b), items, grid)
 
     def grid(self, M: int, N: int) -> tuple[int, int]:
