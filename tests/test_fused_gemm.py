@@ -51,7 +51,8 @@ def _gelu(z):
     return 0.5 * z * (1.0 + np.vectorize(erf)(z / math.sqrt(2.0)))
 
 
-def _run(op, dtype, M, N, K, device, layout_b=None, a_view=None, tn=suite.TN, seed=0, form="tile", grid=None):
+def _run(op, dtype, M, N, K, device, layout_b=None, a_view=None, tn=suite.TN, seed=0, form="tile", grid=None,
+         pingpong=None):
     """One user kernel of the bench suite on fresh inputs; returns (result, float64 reference, bound). ``form``
     "tile": the kernel on ``g.func`` (one block per output tile, the tile in shared memory); "regs": the persistent
     kernel on ``g.tile_func`` over ``grid`` blocks (default: ``operands``' choice)."""
@@ -68,8 +69,8 @@ def _run(op, dtype, M, N, K, device, layout_b=None, a_view=None, tn=suite.TN, se
     B, b64, k = _arr(w, dtype, device)
     keep.append(k)
     z = a64 @ (b64.T if layout_b == "T" else b64)
-    if tn != suite.TN or layout_b != ("T" if lin else "N"):
-        g = warp_gemm.fused_gemm(getattr(wp, dtype), layout_b=layout_b, tn=tn)
+    if tn != suite.TN or layout_b != ("T" if lin else "N") or pingpong is not None:
+        g = warp_gemm.fused_gemm(getattr(wp, dtype), layout_b=layout_b, tn=tn, pingpong=pingpong)
         kern = _silu_kernel(g, dtype) if form == "tile" else _silu_regs_kernel(g, dtype)
         op = "silu"
     else:
@@ -188,6 +189,8 @@ CASES_REGS = [
     ("rowsum", "bfloat16", 140, 300, 40, {"grid": 1}),
     ("silu", "float16", 70, 45, 33, {"a_view": True}),
     ("silu", "bfloat16", 129, 130, 64, {"layout_b": "T"}),
+    ("silu", "float16", 300, 270, 40, {"grid": 2, "pingpong": False}),           # both consumers on one tile
+    ("silu", "bfloat16", 150, 300, 70, {"grid": 2, "tn": 256, "layout_b": "T"}),  # 128 x 256, shared tiles
 ]
 
 
@@ -240,6 +243,15 @@ def test_configuration():
         assert x.smem_bytes <= 232448
     assert warp_gemm.fused_gemm("fp16") is g
     assert warp_gemm.fused_gemm(wp.float16, layout_b="T", tn=256).stages == 4
+    # tile_func: ping-pong by default at 128 columns (a whole 128 x 128 tile per consumer: 128 sums per thread, two
+    # tiles per work item); shared tiles otherwise (64 sums per thread at 128 columns, 128 at 256)
+    assert (g.pingpong, g.tiles_per_item, g.frag) == (True, 2, 128)
+    c128 = warp_gemm.fused_gemm(wp.float16, pingpong=False)
+    assert (c128.pingpong, c128.tiles_per_item, c128.frag) == (False, 1, 64)
+    c256 = warp_gemm.fused_gemm(wp.float16, tn=256)
+    assert (c256.pingpong, c256.tiles_per_item, c256.frag) == (False, 1, 128)
+    # the buffer holds the stages, their barriers, the two ping-pong order barriers and the 1024-byte alignment
+    assert g.smem_bytes >= g.stages * ((128 + 128) * 64 * 2 + 16) + 16 + 1024
 
 
 def test_errors():
@@ -249,6 +261,8 @@ def test_errors():
         warp_gemm.fused_gemm(wp.float16, layout_b="X")
     with pytest.raises(ValueError, match="tn must be 256 or 128"):
         warp_gemm.fused_gemm(wp.float16, tn=64)
+    with pytest.raises(ValueError, match="pingpong needs tn=128"):
+        warp_gemm.fused_gemm(wp.float16, tn=256, pingpong=True)
     g = warp_gemm.fused_gemm(wp.float16)
     A = wp.zeros((4, 5), dtype=wp.float16, device="cpu")
     with pytest.raises(ValueError, match=r"disagree on K \(5 against 6\)"):
