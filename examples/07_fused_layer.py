@@ -36,10 +36,9 @@ import numpy as np
 import warp as wp
 
 import warp_gemm
-from warp_gemm.tools.dtypes import storage_arg
 from warp_gemm import _compat
 from warp_gemm.tile import tile_gemm_func  # also exported as warp_gemm.tile_gemm_func
-
+from warp_gemm.tools.dtypes import storage_arg
 from warp_gemm.tools.tolerance import compare, round_to
 
 

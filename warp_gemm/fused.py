@@ -115,18 +115,18 @@ class FusedGemm:
     def _fields(self) -> dict:
         nr = self.bn // 2
         b_mn = self.layout_b == "N"
-        return dict(BM=self.bm, BN=self.bn, ST=self.stages, NC=self.consumers, WGM=self.bm // (64 * self.consumers),
-                    GM=_GROUP_M, FR=self.frag, ROWS=self.buf_rows, COLS=self.buf_cols,
-                    IN_T=_hspec.PTX_TYPES[self.dtype], IT=native.C_TYPES[self.dtype], B_MN=int(b_mn),
-                    B_STEP="2048u" if b_mn else "32u", B_LBO="8192" if b_mn else "16",
-                    DREGS=", ".join(f"%{i}" for i in range(nr)), NA=nr, NB=nr + 1, NS=nr + 2,
-                    DOUTS=", ".join(f'"+f"(d[h][{i}])' for i in range(nr)))
+        return {"BM": self.bm, "BN": self.bn, "ST": self.stages, "NC": self.consumers,
+                "WGM": self.bm // (64 * self.consumers), "GM": _GROUP_M, "FR": self.frag, "ROWS": self.buf_rows,
+                "COLS": self.buf_cols, "IN_T": _hspec.PTX_TYPES[self.dtype], "IT": native.C_TYPES[self.dtype],
+                "B_MN": int(b_mn), "B_STEP": "2048u" if b_mn else "32u", "B_LBO": "8192" if b_mn else "16",
+                "DREGS": ", ".join(f"%{i}" for i in range(nr)), "NA": nr, "NB": nr + 1, "NS": nr + 2,
+                "DOUTS": ", ".join(f'"+f"(d[h][{i}])' for i in range(nr))}
 
     def _build_tiles(self):
         sn = native.load(_hspec.__file__, "block.cuh")
         pp = self.pingpong
-        f = dict(self._fields(), PP=int(pp), TW=self.tiles_per_item, NE=1 if pp else self.consumers,
-                 WGM=self.bm // (64 * (1 if pp else self.consumers)))
+        f = {**self._fields(), "PP": int(pp), "TW": self.tiles_per_item, "NE": 1 if pp else self.consumers,
+             "WGM": self.bm // (64 * (1 if pp else self.consumers))}
         rc = native.fill(sn["frag_rc"], **f)
         frag_text = native.fill(sn["tile_frag"], RC=rc, **f)
         origin_text = native.fill(sn["tile_origin"], RC=rc)

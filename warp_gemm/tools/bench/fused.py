@@ -141,7 +141,7 @@ def _build_regs(op: str, dtype: str, layout_b: str):
             for rs in range(RS):
                 h = rs // 2
                 e = rs % 2
-                sm = float(0.0)
+                sm = wp.float32(0.0)
                 for jq in range(EPR):
                     i = h * NR + 4 * (jq // 2) + 2 * e + jq % 2
                     if coord(o, i)[1] < N:
