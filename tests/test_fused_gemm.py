@@ -316,7 +316,7 @@ def test_suite_checks_cpu(row):
     """The fused suite's providers on the CPU (checks only, no timing): each one agrees with float64."""
     pytest.importorskip("torch")
     recs = suite.run_row(row, 1, device="cpu", time=False)
-    assert [r["provider"] for r in recs] == ["fused", "fused_tile", "warp_gemm+ew", "torch"]
+    assert [r["provider"] for r in recs] == ["fused", "fused_persistent", "warp_gemm+ew", "torch"]
     assert all(r["status"] == "ok" for r in recs), recs
 
 

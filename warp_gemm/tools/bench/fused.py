@@ -8,11 +8,15 @@ the Hopper family's TMA + wgmma loop; ``warp_gemm.tile_gemm_func`` for float32) 
 
 Each row is one layer as a user would fuse it: ``silu(A @ B)``; ``gelu(x @ W.T + b)`` (``linear``); ``A @ B + R``
 (a residual); ``sum_j exp(s (A @ B)[i, j])`` (a softmax denominator: the product is never stored). Providers:
-``fused`` (the user kernel of this module; its host work per call -- descriptors, aligned copies of operands whose
-rows TMA cannot read -- is timed with it), ``warp_gemm+ew`` (warp_gemm's product, then torch's elementwise or
+``fused`` (the user kernel of this module on ``fused_gemm``'s ``g.func``, one block per output tile, the epilogue
+in Warp tile code; its host work per call -- descriptors, aligned copies of operands whose rows TMA cannot read --
+is timed with it), ``fused_persistent`` (16-bit rows: the same layer on ``g.tile_func``, a persistent loop with
+each consumer thread's sums in registers; ``--tn-regs``, ``--pingpong`` choose its configuration), ``warp_gemm+ew`` (warp_gemm's product, then torch's elementwise or
 reduction kernel on its output; ``linear`` rows: ``warp_gemm.linear(..., activation=)``, its own epilogue),
 ``torch``. Every provider's result is checked first on a sample of output rows against a float64 reference; a wrong
-one is reported "WRONG" and not timed. Times: median / p20 / p80 ms of CUDA events after warm-up.
+one is reported "WRONG" and not timed. Times: median / p20 / p80 ms of CUDA events around each call after warm-up,
+with a synchronisation between calls: the host work before a provider's first launch is part of its time
+(``scripts/fused_host_vs_kernel.py`` separates GPU time and host time).
 """
 
 from __future__ import annotations
@@ -65,7 +69,7 @@ PINGPONG = None
 _CACHE: dict = {}
 
 
-def _kernels(op: str, dtype: str, layout_b: str, form: str = "regs"):
+def _kernels(op: str, dtype: str, layout_b: str, form: str = "tile"):
     """``(FusedGemm, kernel)``: the fused kernel of ``op`` written as a user would, built once. ``form`` "regs":
     the persistent loop over output tiles with ``g.tile_func`` (each consumer thread's sums in registers, the
     epilogue element by element); "tile": ``g.func`` (the tile in the shared buffer, Warp tile code on ``ER``-row
@@ -250,9 +254,9 @@ def _rel_err(out, ref) -> float:
     return float((out.double() - ref).norm() / max(ref.norm(), 1e-30))
 
 
-def run_row(row: Row, reps: int, device: str = "cuda", time: bool = True, tile_form: bool = True) -> list[dict]:
+def run_row(row: Row, reps: int, device: str = "cuda", time: bool = True, persistent: bool = True) -> list[dict]:
     """The providers' records of ``row`` on ``device`` (``time`` False: the checks only, e.g. on the CPU);
-    ``tile_form``: also the ``fused_tile`` provider (the user kernel on ``g.func``'s shared tile)."""
+    ``persistent``: also the ``fused_persistent`` provider (the user kernel on ``g.tile_func``, 16-bit rows)."""
     import contextlib
 
     import torch
@@ -329,7 +333,7 @@ def run_row(row: Row, reps: int, device: str = "cuda", time: bool = True, tile_f
         wres = wp.from_torch(res)
         last = [wrs] if row.op == "rowsum" else [wy] if row.op == "silu" else [wbias if lin else wres, wy]
 
-        def fused():
+        def fused_persistent():
             g, kern = _kernels(row.op, row.dtype, "T" if lin else "N", "regs")
             with scope():
                 ops = g.operands(wa, ww if lin else wb)
@@ -338,7 +342,7 @@ def run_row(row: Row, reps: int, device: str = "cuda", time: bool = True, tile_f
                 g.launch_tiles(kern, ops, ops.args + last, device=dev)
             return rs if row.op == "rowsum" else y
 
-        def fused_tile():
+        def fused():
             g, kern = _kernels(row.op, row.dtype, "T" if lin else "N", "tile")
             with scope():
                 ops = g.operands(wa, ww if lin else wb)
@@ -351,8 +355,8 @@ def run_row(row: Row, reps: int, device: str = "cuda", time: bool = True, tile_f
 
     out = []
     provs = [("fused", fused), ("warp_gemm+ew", unfused), ("torch", torch_fn)]
-    if row.dtype != "float32" and tile_form:
-        provs.insert(1, ("fused_tile", fused_tile))
+    if row.dtype != "float32" and persistent:
+        provs.insert(1, ("fused_persistent", fused_persistent))
     for name, fn in provs:
         rec = {"row": row.name, "op": row.op, "dtype": row.dtype, "M": M, "N": N, "K": K, "provider": name,
                "target": row.target}
@@ -395,10 +399,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rows", nargs="*", default=None, help=f"row names (default: all): {[r.name for r in ROWS]}")
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--json", default=None)
-    p.add_argument("--no-tile", action="store_true", help="skip the fused_tile provider (g.func's shared tile)")
-    p.add_argument("--tn-regs", type=int, default=TN_REGS, help="tn of the fused provider's fused_gemm (128, 256)")
+    p.add_argument("--no-persistent", action="store_true",
+                   help="skip the fused_persistent provider (g.tile_func's persistent kernels)")
+    p.add_argument("--tn-regs", type=int, default=TN_REGS,
+                   help="tn of the fused_persistent provider's fused_gemm (128, 256)")
     p.add_argument("--pingpong", type=int, choices=(0, 1), default=None,
-                   help="the fused provider's fused_gemm pingpong (default: fused_gemm's)")
+                   help="the fused_persistent provider's fused_gemm pingpong (default: fused_gemm's)")
     args = p.parse_args(argv)
     globals()["TN_REGS"] = args.tn_regs
     globals()["PINGPONG"] = None if args.pingpong is None else bool(args.pingpong)
@@ -411,7 +417,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = [r for r in ROWS if args.rows is None or r.name in args.rows]
     out = []
     for r in rows:
-        res = run_row(r, args.reps, tile_form=not args.no_tile)
+        res = run_row(r, args.reps, persistent=not args.no_persistent)
         out += res
         for x in res:
             print(json.dumps(x), flush=True)
