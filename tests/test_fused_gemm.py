@@ -355,3 +355,19 @@ def test_operands_keep_maps_of_aligned_operands(monkeypatch):
     assert (o1.M, o1.N, o1.K, o1.items, o1.grid) == (256, 192, 128, 2 * 2 // 2, 2)
     o3 = g.operands(Av, Bv)
     assert len(calls) == 4 and (o3.a, o3.b) == (1003, 1004) and o3.K == 64
+
+
+@pytest.mark.parametrize("body", ["fused", "fused-persistent"])
+def test_example_07_bodies_cpu(body):
+    """examples/07_fused_layer.py's fused_gemm bodies on the CPU twins (checked against float64 inside; exit code 0
+    only when every result is within tolerance)."""
+    import importlib.util
+    import pathlib
+
+    if body == "fused-persistent" and not _compat.HAS_CPU_BLOCKS:
+        pytest.skip("the tile_func twin runs 384 CPU fibers (warp-lang 1.18+)")
+    path = pathlib.Path(__file__).resolve().parent.parent / "examples" / "07_fused_layer.py"
+    spec = importlib.util.spec_from_file_location("example_07_fused_layer", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.main(["--device", "cpu", "--dtype", "float16", "--size", "130x140x70", "--body", body]) == 0
