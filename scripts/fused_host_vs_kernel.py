@@ -8,7 +8,8 @@ the 10 calls / 10 without waiting. The fused suite's timing (events around each 
 calls) counts the host work before the launch as well: fused suite time ~ GPU time + host time of that work.
 Variants: "launch only" (descriptors made and the module loaded before; wp.launch_tiled alone) and "suite call" (the
 suite's per-call work: operands, launch_tiles, under a ScopedStream of torch's stream) of the ping-pong (pp) and
-shared-tile (coop) tile_func kernels; the g.func kernel ("tile", launch only); matmul; matmul + silu; torch.
+shared-tile (coop) tile_func kernels on 128 x 128 tiles and the shared-tile one on 128 x 256 tiles (the Hopper
+family's tile at this size); the g.func kernel ("tile", launch only); matmul; matmul + silu; torch.
 """
 import time
 
@@ -51,8 +52,8 @@ def main() -> None:
         y = torch.empty(M, N, device="cuda", dtype=tdt)
         wy = wp.from_torch(y)
         B = wb if lb == "N" else ww
-        for name, pp in (("pp", None), ("coop", False)):
-            S.PINGPONG = pp
+        for name, pp, tn in (("pp", None, 128), ("coop", False, 128), ("coop 128x256", None, 256)):
+            S.PINGPONG, S.TN_REGS = pp, tn
             g, k = S._kernels("silu", dt, lb, "regs")
             ops = g.operands(wa, B)
             g.load(k, dev)
@@ -68,7 +69,7 @@ def main() -> None:
 
             out.append((dt, lb, name + " launch only", *bench(launch)))
             out.append((dt, lb, name + " suite call", *bench(full)))
-        S.PINGPONG = None
+        S.PINGPONG, S.TN_REGS = None, 128
         g, k = S._kernels("silu", dt, lb, "tile")
         ops = g.operands(wa, B)
         g.load(k, dev)
