@@ -51,8 +51,11 @@ def _gelu(z):
     return 0.5 * z * (1.0 + np.vectorize(erf)(z / math.sqrt(2.0)))
 
 
-def _run(op, dtype, M, N, K, device, layout_b=None, a_view=None, tn=suite.TN, seed=0):
-    """One user kernel of the bench suite on fresh inputs; returns (result, float64 reference, bound)."""
+def _run(op, dtype, M, N, K, device, layout_b=None, a_view=None, tn=suite.TN, seed=0, form="tile", grid=None,
+         pingpong=None):
+    """One user kernel of the bench suite on fresh inputs; returns (result, float64 reference, bound). ``form``
+    "tile": the kernel on ``g.func`` (one block per output tile, the tile in shared memory); "regs": the persistent
+    kernel on ``g.tile_func`` over ``grid`` blocks (default: ``operands``' choice)."""
     rng = np.random.default_rng(seed)
     lin = op == "linear_gelu"
     layout_b = layout_b or ("T" if lin else "N")
@@ -66,33 +69,40 @@ def _run(op, dtype, M, N, K, device, layout_b=None, a_view=None, tn=suite.TN, se
     B, b64, k = _arr(w, dtype, device)
     keep.append(k)
     z = a64 @ (b64.T if layout_b == "T" else b64)
-    if tn != suite.TN or layout_b != ("T" if lin else "N"):
-        g = warp_gemm.fused_gemm(getattr(wp, dtype), layout_b=layout_b, tn=tn)
-        kern = _silu_kernel(g, dtype)
+    if tn != suite.TN or layout_b != ("T" if lin else "N") or pingpong is not None:
+        g = warp_gemm.fused_gemm(getattr(wp, dtype), layout_b=layout_b, tn=tn, pingpong=pingpong)
+        kern = _silu_kernel(g, dtype) if form == "tile" else _silu_regs_kernel(g, dtype)
         op = "silu"
     else:
-        g, kern = suite._kernels(op, dtype, layout_b)
-    ops = g.operands(A, B)
+        g, kern = suite._kernels(op, dtype, layout_b, form)
+    ops = g.operands(A, B, grid=grid)
+
+    def launch(last):
+        if form == "tile":
+            g.launch(kern, M, N, [ops.a, ops.b, ops.K] + last, device=device)
+        else:
+            g.launch_tiles(kern, ops, ops.args + last, device=device)
+
     if op == "rowsum":
         out = wp.array(np.full(M, np.nan, np.float32), device=device)
         out.zero_()
-        g.launch(kern, M, N, [ops.a, ops.b, ops.K, N, out], device=device)
+        launch([N, out] if form == "tile" else [out])
         wp.synchronize_device(device)
         return out.numpy().astype(np.float64), np.exp(suite.SCALE * z).sum(1), 1e-5
     Y, k = _nan_out(M, N, dtype, device)
     keep.append(k)
     if op == "silu":
-        g.launch(kern, M, N, [ops.a, ops.b, ops.K, Y], device=device)
+        launch([Y])
         ref = z / (1.0 + np.exp(-z))
     elif lin:
         bias, bias64, k = _arr(rng.standard_normal((1, N)), dtype, device)
         keep.append(k)
-        g.launch(kern, M, N, [ops.a, ops.b, ops.K, bias, Y], device=device)
+        launch([bias, Y])
         ref = _gelu(z + bias64)
     else:
         R, r64, k = _arr(rng.standard_normal((M, N)), dtype, device)
         keep.append(k)
-        g.launch(kern, M, N, [ops.a, ops.b, ops.K, R, Y], device=device)
+        launch([R, Y])
         ref = z + r64
     wp.synchronize_device(device)
     return _to64(Y, dtype), ref, (2e-3 if dtype == "float16" else 1e-2)
@@ -122,6 +132,31 @@ def _silu_kernel(g, dtype):
     return _SILU[g.key]
 
 
+def _silu_regs_kernel(g, dtype):
+    key = g.key + "_regs"
+    if key in _SILU:
+        return _SILU[key]
+    T = getattr(wp, dtype)
+    frag, origin, coord, FR, R, C = g.tile_func, g.tile_origin, g.tile_coord, g.frag, g.buf_rows, g.buf_cols
+
+    @wp.func
+    def silu(x: float):
+        return x / (1.0 + wp.exp(-x))
+
+    def k(ta: wp.uint64, tb: wp.uint64, K: int, M: int, N: int, items: int, G: int, Y: wp.array2d(dtype=T)):
+        buf = wp.tile_empty(shape=(R, C), dtype=float, storage="shared")
+        for t in range(wp.tid(), items, G):
+            acc = frag(buf, ta, tb, K, M, N, t, G)
+            o = origin(M, N, t)
+            for i in range(FR):
+                rc = coord(o, i)
+                if rc[0] < M and rc[1] < N:
+                    Y[rc[0], rc[1]] = T(silu(acc[i]))
+
+    _SILU[key] = wp.kernel(k, module="unique", module_options={"enable_backward": False})
+    return _SILU[key]
+
+
 def _check(y, ref, bound):
     assert not np.isnan(y).any(), f"{np.isnan(y).sum()} outputs unwritten"
     err = np.linalg.norm(y - ref) / np.linalg.norm(ref)
@@ -146,6 +181,58 @@ def test_cpu_twin(op, dtype, M, N, K, extra):
     _check(y, ref, bound)
 
 
+#: the persistent form (tile_func): grids of 1-3 blocks make each block loop over several output tiles
+CASES_REGS = [
+    ("silu", "float16", 300, 270, 40, {"grid": 2}),
+    ("linear_gelu", "bfloat16", 129, 257, 65, {"grid": 3}),
+    ("residual", "float16", 131, 33, 17, {}),
+    ("rowsum", "bfloat16", 140, 300, 40, {"grid": 1}),
+    ("silu", "float16", 70, 45, 33, {"a_view": True}),
+    ("silu", "bfloat16", 129, 130, 64, {"layout_b": "T"}),
+    ("silu", "float16", 300, 270, 40, {"grid": 2, "pingpong": False}),           # both consumers on one tile
+    ("silu", "bfloat16", 150, 300, 70, {"grid": 2, "tn": 256, "layout_b": "T"}),  # 128 x 256, shared tiles
+]
+
+
+@pytest.mark.skipif(not _compat.HAS_CPU_BLOCKS, reason="the tile_func twin runs 384 CPU fibers (warp-lang 1.18+)")
+@pytest.mark.parametrize("op,dtype,M,N,K,extra", CASES_REGS)
+def test_cpu_twin_tile_func(op, dtype, M, N, K, extra):
+    y, ref, bound = _run(op, dtype, M, N, K, "cpu", form="regs", **extra)
+    _check(y, ref, bound)
+
+
+def test_tile_coord_cpu():
+    """tile_origin / tile_coord on the CPU's 384 fibers (ping-pong: work item t is tiles 2 t and 2 t + 1, one per
+    consumer warpgroup of 128 threads x 128 entries): the items cover each output of a 3 x 2 grid of tiles once, in
+    grouped order; the producer's threads get row 2^30."""
+    g = warp_gemm.fused_gemm(wp.float16)
+    assert g.pingpong and g.tiles_per_item == 2 and g.frag == 128
+    origin, coord, FR = g.tile_origin, g.tile_coord, g.frag
+
+    @wp.kernel(module="unique")
+    def k(M: int, N: int, tiles: int, out: wp.array3d(dtype=int)):
+        blk = wp.tid()
+        for t in range(blk, tiles, 1):
+            o = origin(M, N, t)
+            for i in range(FR):
+                rc = coord(o, i)
+                if rc[0] < M:
+                    wp.atomic_add(out, rc[0], rc[1], 0, 1)
+                    wp.atomic_add(out, rc[0], rc[1], 1, t)
+                else:
+                    wp.atomic_add(out, 0, 0, 2, 1)
+
+    M, N = 3 * 128, 2 * 128
+    out = wp.zeros((M, N, 3), dtype=int, device="cpu")
+    g.launch_tiles(k, 1, [M, N, 3, out], device="cpu")
+    o = out.numpy()
+    assert (o[:, :, 0] == 1).all()
+    assert o[0, 0, 2] == 3 * 128 * FR
+    # grouped order (8 tile rows per group, here all 3): tile u at tile row u % 3, tile column u // 3; item u // 2
+    rows, cols = np.meshgrid(np.arange(M) // 128, np.arange(N) // 128, indexing="ij")
+    assert (o[:, :, 1] == (cols * 3 + rows) // 2).all()
+
+
 def test_configuration():
     g = warp_gemm.fused_gemm(wp.float16)
     assert (g.bm, g.bn, g.block_dim, g.stages, g.layout_b) == (128, 128, 384, 6, "N")
@@ -156,6 +243,15 @@ def test_configuration():
         assert x.smem_bytes <= 232448
     assert warp_gemm.fused_gemm("fp16") is g
     assert warp_gemm.fused_gemm(wp.float16, layout_b="T", tn=256).stages == 4
+    # tile_func: ping-pong by default at 128 columns (a whole 128 x 128 tile per consumer: 128 sums per thread, two
+    # tiles per work item); shared tiles otherwise (64 sums per thread at 128 columns, 128 at 256)
+    assert (g.pingpong, g.tiles_per_item, g.frag) == (True, 2, 128)
+    c128 = warp_gemm.fused_gemm(wp.float16, pingpong=False)
+    assert (c128.pingpong, c128.tiles_per_item, c128.frag) == (False, 1, 64)
+    c256 = warp_gemm.fused_gemm(wp.float16, tn=256)
+    assert (c256.pingpong, c256.tiles_per_item, c256.frag) == (False, 1, 128)
+    # the buffer holds the stages, their barriers, the two ping-pong order barriers and the 1024-byte alignment
+    assert g.smem_bytes >= g.stages * ((128 + 128) * 64 * 2 + 16) + 16 + 1024
 
 
 def test_errors():
@@ -165,6 +261,8 @@ def test_errors():
         warp_gemm.fused_gemm(wp.float16, layout_b="X")
     with pytest.raises(ValueError, match="tn must be 256 or 128"):
         warp_gemm.fused_gemm(wp.float16, tn=64)
+    with pytest.raises(ValueError, match="pingpong needs tn=128"):
+        warp_gemm.fused_gemm(wp.float16, tn=256, pingpong=True)
     g = warp_gemm.fused_gemm(wp.float16)
     A = wp.zeros((4, 5), dtype=wp.float16, device="cpu")
     with pytest.raises(ValueError, match=r"disagree on K \(5 against 6\)"):
@@ -192,6 +290,24 @@ def test_gpu(op, dtype, M, N, K, extra):
     _check(y, ref, bound)
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(not _sm90(), reason="needs an sm_90 GPU")
+@pytest.mark.parametrize("op,dtype,M,N,K,extra", CASES_REGS + [
+    ("silu", "float16", 1000, 1030, 4095, {}),              # odd K: A's rows staged into an aligned copy
+    ("silu", "float16", 1000, 1030, 4095, {"grid": 5}),     # 5 blocks over 72 tiles: stages and phases carry over
+    ("linear_gelu", "bfloat16", 777, 513, 1001, {}),        # odd K: both operands staged
+    ("linear_gelu", "float16", 2048, 2048, 1024, {"grid": 7}),
+    ("silu", "float16", 300, 1001, 512, {}),                # odd N: B's rows staged
+    ("silu", "bfloat16", 513, 700, 448, {"layout_b": "T", "grid": 3}),  # 7 K tiles: not a multiple of 6 stages
+    ("residual", "float16", 1030, 1100, 130, {"grid": 11}),
+    ("rowsum", "bfloat16", 513, 1000, 257, {}),
+    ("rowsum", "float16", 4096, 4096, 512, {}),
+])
+def test_gpu_tile_func(op, dtype, M, N, K, extra):
+    y, ref, bound = _run(op, dtype, M, N, K, "cuda:0", form="regs", **extra)
+    _check(y, ref, bound)
+
+
 @pytest.mark.parametrize("row", [suite.Row("s", "silu", "float16", 130, 300, 70),
                                  suite.Row("g", "linear_gelu", "bfloat16", 129, 257, 65),
                                  suite.Row("r", "residual", "float16", 131, 33, 17),
@@ -200,5 +316,58 @@ def test_suite_checks_cpu(row):
     """The fused suite's providers on the CPU (checks only, no timing): each one agrees with float64."""
     pytest.importorskip("torch")
     recs = suite.run_row(row, 1, device="cpu", time=False)
-    assert [r["provider"] for r in recs] == ["fused", "warp_gemm+ew", "torch"]
+    assert [r["provider"] for r in recs] == ["fused", "fused_persistent", "warp_gemm+ew", "torch"]
     assert all(r["status"] == "ok" for r in recs), recs
+
+
+def test_operands_keep_maps_of_aligned_operands(monkeypatch):
+    """On CUDA, ``operands`` makes the TMA maps of operands read in place once per (pointers, shapes, strides): a
+    second call with the same arrays returns the same descriptors without new views or map lookups; other strides
+    get their own. (A stand-in sm_90 device; the map maker counts its calls.)"""
+    import warp_gemm.fused as fused_mod
+    from warp_gemm.families.hopper import tma
+
+    class Sm90:
+        is_cpu, is_cuda, arch = False, True, 90
+
+        def __str__(self):
+            return "cuda:0"
+
+    calls = []
+
+    def fake_map(view, rows, cols=None):
+        calls.append((view.ptr, tuple(view.shape), tuple(view.strides), rows))
+        return 1000 + len(calls)
+
+    monkeypatch.setattr(tma, "tensor_map", fake_map)
+    monkeypatch.setattr(fused_mod, "_view3", lambda x: x)  # no 3-D view on the stand-in device
+    monkeypatch.setattr(_compat, "HAS_CUDA_ARCH_SUFFIX", True)
+    g = warp_gemm.fused_gemm(wp.float16, layout_b="T")
+    dev = Sm90()
+    A = wp.zeros((256, 128), dtype=wp.float16, device="cpu")
+    B = wp.zeros((192, 128), dtype=wp.float16, device="cpu")
+    Av, Bv = A[:, :64], B[:, :64]  # row stride 256 bytes: TMA-readable in place, other extents
+    for x in (A, B, Av, Bv):
+        x.device = dev
+    o1 = g.operands(A, B, grid=7)
+    o2 = g.operands(A, B)
+    assert (o1.a, o1.b) == (o2.a, o2.b) == (1001, 1002) and len(calls) == 2
+    assert (o1.M, o1.N, o1.K, o1.items, o1.grid) == (256, 192, 128, 2 * 2 // 2, 2)
+    o3 = g.operands(Av, Bv)
+    assert len(calls) == 4 and (o3.a, o3.b) == (1003, 1004) and o3.K == 64
+
+
+@pytest.mark.parametrize("body", ["fused", "fused-persistent"])
+def test_example_07_bodies_cpu(body):
+    """examples/07_fused_layer.py's fused_gemm bodies on the CPU twins (checked against float64 inside; exit code 0
+    only when every result is within tolerance)."""
+    import importlib.util
+    import pathlib
+
+    if body == "fused-persistent" and not _compat.HAS_CPU_BLOCKS:
+        pytest.skip("the tile_func twin runs 384 CPU fibers (warp-lang 1.18+)")
+    path = pathlib.Path(__file__).resolve().parent.parent / "examples" / "07_fused_layer.py"
+    spec = importlib.util.spec_from_file_location("example_07_fused_layer", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.main(["--device", "cpu", "--dtype", "float16", "--size", "130x140x70", "--body", body]) == 0

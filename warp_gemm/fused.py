@@ -18,6 +18,8 @@ See docs/tile_func.md.
 """
 
 # No `from __future__ import annotations`: Warp reads the stub's annotations as objects.
+import collections
+import contextlib
 import dataclasses
 import functools
 import threading
@@ -36,7 +38,17 @@ _STAGES = {256: 4, 128: 6}
 #: stores reach fall 32 bytes apart in the banks (every 128-byte wavefront whole).
 _PAD = 8
 
+#: tile_func's two ping-pong order mbarriers, after the stages' barriers
+_ORDER_BYTES = 16
+#: Tile rows per group of the persistent order (the Hopper family's launch.GROUP_M): neighbouring blocks share A rows
+#: and B columns in L2.
+_GROUP_M = 8
+
+#: (A, B) descriptor pairs kept per configuration for operands read in place
+_MAX_OPERANDS = 64
+
 _lock = threading.Lock()
+_cpu_lock = threading.Lock()
 
 
 @dataclasses.dataclass
@@ -50,13 +62,26 @@ class Operands:
     M: int
     N: int
     keep: tuple = ()
+    #: work items of :attr:`FusedGemm.tile_func` (``ceil(tiles / FusedGemm.tiles_per_item)`` of the product's
+    #: ``ceil(M / bm) * ceil(N / bn)`` output tiles) and the persistent grid (blocks) of :meth:`FusedGemm.launch_tiles`
+    items: int = 0
+    grid: int = 0
+
+    @property
+    def args(self) -> list:
+        """The first seven inputs of a :attr:`FusedGemm.tile_func` kernel: ``ta, tb, K, M, N, items, G``."""
+        return [self.a, self.b, self.K, self.M, self.N, self.items, self.grid]
 
 
 class FusedGemm:
     """One ``(dtype, layout_b, tn)`` configuration of :func:`fused_gemm` (built once, cached)."""
 
-    def __init__(self, in_name: str, layout_b: str, tn: int):
+    def __init__(self, in_name: str, layout_b: str, tn: int, pingpong: bool):
         self.dtype = in_name
+        #: tile_func's consumers: ping-pong (each warpgroup a whole tile, one multiplying while the other runs the
+        #: caller's epilogue) or sharing each tile
+        self.pingpong = pingpong
+        #: output tiles per tile_func work item (one per consumer warpgroup in ping-pong)
         self.layout_b = layout_b
         self.bm, self.bn = 128, tn
         self.consumers = 2
@@ -64,24 +89,22 @@ class FusedGemm:
         self.block_dim = 128 * (1 + self.consumers)
         stage = (self.bm + self.bn) * 64 * 2
         self.buf_cols = tn + _PAD
-        need = self.stages * (stage + _hspec.MBAR_BYTES) + _hspec.ALIGN_SLACK
+        need = self.stages * (stage + _hspec.MBAR_BYTES) + _ORDER_BYTES + _hspec.ALIGN_SLACK
         self.buf_rows = max(self.bm, -(-need // (4 * self.buf_cols)))
         #: shared memory of the caller's buffer (bytes): the stages, their barriers and the 1024-byte alignment
         self.smem_bytes = self.buf_rows * self.buf_cols * 4
         assert self.bm * self.buf_cols * 4 <= self.stages * stage  # the sums never reach the barriers
+        self.tiles_per_item = self.consumers if pingpong else 1
         self.key = f"warp_gemm_fused_{in_name}_{layout_b}_{self.bm}x{tn}_s{self.stages}"
+        #: sums per thread of :attr:`tile_func` (a consumer warpgroup's wgmma fragment: a whole tile in ping-pong,
+        #: half of one otherwise)
+        self.frag = self.bm // (64 * (1 if pingpong else self.consumers)) * (tn // 2)
+        self._maps: collections.OrderedDict = collections.OrderedDict()
         self.func = self._build()
+        self.tile_func, self.tile_origin, self.tile_coord = self._build_tiles()
 
     def _build(self):
-        sn = native.load(_hspec.__file__, "block.cuh")["block_gemm"]
-        nr = self.bn // 2
-        b_mn = self.layout_b == "N"
-        text = native.fill(
-            sn, BM=self.bm, BN=self.bn, ST=self.stages, NC=self.consumers, WGM=self.bm // (64 * self.consumers),
-            ROWS=self.buf_rows, COLS=self.buf_cols, IN_T=_hspec.PTX_TYPES[self.dtype], IT=native.C_TYPES[self.dtype],
-            B_MN=int(b_mn), B_STEP="2048u" if b_mn else "32u", B_LBO="8192" if b_mn else "16",
-            DREGS=", ".join(f"%{i}" for i in range(nr)), NA=nr, NB=nr + 1, NS=nr + 2,
-            DOUTS=", ".join(f'"+f"(d[h][{i}])' for i in range(nr)))
+        text = native.fill(native.load(_hspec.__file__, "block.cuh")["block_gemm"], **self._fields())
         R, C = self.buf_rows, self.buf_cols
 
         def stub(buf: wp.tile(dtype=wp.float32, shape=(R, C)), ta: wp.uint64, tb: wp.uint64, K: int, row: int,
@@ -89,14 +112,52 @@ class FusedGemm:
 
         return native.func(text, self.key, stub)
 
+    def _fields(self) -> dict:
+        nr = self.bn // 2
+        b_mn = self.layout_b == "N"
+        return {"BM": self.bm, "BN": self.bn, "ST": self.stages, "NC": self.consumers,
+                "WGM": self.bm // (64 * self.consumers), "GM": _GROUP_M, "FR": self.frag, "ROWS": self.buf_rows,
+                "COLS": self.buf_cols, "IN_T": _hspec.PTX_TYPES[self.dtype], "IT": native.C_TYPES[self.dtype],
+                "B_MN": int(b_mn), "B_STEP": "2048u" if b_mn else "32u", "B_LBO": "8192" if b_mn else "16",
+                "DREGS": ", ".join(f"%{i}" for i in range(nr)), "NA": nr, "NB": nr + 1, "NS": nr + 2,
+                "DOUTS": ", ".join(f'"+f"(d[h][{i}])' for i in range(nr))}
+
+    def _build_tiles(self):
+        sn = native.load(_hspec.__file__, "block.cuh")
+        pp = self.pingpong
+        f = {**self._fields(), "PP": int(pp), "TW": self.tiles_per_item, "NE": 1 if pp else self.consumers,
+             "WGM": self.bm // (64 * (1 if pp else self.consumers))}
+        rc = native.fill(sn["frag_rc"], **f)
+        frag_text = native.fill(sn["tile_frag"], RC=rc, **f)
+        origin_text = native.fill(sn["tile_origin"], RC=rc)
+        coord_text = native.fill(sn["tile_coord"], RC=rc)
+        R, C = self.buf_rows, self.buf_cols
+        vec = wp.types.vector(length=self.frag, dtype=wp.float32)
+
+        name = self.key + ("_pp" if pp else "_coop")
+
+        @_named.func_native(frag_text, name + "_frag")
+        def frag(buf: wp.tile(dtype=wp.float32, shape=(R, C)), ta: wp.uint64, tb: wp.uint64, K: int, M: int, N: int,
+                 t: int, G: int) -> vec: ...
+
+        @_named.func_native(origin_text, name + "_origin")
+        def origin(M: int, N: int, t: int) -> wp.vec2i: ...
+
+        @_named.func_native(coord_text, name + "_coord")
+        def coord(o: wp.vec2i, i: int) -> wp.vec2i: ...
+
+        return frag, origin, coord
+
     # --- host side ---------------------------------------------------------------------------------------------
-    def operands(self, A: wp.array, B: wp.array) -> Operands:
+    def operands(self, A: wp.array, B: wp.array, grid: int | None = None) -> Operands:
         """The descriptors of ``A`` (M, K) and ``B`` ((K, N) for ``layout_b="N"``, (N, K) for "T"), 2-D Warp arrays
         of the configuration's dtype, any strides. CUDA: TMA maps (cached per pointer, shape and strides, as the
         Hopper family's); an operand whose rows TMA cannot read (base or row stride not a multiple of 16 bytes,
         columns not contiguous: e.g. odd K) is first copied into an aligned buffer (16-byte chunks, rows padded to
         a multiple of 8 elements) on the array's device and stream -- the staging ``warp_gemm.matmul`` does; the
-        copy reflects the values at this call. CPU: host words (pointer, extents, byte strides) for the twin."""
+        copy reflects the values at this call. CPU: host words (pointer, extents, byte strides) for the twin.
+        ``items``, ``grid``: :attr:`tile_func`'s work items and the blocks of :meth:`launch_tiles` (``grid``, else one
+        per SM on CUDA, 2 on the CPU; never more than the items)."""
         name = "fused_gemm.operands"
         for n, x in (("A", A), ("B", B)):
             if not isinstance(x, wp.array) or x.ndim != 2:
@@ -113,19 +174,41 @@ class FusedGemm:
             raise ValueError(f"{name}: A is on {A.device}, B on {B.device}")
         if min(M, N, K) < 1:
             raise ValueError(f"{name}: M={M} N={N} K={K}: every side must be at least 1")
+        if grid is not None and (not isinstance(grid, (int, np.integer)) or grid < 1):
+            raise ValueError(f"{name}: grid must be a positive int, got {grid!r}")
+        gm, gn = self.grid(M, N)
+        items = -(-gm * gn // self.tiles_per_item)
+        if grid is None:
+            grid = 2 if A.device.is_cpu else _compat.sm_count(A.device)
+        grid = min(int(grid), items)
         if A.device.is_cpu:
             words = [np.array([x.ptr, x.shape[0], x.shape[1], x.strides[0], x.strides[1]], dtype=np.int64)
                      for x in (A, B)]
-            return Operands(int(words[0].ctypes.data), int(words[1].ctypes.data), K, M, N, (A, B, *words))
+            return Operands(int(words[0].ctypes.data), int(words[1].ctypes.data), K, M, N, (A, B, *words), items,
+                            grid)
         from .families.hopper import tma
 
         if getattr(A.device, "arch", 0) != 90 or not _compat.HAS_CUDA_ARCH_SUFFIX:
             raise ValueError(f"{name}: the TMA + wgmma loop needs an sm_90 GPU (H100/H200) and Warp 1.19+; "
                              f"got {A.device} (sm_{getattr(A.device, 'arch', 0)}); use warp_gemm.tile_gemm_func")
+        key = (str(A.device), A.ptr, A.shape, A.strides, B.ptr, B.shape, B.strides)
+        with _lock:
+            hit = self._maps.get(key)
+            if hit is not None:
+                self._maps.move_to_end(key)
+        if hit is not None:  # both operands TMA-readable in place, their maps made before
+            return Operands(hit[0], hit[1], K, M, N, (A, B), items, grid)
         a, b = _aligned(A), _aligned(B)
         ta = tma.tensor_map(_view3(a), self.bm)
         tb = tma.tensor_map(_view3(b), 64 if self.layout_b == "N" else self.bn)
-        return Operands(ta, tb, K, M, N, (a, b))
+        if a is A and b is B:
+            # the maps depend on the pointers, shapes and strides only (tma.py keeps them): the next call with the
+            # same operands skips the views and the map lookups
+            with _lock:
+                self._maps[key] = (ta, tb)
+                if len(self._maps) > _MAX_OPERANDS:
+                    self._maps.popitem(last=False)
+        return Operands(ta, tb, K, M, N, (a, b), items, grid)
 
     def grid(self, M: int, N: int) -> tuple[int, int]:
         """The launch grid of one block per output tile: ``(ceil(M / bm), ceil(N / bn))``."""
@@ -133,13 +216,31 @@ class FusedGemm:
 
     def load(self, kernel, device=None) -> None:
         """Compile and load ``kernel``'s module for ``device``: sm_90a on CUDA (wgmma), with ``__launch_bounds__``
-        of ``block_dim`` threads where the kernel names none (384 threads leave 170 registers each)."""
+        of ``block_dim`` threads where the kernel names none (384 threads leave 170 registers each), and the module
+        option ``max_unroll`` raised to :attr:`frag` (a ``for i in range(g.frag)`` loop over :attr:`tile_func`'s
+        sums is unrolled: the sums stay in registers). CPU: with ``block_dim`` fibers (:func:`_cpu_blocks`)."""
         device = wp.get_device(device)
+        opts = kernel.module.options
+        if int(opts.get("max_unroll", wp.config.max_unroll)) < self.frag:
+            opts["max_unroll"] = self.frag
         if device.is_cpu:
-            kernel.module.load(device, self.block_dim)
+            with _cpu_blocks():
+                kernel.module.load(device, self.block_dim)
             return
         kernel.options.setdefault("launch_bounds", (self.block_dim, 1))
         _compat.load_arch_specific(kernel.module, device, self.block_dim)
+
+    def launch_tiles(self, kernel, ops, inputs: list, device=None, stream=None) -> None:
+        """``wp.launch_tiled`` of a :attr:`tile_func` kernel over ``ops.grid`` blocks (``ops``: the
+        :class:`Operands`, or a block count) of ``block_dim`` threads, after :meth:`load`; ``inputs`` are the
+        kernel's whole list (usually ``ops.args + [...]``). On the CPU the blocks run ``block_dim`` fibers
+        (``wp.config.enable_cpu_blocks`` is set for the launch)."""
+        device = wp.get_device(device)
+        grid = int(ops.grid if isinstance(ops, Operands) else ops)
+        self.load(kernel, device)
+        with _cpu_blocks() if device.is_cpu else contextlib.nullcontext():
+            wp.launch_tiled(kernel, dim=(grid,), inputs=inputs, block_dim=self.block_dim, device=device,
+                            stream=stream)
 
     def launch(self, kernel, M: int, N: int, inputs: list, device=None, stream=None) -> None:
         """``wp.launch_tiled`` of ``kernel`` over :meth:`grid` with ``block_dim`` threads, after :meth:`load`."""
@@ -147,6 +248,36 @@ class FusedGemm:
         self.load(kernel, device)
         wp.launch_tiled(kernel, dim=self.grid(M, N), inputs=inputs, block_dim=self.block_dim, device=device,
                         stream=stream)
+
+
+class _Named:
+    """``@_named.func_native(snippet, name)``: :func:`native.func` as a decorator. Warp takes a native function's
+    return annotation only from a stub decorated ``@<...>.func_native(...)`` in its source (codegen's
+    emit_FunctionDef reads the decorator's attribute name); without it the function is compiled returning void."""
+
+    @staticmethod
+    def func_native(snippet: str, name: str):
+        return lambda stub: native.func(snippet, name, stub)
+
+
+_named = _Named()
+
+
+@contextlib.contextmanager
+def _cpu_blocks():
+    """``wp.config.enable_cpu_blocks`` on for the block (CPU launches with ``block_dim`` fibers: the twin of
+    :attr:`FusedGemm.tile_func` gives each of the 384 threads its own sums), restored after, under one lock."""
+    if not _compat.HAS_CPU_BLOCKS:
+        raise _compat.UnsupportedWarpError(
+            f"fused_gemm: warp-lang {_compat.WARP_VERSION} has no CPU blocks of several threads "
+            "(wp.config.enable_cpu_blocks); the CPU twin of tile_func needs them")
+    with _cpu_lock:
+        old = wp.config.enable_cpu_blocks
+        wp.config.enable_cpu_blocks = True
+        try:
+            yield
+        finally:
+            wp.config.enable_cpu_blocks = old
 
 
 def _view3(x: wp.array) -> wp.array:
@@ -173,11 +304,11 @@ def _aligned(x: wp.array) -> wp.array:
 
 
 @functools.cache
-def _get(in_name: str, layout_b: str, tn: int) -> FusedGemm:
-    return FusedGemm(in_name, layout_b, tn)
+def _get(in_name: str, layout_b: str, tn: int, pingpong: bool) -> FusedGemm:
+    return FusedGemm(in_name, layout_b, tn, pingpong)
 
 
-def fused_gemm(dtype, *, layout_b: str = "N", tn: int = 128) -> FusedGemm:
+def fused_gemm(dtype, *, layout_b: str = "N", tn: int = 128, pingpong: bool | None = None) -> FusedGemm:
     """The Hopper family's GEMM loop for one output tile, as a Warp function for the caller's tile kernel.
 
     Returns a :class:`FusedGemm` ``g`` whose ``g.func(buf, ta, tb, K, row, col)`` leaves the float32 tile
@@ -209,6 +340,11 @@ def fused_gemm(dtype, *, layout_b: str = "N", tn: int = 128) -> FusedGemm:
                          f"{layout_b!r}")
     if tn not in _STAGES:
         raise ValueError(f"fused_gemm: tn must be 256 or 128, got {tn!r}")
+    if pingpong is None:
+        pingpong = tn == 128
+    if pingpong and tn != 128:
+        raise ValueError(f"fused_gemm: pingpong needs tn=128 (a consumer's whole 128 x {tn} tile would be "
+                         f"{tn} float32 sums per thread), got tn={tn}")
     _compat.require_supported()
     if not (_compat.HAS_TILE_EMPTY and _compat.HAS_TILE_FUNC_ARGS):
         raise _compat.UnsupportedWarpError(
@@ -217,4 +353,4 @@ def fused_gemm(dtype, *, layout_b: str = "N", tn: int = 128) -> FusedGemm:
     if name == "bfloat16":
         _compat.bf16_dtype()
     with _lock:
-        return _get(name, layout_b, int(tn))
+        return _get(name, layout_b, int(tn), bool(pingpong))

@@ -8,11 +8,15 @@ the Hopper family's TMA + wgmma loop; ``warp_gemm.tile_gemm_func`` for float32) 
 
 Each row is one layer as a user would fuse it: ``silu(A @ B)``; ``gelu(x @ W.T + b)`` (``linear``); ``A @ B + R``
 (a residual); ``sum_j exp(s (A @ B)[i, j])`` (a softmax denominator: the product is never stored). Providers:
-``fused`` (the user kernel of this module; its host work per call -- descriptors, aligned copies of operands whose
-rows TMA cannot read -- is timed with it), ``warp_gemm+ew`` (warp_gemm's product, then torch's elementwise or
+``fused`` (the user kernel of this module on ``fused_gemm``'s ``g.func``, one block per output tile, the epilogue
+in Warp tile code; its host work per call -- descriptors, aligned copies of operands whose rows TMA cannot read --
+is timed with it), ``fused_persistent`` (16-bit rows: the same layer on ``g.tile_func``, a persistent loop with
+each consumer thread's sums in registers; ``--tn-regs``, ``--pingpong`` choose its configuration), ``warp_gemm+ew`` (warp_gemm's product, then torch's elementwise or
 reduction kernel on its output; ``linear`` rows: ``warp_gemm.linear(..., activation=)``, its own epilogue),
 ``torch``. Every provider's result is checked first on a sample of output rows against a float64 reference; a wrong
-one is reported "WRONG" and not timed. Times: median / p20 / p80 ms of CUDA events after warm-up.
+one is reported "WRONG" and not timed. Times: median / p20 / p80 ms of CUDA events around each call after warm-up,
+with a synchronisation between calls: the host work before a provider's first launch is part of its time
+(``scripts/fused_host_vs_kernel.py`` separates GPU time and host time).
 """
 
 from __future__ import annotations
@@ -55,19 +59,102 @@ SCALE = 1.0 / 64.0
 #: output tile columns of the 16-bit user kernels (fused_gemm's tn; 256 ran 0.911 ms against 0.457 at fp16 silu 4096^3,
 #: H100: benchmarks/results/h100-fused/)
 TN = 128  # the rowsum rows' exp(s * x): s = 1 / sqrt(4096), as attention scores
+#: output tile columns of the persistent (tile_func) user kernels, and their consumers' ping-pong (None: fused_gemm's
+#: default, on for 128 columns)
+TN_REGS = 128
+PINGPONG = None
 
 
 # --- the user kernels ---------------------------------------------------------------------------------------------
 _CACHE: dict = {}
 
 
-def _kernels(op: str, dtype: str, layout_b: str):
-    """``(FusedGemm, kernel)``: the fused kernel of ``op`` written as a user would (``warp_gemm.fused_gemm``'s
-    function, then Warp tile code on the float32 tile in ``ER``-row steps), built once."""
-    key = (op, dtype, layout_b)
+def _kernels(op: str, dtype: str, layout_b: str, form: str = "tile"):
+    """``(FusedGemm, kernel)``: the fused kernel of ``op`` written as a user would, built once. ``form`` "regs":
+    the persistent loop over output tiles with ``g.tile_func`` (each consumer thread's sums in registers, the
+    epilogue element by element); "tile": ``g.func`` (the tile in the shared buffer, Warp tile code on ``ER``-row
+    steps)."""
+    key = (op, dtype, layout_b, form, TN_REGS, PINGPONG)
     if key not in _CACHE:
-        _CACHE[key] = _build_kernel(op, dtype, layout_b)
+        _CACHE[key] = (_build_regs if form == "regs" else _build_kernel)(op, dtype, layout_b)
     return _CACHE[key]
+
+
+def _build_regs(op: str, dtype: str, layout_b: str):
+    import warp as wp
+
+    import warp_gemm
+    from warp_gemm.families.common.epilogue import activation_func
+
+    T = {"float16": wp.float16, "bfloat16": wp.bfloat16}[dtype]
+    g = warp_gemm.fused_gemm(T, layout_b=layout_b, tn=TN_REGS, pingpong=PINGPONG)
+    frag, origin, coord, FR, R, C = g.tile_func, g.tile_origin, g.tile_coord, g.frag, g.buf_rows, g.buf_cols
+    act = activation_func("gelu" if op == "linear_gelu" else "silu", wp.float32)
+    S = float(SCALE)
+    NR = g.bn // 2  # entries per m64 block of a thread's fragment
+    EPR = g.bn // 4  # entries per row
+    RS = FR // EPR  # rows per thread
+    opts = {"enable_backward": False}
+
+    if op == "silu":
+        def r_silu(ta: wp.uint64, tb: wp.uint64, K: int, M: int, N: int, items: int, G: int, Y: wp.array2d(dtype=T)):
+            buf = wp.tile_empty(shape=(R, C), dtype=float, storage="shared")
+            for t in range(wp.tid(), items, G):
+                acc = frag(buf, ta, tb, K, M, N, t, G)
+                o = origin(M, N, t)
+                for i in range(FR):
+                    rc = coord(o, i)
+                    if rc[0] < M and rc[1] < N:
+                        Y[rc[0], rc[1]] = T(act(acc[i]))
+
+        return g, wp.kernel(r_silu, module="unique", module_options=opts)
+    if op == "linear_gelu":
+        def r_lin(ta: wp.uint64, tb: wp.uint64, K: int, M: int, N: int, items: int, G: int,
+                  bias: wp.array2d(dtype=T), Y: wp.array2d(dtype=T)):
+            buf = wp.tile_empty(shape=(R, C), dtype=float, storage="shared")
+            for t in range(wp.tid(), items, G):
+                acc = frag(buf, ta, tb, K, M, N, t, G)
+                o = origin(M, N, t)
+                for i in range(FR):
+                    rc = coord(o, i)
+                    if rc[0] < M and rc[1] < N:
+                        Y[rc[0], rc[1]] = T(act(acc[i] + float(bias[0, rc[1]])))
+
+        return g, wp.kernel(r_lin, module="unique", module_options=opts)
+    if op == "residual":
+        def r_res(ta: wp.uint64, tb: wp.uint64, K: int, M: int, N: int, items: int, G: int,
+                  Rm: wp.array2d(dtype=T), Y: wp.array2d(dtype=T)):
+            buf = wp.tile_empty(shape=(R, C), dtype=float, storage="shared")
+            for t in range(wp.tid(), items, G):
+                acc = frag(buf, ta, tb, K, M, N, t, G)
+                o = origin(M, N, t)
+                for i in range(FR):
+                    rc = coord(o, i)
+                    if rc[0] < M and rc[1] < N:
+                        Y[rc[0], rc[1]] = T(acc[i] + float(Rm[rc[0], rc[1]]))
+
+        return g, wp.kernel(r_res, module="unique", module_options=opts)
+
+    def r_rowsum(ta: wp.uint64, tb: wp.uint64, K: int, M: int, N: int, items: int, G: int,
+                 out: wp.array(dtype=float)):
+        buf = wp.tile_empty(shape=(R, C), dtype=float, storage="shared")
+        for t in range(wp.tid(), items, G):
+            acc = frag(buf, ta, tb, K, M, N, t, G)
+            o = origin(M, N, t)
+            # a thread's entries lie on RS rows: entry h * NR + 4 j + 2 e + q on row coord(o, h * NR + 2 e)[0]
+            for rs in range(RS):
+                h = rs // 2
+                e = rs % 2
+                sm = wp.float32(0.0)
+                for jq in range(EPR):
+                    i = h * NR + 4 * (jq // 2) + 2 * e + jq % 2
+                    if coord(o, i)[1] < N:
+                        sm += wp.exp(S * acc[i])
+                r = coord(o, h * NR + 2 * e)[0]
+                if r < M:
+                    wp.atomic_add(out, r, sm)
+
+    return g, wp.kernel(r_rowsum, module="unique", module_options=opts)
 
 
 def _build_kernel(op: str, dtype: str, layout_b: str):
@@ -167,8 +254,9 @@ def _rel_err(out, ref) -> float:
     return float((out.double() - ref).norm() / max(ref.norm(), 1e-30))
 
 
-def run_row(row: Row, reps: int, device: str = "cuda", time: bool = True) -> list[dict]:
-    """The providers' records of ``row`` on ``device`` (``time`` False: the checks only, e.g. on the CPU)."""
+def run_row(row: Row, reps: int, device: str = "cuda", time: bool = True, persistent: bool = True) -> list[dict]:
+    """The providers' records of ``row`` on ``device`` (``time`` False: the checks only, e.g. on the CPU);
+    ``persistent``: also the ``fused_persistent`` provider (the user kernel on ``g.tile_func``, 16-bit rows)."""
     import contextlib
 
     import torch
@@ -237,32 +325,43 @@ def run_row(row: Row, reps: int, device: str = "cuda", time: bool = True) -> lis
                                  device=dev)
             return y32
     else:
-        g, kern = _kernels(row.op, row.dtype, "T" if lin else "N")
         y = torch.empty(M, N, device=device, dtype=tdt)
         wy = wp.from_torch(y)
         rs = torch.empty(M, device=device, dtype=torch.float32)
         wrs = wp.from_torch(rs)
         wbias = wp.from_torch(bias.reshape(1, N))
         wres = wp.from_torch(res)
+        last = [wrs] if row.op == "rowsum" else [wy] if row.op == "silu" else [wbias if lin else wres, wy]
+
+        def fused_persistent():
+            g, kern = _kernels(row.op, row.dtype, "T" if lin else "N", "regs")
+            with scope():
+                ops = g.operands(wa, ww if lin else wb)
+                if row.op == "rowsum":
+                    rs.zero_()
+                g.launch_tiles(kern, ops, ops.args + last, device=dev)
+            return rs if row.op == "rowsum" else y
 
         def fused():
+            g, kern = _kernels(row.op, row.dtype, "T" if lin else "N", "tile")
             with scope():
                 ops = g.operands(wa, ww if lin else wb)
                 if row.op == "rowsum":
                     rs.zero_()
                     g.launch(kern, M, N, [ops.a, ops.b, ops.K, N, wrs], device=dev)
                     return rs
-                last = wbias if lin else wres
-                g.launch(kern, M, N, [ops.a, ops.b, ops.K, last, wy] if row.op != "silu"
-                         else [ops.a, ops.b, ops.K, wy], device=dev)
+                g.launch(kern, M, N, [ops.a, ops.b, ops.K] + last, device=dev)
                 return y
 
     out = []
-    for name, fn in (("fused", fused), ("warp_gemm+ew", unfused), ("torch", torch_fn)):
+    provs = [("fused", fused), ("warp_gemm+ew", unfused), ("torch", torch_fn)]
+    if row.dtype != "float32" and persistent:
+        provs.insert(1, ("fused_persistent", fused_persistent))
+    for name, fn in provs:
         rec = {"row": row.name, "op": row.op, "dtype": row.dtype, "M": M, "N": N, "K": K, "provider": name,
                "target": row.target}
         try:
-            if name == "fused":
+            if name.startswith("fused"):
                 (y32 if row.dtype == "float32" else rs if row.op == "rowsum" else y).fill_(float("nan"))
             r = fn()
             if device != "cpu":
@@ -300,7 +399,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rows", nargs="*", default=None, help=f"row names (default: all): {[r.name for r in ROWS]}")
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--json", default=None)
+    p.add_argument("--no-persistent", action="store_true",
+                   help="skip the fused_persistent provider (g.tile_func's persistent kernels)")
+    p.add_argument("--tn-regs", type=int, default=TN_REGS,
+                   help="tn of the fused_persistent provider's fused_gemm (128, 256)")
+    p.add_argument("--pingpong", type=int, choices=(0, 1), default=None,
+                   help="the fused_persistent provider's fused_gemm pingpong (default: fused_gemm's)")
     args = p.parse_args(argv)
+    globals()["TN_REGS"] = args.tn_regs
+    globals()["PINGPONG"] = None if args.pingpong is None else bool(args.pingpong)
     import torch
     import warp as wp
 
@@ -310,7 +417,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = [r for r in ROWS if args.rows is None or r.name in args.rows]
     out = []
     for r in rows:
-        res = run_row(r, args.reps)
+        res = run_row(r, args.reps, persistent=not args.no_persistent)
         out += res
         for x in res:
             print(json.dumps(x), flush=True)

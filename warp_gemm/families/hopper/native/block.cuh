@@ -170,3 +170,250 @@
     }
     WP_TILE_SYNC();
 #endif
+//! snippet tile_frag template
+//! The persistent form: the sums of output tiles handed to the caller in the consumer threads' registers.
+//! Assumes: as block_gemm (128 * (1 + ${NC}) threads, sm_90a, `buf` of ${ROWS} x ${COLS} float32, `ta`, `tb`);
+//! the caller's kernel runs `for t in range(block, items, G)` on a grid of G blocks (block = its 1-D tile index,
+//! items = ceil(ceil(M / ${BM}) * ceil(N / ${BN}) / ${TW})), every thread of the block calling this once per t,
+//! nothing else in the kernel calling it, and no block barrier (tile operation) inside that loop.
+#if defined(__CUDA_ARCH__)
+#if !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#error "warp_gemm.fused_gemm needs an sm_90a build: launch the kernel with FusedGemm.launch_tiles (or FusedGemm.load first)"
+#endif
+    static_assert(WP_TILE_BLOCK_DIM == 128 * (1 + ${NC}), "fused_gemm: launch with block_dim 128 * (1 + ${NC})");
+    // Work item t is output tiles ${TW} t .. ${TW} t + ${TW} - 1 (grouped order: ${GM} tile rows per group, as the
+    // Hopper family's kernel). Returns this thread's ${FR} float32 sums (tile_origin, tile_coord: each one's row and
+    // column); the producer warpgroup's threads, and consumers without a tile, return zeros. The block's first call
+    // (t < G) initialises the ${ST} stages' mbarriers in buf (one block barrier), and there thread 0 of warpgroup 0
+    // streams the K tiles of all the block's tiles (items t, t + G, ...) through the stages and returns once it
+    // has issued the last: it runs ahead while the consumers run the caller's code between calls.
+    // PP = 1 (ping-pong): consumer warpgroup c (0-based) takes the whole tile ${TW} t + c, ${WGM} m64n${BN}k16 wgmma
+    // per k16 step; the stages of its tile follow the other consumer's in the ring, so one warpgroup multiplies
+    // while the other runs the caller's epilogue. PP = 0: both consumers share tile t, warpgroup c taking rows
+    // 64 ${WGM} c ..; a stage is released by each consumer that read it (empty barrier count ${NE}). Either way one
+    // wgmma group stays in flight, and the stage and phase of a call follow from the K tiles consumed before.
+    constexpr int BM = ${BM}, BN = ${BN}, BK = 64, ST = ${ST}, NC = ${NC}, WGM = ${WGM}, NR = BN / 2, GM = ${GM};
+    constexpr int PP = ${PP}, TW = ${TW};
+    constexpr unsigned A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE = A_BYTES + B_BYTES;
+    const unsigned s_raw = (unsigned)__cvta_generic_to_shared(buf.data.ptr);
+    const unsigned sbase = (s_raw + 1023u) & ~1023u;  // the 128-byte swizzle repeats every 1024 bytes
+    const unsigned full0 = sbase + ST * STAGE, empty0 = full0 + 8 * ST;
+    const unsigned ord0 = empty0 + 8 * ST;  // ping-pong: ord0 + 8 c completes a phase per tile consumer c has waited for
+    const int tid = WP_TILE_THREAD_IDX;
+    const int wg = tid / 128;
+    const int k_tiles = (K + BK - 1) / BK;
+    const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN, tiles = tiles_m * tiles_n;
+    auto tile_of = [&](int u, int& tm, int& tn) {
+        const int per = GM * tiles_n;
+        const int first = (u / per) * GM;
+        const int rows = tiles_m - first < GM ? tiles_m - first : GM;
+        tm = first + (u % per) % rows;
+        tn = (u % per) / rows;
+    };
+    auto wait = [](unsigned bar, unsigned parity) {
+        unsigned done;
+        do {
+            asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                         "selp.u32 %0, 1, 0, p;\n}\n" : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+        } while (!done);
+    };
+
+    wp::vec_t<${FR}, wp::float32> out;
+    if (t < G) {
+        if (tid == 0) {
+            for (int s = 0; s < ST; ++s) {
+                asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" :: "r"(full0 + 8 * s) : "memory");
+                asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(empty0 + 8 * s), "r"(${NE}) : "memory");
+            }
+            for (int x = 0; x < 2; ++x)
+                asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" :: "r"(ord0 + 8 * x) : "memory");
+            asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+        }
+        __syncthreads();
+    }
+    const int c = wg - 1;
+    const int u = PP ? t * TW + c : t;  // this consumer's tile
+    if (wg == 0 || u >= tiles) {
+        if (tid == 0 && t < G) {
+            asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;\n" :: "l"(ta) : "memory");
+            asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;\n" :: "l"(tb) : "memory");
+            unsigned s = 0, ph = 0;
+            for (int v = t * TW; v < tiles; v += G * TW) {
+                for (int x = v; x < v + TW && x < tiles; ++x) {
+                    int tm, tn;
+                    tile_of(x, tm, tn);
+                    const int row = tm * BM, col = tn * BN;
+                    for (int kt = 0; kt < k_tiles; ++kt) {
+                        wait(empty0 + 8 * s, ph ^ 1);  // a fresh barrier passes parity 1 at once
+                        const unsigned fb = full0 + 8 * s, sa = sbase + s * STAGE, sb = sa + A_BYTES;
+                        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" :: "r"(fb), "r"(STAGE) : "memory");
+                        asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                                     " [%0], [%1, {%2, %3, %4}], [%5];\n"
+                                     :: "r"(sa), "l"(ta), "r"(kt * BK), "r"(row), "r"(0), "r"(fb) : "memory");
+#if ${B_MN}
+#pragma unroll
+                        for (int j = 0; j < BN / 64; ++j)
+                            asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                                         " [%0], [%1, {%2, %3, %4}], [%5];\n"
+                                         :: "r"(sb + 8192u * j), "l"(tb), "r"(col + 64 * j), "r"(kt * BK), "r"(0),
+                                            "r"(fb) : "memory");
+#else
+                        asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                                     " [%0], [%1, {%2, %3, %4}], [%5];\n"
+                                     :: "r"(sb), "l"(tb), "r"(kt * BK), "r"(col), "r"(0), "r"(fb) : "memory");
+#endif
+                        if (++s == ST) { s = 0; ph ^= 1; }
+                    }
+                }
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < ${FR}; ++i) out.c[i] = 0.0f;
+    } else {
+        auto desc = [](unsigned addr, unsigned long long lbo) -> unsigned long long {
+            return (unsigned long long)((addr & 0x3FFFFu) >> 4) | ((lbo >> 4) << 16) | (64ull << 32) | (1ull << 62);
+        };
+        float d[WGM][NR];
+        // K tiles the block consumed before this tile (ping-pong: the tiles before it in the block's sequence)
+        const int m = t / G;
+        const long long done = (long long)(PP ? m * TW + c : m) * k_tiles;
+        if (PP) {
+            // A parity wait tells only the last two phases of a barrier apart: consumer 1 may wait on its tile's
+            // first stage only once consumer 0 has seen every stage of tile m land (and consumer 0 on its tile
+            // m > 0 once consumer 1 has seen tile m - 1's), else a stage's earlier fill would pass its wait. This
+            // also orders the two multiplications: one warpgroup's runs while the other's epilogue does.
+            if (c == 1)
+                wait(ord0, (unsigned)(m & 1));
+            else if (m > 0)
+                wait(ord0 + 8, (unsigned)((m - 1) & 1));
+        }
+        unsigned s = (unsigned)(done % ST), ph = (unsigned)((done / ST) & 1);
+        const unsigned arow = PP ? 0u : (unsigned)(c * WGM) * 8192u;  // this consumer's first m64 block of A
+        int prev = -1;
+        for (int kt = 0; kt < k_tiles; ++kt) {
+            wait(full0 + 8 * s, ph);
+            const unsigned sa = sbase + s * STAGE + arow;
+            const unsigned sb = sbase + s * STAGE + A_BYTES;
+            asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+            for (int kk = 0; kk < BK / 16; ++kk) {
+                const unsigned long long db = desc(sb + ${B_STEP} * kk, ${B_LBO});
+                const int acc = (kt != 0) | (kk != 0);  // the first k16 step overwrites the sums
+#pragma unroll
+                for (int h = 0; h < WGM; ++h) {
+                    const unsigned long long da = desc(sa + 8192u * h + 32u * kk, 16);
+                    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %${NS}, 0;\n"
+                                 "wgmma.mma_async.sync.aligned.m64n${BN}k16.f32.${IN_T}.${IN_T} "
+                                 "{${DREGS}}, %${NA}, %${NB}, p, 1, 1, 0, ${B_MN};\n}\n"
+                                 : ${DOUTS}
+                                 : "l"(da), "l"(db), "r"(acc));
+                }
+            }
+            asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+            if (prev >= 0) {
+                asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+                if (tid % 128 == 0) asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(empty0 + 8 * prev) : "memory");
+            }
+            prev = (int)s;
+            if (++s == ST) { s = 0; ph ^= 1; }
+        }
+        if (PP && tid % 128 == 0) asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(ord0 + 8 * c) : "memory");
+        asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+        if (tid % 128 == 0) asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(empty0 + 8 * prev) : "memory");
+        // the sums are written by the asynchronous wgmma: no read of them may move above its wait
+#pragma unroll
+        for (int h = 0; h < WGM; ++h)
+#pragma unroll
+            for (int i = 0; i < NR; ++i) {
+                asm volatile("" : "+f"(d[h][i]) :: "memory");
+                out.c[h * NR + i] = d[h][i];
+            }
+    }
+    return out;
+#else
+    // The CPU twin: each consumer thread's sums of its fragment (tile_origin's, tile_coord's rows and columns) from the
+    // descriptors' arrays, element by element (zeros past the arrays' extents), float32 over k in order; the
+    // producer's threads return zeros. Needs ${NC} + 1 warpgroups of CPU fibers (wp.config.enable_cpu_blocks:
+    // FusedGemm.launch_tiles sets it for the launch).
+    static_assert(WP_TILE_BLOCK_DIM == 128 * (1 + ${NC}),
+                  "fused_gemm: tile_frag needs 128 * (1 + ${NC}) threads per block (on the CPU: launch with "
+                  "FusedGemm.launch_tiles, which runs CPU fibers)");
+    (void)buf;
+    (void)G;
+    const long long* da = (const long long*)ta;
+    const long long* db = (const long long*)tb;
+    const char* pa = (const char*)da[0];
+    const char* pb = (const char*)db[0];
+    const int am = (int)da[1], ak = (int)da[2];
+    const int br = (int)db[1], bc = (int)db[2];
+${RC}
+    const wp::vec_t<2, int> o = frag_origin(M, N, t);
+    wp::vec_t<${FR}, wp::float32> out;
+    for (int i = 0; i < ${FR}; ++i) {
+        const wp::vec_t<2, int> rc = frag_coord(o, i);
+        float s = 0.0f;
+        const int r = rc.c[0], cc = rc.c[1];
+        if (r < M) {
+            for (int k = 0; k < K; ++k) {
+                if (r >= am || k >= ak)
+                    continue;
+#if ${B_MN}
+                if (k >= br || cc >= bc)
+                    continue;
+                const char* b = pb + (size_t)k * db[3] + (size_t)cc * db[4];
+#else
+                if (cc >= br || k >= bc)
+                    continue;
+                const char* b = pb + (size_t)cc * db[3] + (size_t)k * db[4];
+#endif
+                const float av = (float)*(const ${IT}*)(pa + (size_t)r * da[3] + (size_t)k * da[4]);
+                s += av * (float)*(const ${IT}*)b;
+            }
+        }
+        out.c[i] = s;
+    }
+    return out;
+#endif
+//! snippet tile_origin template
+//! (row, col) in the product of fragment entry 0 of this thread at output tile t (tile_frag's layout): entry i lies
+//! at tile_coord(origin, i); row is 2^30 (>= M) for the producer warpgroup's threads, which hold no sums. Same
+//! code on CUDA and the CPU.
+${RC}
+    return frag_origin(M, N, t);
+//! snippet tile_coord template
+//! (row, col) of fragment entry i from tile_origin's (row, col) of entry 0: constant offsets once i is (an unrolled
+//! loop's index), so a loop over the entries computes the tile's position once (tile_origin), not per entry.
+${RC}
+    return frag_coord(o, i);
+//! snippet frag_rc template
+    // consumer thread (w, l) of warpgroup c (0-based) holds, per m64 block h and j < BN / 8, entry
+    // h NR + 4 j + 2 e + q at row 64 h + 16 w + l / 4 + 8 e (PP = 0: plus 64 WGM c), column 8 j + 2 (l % 4) + q of
+    // its tile (wgmma's D fragment); tiles in grouped order (${GM} tile rows per group)
+    auto frag_origin = [](int M, int N, int t) -> wp::vec_t<2, int> {
+        constexpr int BM = ${BM}, BN = ${BN}, WGM = ${WGM}, GM = ${GM}, PP = ${PP}, TW = ${TW};
+        const int tid = WP_TILE_THREAD_IDX;
+        const int wg = tid / 128, c = wg - 1;
+        const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
+        const int u = PP ? t * TW + c : t;  // the consumer's tile
+        wp::vec_t<2, int> rc;
+        if (wg == 0 || u >= tiles_m * tiles_n) {
+            rc.c[0] = 1 << 30;
+            rc.c[1] = 0;
+            return rc;
+        }
+        const int per = GM * tiles_n;
+        const int first = (u / per) * GM;
+        const int rows = tiles_m - first < GM ? tiles_m - first : GM;
+        const int tm = first + (u % per) % rows, tn = (u % per) / rows;
+        const int lt = tid % 128, w = lt / 32, l = lt % 32;
+        rc.c[0] = tm * BM + (PP ? 0 : 64 * WGM * c) + 16 * w + l / 4;
+        rc.c[1] = tn * BN + 2 * (l % 4);
+        return rc;
+    };
+    auto frag_coord = [](const wp::vec_t<2, int>& o, int i) -> wp::vec_t<2, int> {
+        constexpr int NR = ${BN} / 2;
+        wp::vec_t<2, int> rc;
+        rc.c[0] = o.c[0] + 64 * (i / NR) + 8 * ((i / 2) % 2);
+        rc.c[1] = o.c[1] + 8 * ((i % NR) / 4) + i % 2;
+        return rc;
+    };
