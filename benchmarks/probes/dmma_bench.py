@@ -7,7 +7,7 @@
     python benchmarks/probes/dmma_bench.py first CASE OUT  # one fresh process, an empty kernel cache: the first
                                                            # warp_gemm.matmul call of CASE ("fp64:1000x1000x1000")
 
-DMMA_SET=2-6 takes the second to sixth candidate list; DMMA_ONLY=name,name builds only those (a candidate named twice
+DMMA_SET=2-5 takes the second to fifth candidate list; DMMA_ONLY=name,name builds only those (a candidate named twice
 is built once). Each mode appends JSON lines to OUT. Timing: CUDA events around R launches (Warp's launch on torch's stream),
 the median of 5 such loops, inputs rotated over enough sets to exceed 200 MB (cold L2), NaN-prefilled outputs; the
 check compares against float64 on the CPU (relative Frobenius error, NaN fails).
@@ -169,23 +169,7 @@ CANDIDATES5 = [
     ("d64x64x32k16", "float64", "NN", _f64(64, 64, 32, 3, 4, 2, 16), (MID,)),
     ("d64x64k8sk3", "float64", "NN", _f64(64, 64, 16, 3, 4, 3, 8, stream_k=3), (MID,)),
 ]
-# The sixth pass: exact float32 with A's SIMT stages as stored (a_kc: no transposing copy of A in layouts NN / NT).
-CANDIDATES6 = [
-    ("s64x128o3", "float32", "NN", _f32(64, 128, 16, 3, 3), (BIG,)),
-    ("s64x128o3TN", "float32", "TN", _f32(64, 128, 16, 3, 3), (BIG,)),
-    ("s64x128o3akc", "float32", "NN", _f32(64, 128, 16, 3, 3, a_kc=True), (BIG,)),
-    ("s64x128s4o3akc", "float32", "NN", _f32(64, 128, 16, 4, 3, a_kc=True), (BIG,)),
-    ("s64x128x32o2akc", "float32", "NN", _f32(64, 128, 32, 3, 2, a_kc=True), (BIG,)),
-    ("s128x128o2akc", "float32", "NN", _f32(128, 128, 16, 3, 2, a_kc=True), (BIG,)),
-    ("s64x128o3NT", "float32", "NT", _f32(64, 128, 16, 3, 3), (BIG,)),
-    ("s64x128o3NTakc", "float32", "NT", _f32(64, 128, 16, 3, 3, a_kc=True), (BIG,)),
-    ("s64x128sk3", "float32", "NN", _f32(64, 128, 16, 3, 3, stream_k=3), (MID,)),
-    ("s64x128sk3akc", "float32", "NN", _f32(64, 128, 16, 3, 3, stream_k=3, a_kc=True), (MID,)),
-    ("s64x128o3akcsk3", "float32", "NN", _f32(64, 128, 16, 3, 3, stream_k=3, a_kc=True), (BIG,)),
-    ("s64x128o3", "float32", "NN", _f32(64, 128, 16, 3, 3), (BIG,)),
-    ("s64x128o3akc", "float32", "NN", _f32(64, 128, 16, 3, 3, a_kc=True), (BIG,)),
-]
-SETS = {"1": CANDIDATES, "2": CANDIDATES2, "3": CANDIDATES3, "4": CANDIDATES4, "5": CANDIDATES5, "6": CANDIDATES6}
+SETS = {"1": CANDIDATES, "2": CANDIDATES2, "3": CANDIDATES3, "4": CANDIDATES4, "5": CANDIDATES5}
 
 
 def _spec(c):

@@ -781,33 +781,6 @@ def test_simt_layouts_and_edges(layout, epilogue, request):
     _assert_close(out, ref, "float32")
 
 
-@pytest.mark.parametrize("over", [dict(), dict(tm=64, tn=128), dict(tm=128, tn=128, tk=32, stages=2),
-                                  dict(tk=8, stream_k=1), dict(tm=32, tn=64, persistent=1)], ids=lambda v: str(v))
-@pytest.mark.parametrize("epilogue", ["scale", "axpby"])
-@pytest.mark.parametrize("layout", ["NN", "NT"])
-def test_simt_a_as_stored(layout, epilogue, over, request):
-    """The SIMT kernel with A's stages as stored (``a_kc``: rows of k copied in 16-byte chunks, read 4 k per 16-byte
-    load, a lane group's rows 4 apart): no transposing copy of A, the key names it, and on the CPU twin every output
-    (its row order in the product and both epilogues) against float64: M, N and K edges, three batch entries with A
-    broadcast, D a column view whose other columns stay; stream-K and persistent grids too."""
-    spec = _simt_spec(layout, epilogue, a_kc=True, **over)
-    assert P.simt_a_as_stored(spec) and spec.a_tile() == (spec.tm, spec.tk) and "_akc" in spec.key
-    assert spec.transposing_copies() == (False, layout[1] == "T") and P.unfit(spec) == ""
-    M, N, K = spec.tm + 37, 2 * spec.tn - 29, 3 * spec.tk + 7
-    ldb = _ld4(K) if layout[1] == "T" else _ld4(N)
-    out, ref = _run(spec, M, N, K, _rng(request), batch=3, a_nb=1, b_nb=3, c_nb=3, lda=_ld4(K) + 4, ldb=ldb,
-                    ldd=N + 5)
-    _assert_close(out, ref, "float32")
-
-
-@pytest.mark.parametrize("over,match", [(dict(layout_a="T"), "layout N"), (dict(pad_ab=8), "4 \\(mod 8\\)"),
-                                        (dict(simt=False, mma=4), "SIMT"), (dict(tk=6), "tk")])
-def test_simt_a_as_stored_refusals(over, match):
-    """a_kc is refused where it cannot run: A of layout T, rows of 0 (mod 8) words, a non-SIMT kernel, K tiles not
-    a whole number of 4."""
-    _assert_refused(dataclasses.replace(_simt_spec("NN", a_kc=True), **over), match)
-
-
 @pytest.mark.parametrize("tm,tn,tk,stages", [(128, 128, 32, 2), (64, 128, 16, 3)])
 @pytest.mark.parametrize("layout", ["NN", "TT"])
 def test_simt_large_tile_two_stages(layout, tm, tn, tk, stages, request):
@@ -1532,7 +1505,6 @@ def test_staged_store_forced_on_cuda(dtype, layout, cfg, planned, request):
     ("float16", False, dict(wgmma=True, block_dim=256, tm=128, tn=64, tk=64, pad_ab=0)),
     ("float16", False, dict(mma=4, block_dim=128, tm=64, tn=64, tk=32, pad_ab=8, stream_k=4)),
     ("float32", False, dict(simt=True, block_dim=64, tm=64, tn=64, tk=16, pad_ab=4, stream_k=2)),
-    ("float32", False, dict(simt=True, block_dim=128, tm=64, tn=128, tk=16, pad_ab=4, a_kc=True, stream_k=1)),
     ("float16", False, dict(mma=4, block_dim=128, tm=64, tn=64, tk=32, pad_ab=8, persistent=1)),
     ("float32", False, dict(simt=True, block_dim=64, tm=64, tn=64, tk=16, pad_ab=4, persistent=1))],
     ids=lambda v: str(v))
@@ -1544,8 +1516,6 @@ def test_cuda_thread_paths_on_cpu_fibers(dtype, tf32, over, layout, request):
     float64. 152x136x200 on 64x64 (32x32) tiles: interior tiles and M, N, K edges."""
     if bool(over.get("wgmma")) != (layout == "NT"):
         pytest.skip("the wgmma kernel is for layout NT only; NT is run for it alone")
-    if over.get("a_kc") and layout[0] == "T":
-        pytest.skip("a_kc is for A of layout N")
     spec = P.default_spec(dtype, "float32", tf32=tf32, layout=layout, epilogue="axpby", device_is_cpu=True, stages=3,
                           **{"pad_c": 0, **over})
     old = wp.config.enable_cpu_blocks

@@ -23,7 +23,6 @@ from .spec import (
     mma_warps,
     native_acc,
     native_store,
-    simt_a_as_stored,
     smem_bytes,
     staged_store,
     tiny_batched,

@@ -5,7 +5,7 @@ import warp as wp
 
 from ..common import native
 from ..common.kernels import ITEM_BYTES, grouped_tile
-from .spec import MMA_TYPES, SIMT_TILE, PipeSpec, mma_warps, simt_a_as_stored, simt_threads, wgmma_threads
+from .spec import MMA_TYPES, SIMT_TILE, PipeSpec, mma_warps, simt_threads, wgmma_threads
 
 _SNIPPETS = {**native.load(__file__, 'copy.cuh'), **native.load(__file__, 'mma_sync.cuh'), **native.load(__file__, 'simt.cuh'), **native.load(__file__, 'store.cuh'), **native.load(__file__, 'stream_k.cuh'), **native.load(__file__, 'wgmma.cuh'), **native.load(__file__, 'dmma.cuh')}
 
@@ -38,8 +38,6 @@ _COPY_T = _SNIPPETS['copy_t']
 _SIMT_GEOMETRY = _SNIPPETS['simt_geometry']
 
 _SIMT_MMA = _SNIPPETS['simt_mma']
-
-_SIMT_MMA_AKC = _SNIPPETS['simt_mma_akc']
 
 _MMA_GEOMETRY = _SNIPPETS['mma_geometry']
 
@@ -192,8 +190,6 @@ def _own_order(spec: PipeSpec) -> tuple[dict, dict]:
         f = _simt_fields(spec)
         order = dict(ORDER="_SIMT_MMA", PER=SIMT_TILE * SIMT_TILE, V=4, ROW="row0 + (o / 8) % 4 + 16 * (o / 32)",
                      COL="col0 + o % 4 + 32 * ((o % 8) / 4)")
-        if simt_a_as_stored(spec):  # a lane group's rows 4 apart (_SIMT_MMA_AKC)
-            order.update(ORDER="_SIMT_MMA_AKC", ROW="row0 + 4 * ((o / 8) % 4) + 16 * (o / 32)")
     elif spec.wgmma:
         f = _wgmma_fields(spec)
         order = dict(ORDER="_WGMMA", PER=f["PER"], V=2, ROW="wr + l / 4 + 8 * ((o % 4) / 2)",
@@ -235,18 +231,14 @@ def _own_store_snippet(spec: PipeSpec) -> str:
 
 
 def _simt_fields(spec: PipeSpec) -> dict:
-    """The fields of the SIMT product (:data:`_SIMT_MMA`, or :data:`_SIMT_MMA_AKC` where A's stage is as stored:
-    ``spec.a_kc``) and its geometry: a lane group's 4 rows consecutive (K-major A) or 4 apart (A as stored)."""
-    akc = simt_a_as_stored(spec)
-    ald = (spec.tk if akc else spec.tm) + spec.pad_ab
-    f = dict(VT=simt_threads(spec), WN=spec.tn // 64, TK=spec.tk, ALD=ald, BLD=spec.tn + spec.pad_ab,
-             RQ="" if akc else " * 4")
-    f.update(SA=(spec.tm if akc else spec.tk) * ald, SB=spec.tk * f["BLD"], GEOM=native.fill(_SIMT_GEOMETRY, **f))
+    f = dict(VT=simt_threads(spec), WN=spec.tn // 64, TK=spec.tk, ALD=spec.tm + spec.pad_ab,
+             BLD=spec.tn + spec.pad_ab)
+    f.update(SA=spec.tk * f["ALD"], SB=spec.tk * f["BLD"], GEOM=native.fill(_SIMT_GEOMETRY, **f))
     return f
 
 
 def _simt_mma_snippet(spec: PipeSpec) -> str:
-    return native.fill(_SIMT_MMA_AKC if simt_a_as_stored(spec) else _SIMT_MMA, **_simt_fields(spec))
+    return native.fill(_SIMT_MMA, **_simt_fields(spec))
 
 
 def _copy_t_snippet(spec: PipeSpec, rows: int, cols: int, dld: int) -> str:

@@ -68,7 +68,6 @@ class PipeSpec:
     wgmma: bool = False  # 16-bit NT through the _WGMMA snippet (sm_90a warpgroup MMAs on core-matrix stages)
     stream_k: int = 0  # > 0 (simt/mma): a grid of stream_k * SMs blocks sharing every tile's K steps (see _build)
     mma_k: int = 0  # float64 mma kernels: k of the sm_90 MMA (m16n8k4/8/16); 0: m8n8k4 pairs (as on sm_80)
-    a_kc: bool = False  # simt, A of layout N: A's stages as stored (tm x tk, k contiguous), no transposing copy
 
     @property
     def acc_dtype(self) -> str:
@@ -87,7 +86,6 @@ class PipeSpec:
         act += "_wgmma" if self.wgmma else ""
         act += f"_sk{self.stream_k}" if self.stream_k else ""
         act += f"_k{self.mma_k}" if self.mma_k else ""
-        act += "_akc" if self.a_kc else ""
         act += "_ts" if staged_store(self) else ""  # the epilogue through shared memory (_STAGED_STORE)
         return (f"wg_pipe_{self.in_dtype}_{self.out_dtype}_{self.layout_a}{self.layout_b}_"
                 f"{self.tm}x{self.tn}x{self.tk}_s{self.stages}_b{self.block_dim}{occ}_c{self.chunk}_"
@@ -95,8 +93,8 @@ class PipeSpec:
 
     def a_tile(self) -> tuple[int, int]:
         """Rows and columns of one stage of A in shared memory: as stored (layout T: the transposed tile), or
-        K-major ``(tk, tm)`` in the SIMT kernel whatever the layout (but as stored with ``a_kc``)."""
-        if self.simt and not simt_a_as_stored(self):
+        K-major ``(tk, tm)`` in the SIMT kernel whatever the layout."""
+        if self.simt:
             return (self.tk, self.tm)
         return (self.tk, self.tm) if self.layout_a == "T" else (self.tm, self.tk)
 
@@ -122,7 +120,7 @@ class PipeSpec:
         """Whether A's and B's stages hold the transpose of the tile as stored (copied 4 bytes at a time by
         ``_COPY_T``): the SIMT kernel's A stored (M, K) and B stored (N, K)."""
         if self.simt:
-            return self.layout_a == "N" and not self.a_kc, self.layout_b == "T"
+            return self.layout_a == "N", self.layout_b == "T"
         return False, False
 
     def scalar_fragments(self) -> tuple[bool, bool]:
@@ -463,12 +461,6 @@ def staged_store(spec: PipeSpec) -> bool:
     return spec.tm * (spec.tn * it + 16) <= a_bytes
 
 
-def simt_a_as_stored(spec: PipeSpec) -> bool:
-    """Whether the SIMT kernel reads A from stages as stored (``spec.a_kc``, layout N: rows of k), 4 k per 16-byte
-    load (:data:`_SIMT_MMA_AKC`), instead of K-major stages filled by a transposing copy."""
-    return spec.simt and spec.a_kc and spec.layout_a == "N"
-
-
 def simt_threads(spec: PipeSpec) -> int:
     """Threads of the SIMT kernel's tile (:data:`_SIMT_MMA`): one per 8x8 outputs; the CUDA block size."""
     return spec.tm * spec.tn // (SIMT_TILE * SIMT_TILE)
@@ -536,8 +528,6 @@ def _check(spec: PipeSpec) -> None:
     if not 0 <= spec.stream_k <= 8 or (spec.stream_k and (spec.persistent or not (spec.simt or spec.mma))):
         raise ValueError(f"{spec}: stream-K (0-8 blocks per SM) is for the simt and mma kernels (register "
                          "accumulators), without persistent blocks")
-    if spec.a_kc and (not spec.simt or spec.tk % 4):
-        raise ValueError(f"{spec}: a_kc is the SIMT kernel's (simt), reading A 4 k at a time (tk a multiple of 4)")
     if spec.mma_k and not spec.mma:
         raise ValueError(f"{spec}: mma_k is the float64 mma.sync kernel's (mma > 0)")
     if (spec.simt + bool(spec.mma) + spec.wgmma) > 1:
@@ -568,9 +558,6 @@ def _check_simt(spec: PipeSpec) -> None:
                          "bias or activation")
     if spec.chunk != 16 or (spec.pad_ab * 4) % 16:
         raise ValueError(f"{spec}: the SIMT kernel reads B in 16-byte words: chunk 16 and pad_ab a multiple of 4")
-    if spec.a_kc and (spec.layout_a != "N" or (spec.tk + spec.pad_ab) % 8 != 4):
-        raise ValueError(f"{spec}: a_kc (A's SIMT stages as stored) is for A of layout N with rows of tk + pad_ab = 4 "
-                         "(mod 8) words (the 4 rows of a 16-byte load in 4 bank quads)")
 
 
 def _check_mma(spec: PipeSpec) -> None:

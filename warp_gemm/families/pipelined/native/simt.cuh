@@ -4,7 +4,7 @@
         const int v = WP_TILE_THREAD_IDX * (${VT} / WP_TILE_BLOCK_DIM) + q;  // the thread of the ${VT} the tile needs
         const int w = v / 32;
         const int l = v % 32;
-        const int row0 = (w / ${WN}) * 32 + (l / 8)${RQ};
+        const int row0 = (w / ${WN}) * 32 + (l / 8) * 4;
         const int col0 = (w % ${WN}) * 64 + (l % 8) * 4;
 //! snippet simt_mma template
 
@@ -37,49 +37,5 @@ ${GEOM}        const float* pa = As + row0;
             for (int i = 0; i < 8; ++i)
 #pragma unroll
                 for (int j = 0; j < 8; ++j) d[i * 8 + j] += a[i] * b[j];
-        }
-    }
-//! snippet simt_mma_akc template
-
-    // acc += A x B over stage s of the shared buffers ba (A as stored: TM x TK, k contiguous, row stride ${ALD}) and bb
-    // (K-major: TK x TN, row stride ${BLD}), in float32 FMAs. The tile's ${VT} threads (CUDA: the block; the CPU runs them
-    // one after another) keep 8 x 8 outputs each in acc.data (q: the CPU's ${VT} / block_dim of them per real thread):
-    // thread v of warp w = v / 32, lane l holds rows row0 + 4 (i % 4) + 16 (i / 4) and columns col0 + (j % 4) + 32 (j / 4),
-    // i, j < 8, row0 = (w / ${WN}) * 32 + l / 8, col0 = (w % ${WN}) * 64 + (l % 8) * 4. Per 4 k: one 16-byte load of
-    // each of the thread's 8 rows of A (4 k each; the 4 lane groups read 4 consecutive rows, whose 16 bytes are 4
-    // different bank quads with a row stride of 4 (mod 8) words), two of B per k. No barrier: the caller syncs before
-    // it refills a stage.
-    const float* As = (const float*)ba.data.ptr + (size_t)s * ${SA};
-    const float* Bs = (const float*)bb.data.ptr + (size_t)s * ${SB};
-    for (int q = 0; q < ${VT} / WP_TILE_BLOCK_DIM; ++q) {
-${GEOM}        const float* pa = As + (size_t)row0 * ${ALD};
-        const float* pb = Bs + col0;
-        float* d = acc.data + q * 64;
-#pragma unroll
-        for (int k4 = 0; k4 < ${TK}; k4 += 4) {
-            alignas(16) float a4[8][4];
-#if defined(__CUDA_ARCH__)
-#pragma unroll
-            for (int i = 0; i < 8; ++i)
-                *(float4*)a4[i] = *(const float4*)(pa + (4 * (i % 4) + 16 * (i / 4)) * ${ALD} + k4);
-#else
-            for (int i = 0; i < 8; ++i)
-                for (int u = 0; u < 4; ++u) a4[i][u] = pa[(4 * (i % 4) + 16 * (i / 4)) * ${ALD} + k4 + u];
-#endif
-#pragma unroll
-            for (int u = 0; u < 4; ++u) {
-                const int k = k4 + u;
-                alignas(16) float b[8];
-#if defined(__CUDA_ARCH__)
-                *(float4*)b = *(const float4*)(pb + ${BLD} * k);
-                *(float4*)(b + 4) = *(const float4*)(pb + ${BLD} * k + 32);
-#else
-                for (int j = 0; j < 8; ++j) b[j] = pb[${BLD} * k + (j % 4) + 32 * (j / 4)];
-#endif
-#pragma unroll
-                for (int i = 0; i < 8; ++i)
-#pragma unroll
-                    for (int j = 0; j < 8; ++j) d[i * 8 + j] += a4[i][u] * b[j];
-            }
         }
     }
