@@ -1102,8 +1102,8 @@ def test_stream_k_on_cpu(kind, layout, epilogue, case, request):
     """The stream-K kernel (whole waves of tiles one per block, then the last tiles' K steps shared evenly by the
     fixed grid; a tile split across blocks summed by its finisher from the contributors' flagged workspace slots in
     block order): on the CPU twin blocks run in index order, so each flag a finisher waits for is set (a missing one
-    turns its sums NaN). NaN-prefilled output and workspace, batch broadcast of A, C, every flag zero after the launch
-    (checked in _run)."""
+    turns its sums NaN). NaN-prefilled output and workspace, batch broadcast of A, C, A and B column views of wider
+    arrays, D a column view whose other columns stay, every flag zero after the launch (checked in _run)."""
     if kind == "tf32" and not _compat.HAS_TF32:
         pytest.skip("no tf32 in this Warp")
     M, N, K, batch, sk = case
@@ -1111,7 +1111,8 @@ def test_stream_k_on_cpu(kind, layout, epilogue, case, request):
     grid, _, _ = P.stream_k_sizes(spec, M, N, K, batch, wp.get_device("cpu"))
     total = batch * -(-M // spec.tm) * -(-N // spec.tn) * -(-K // spec.tk)
     assert grid == min(total, 4 * sk) and "_sk" in spec.key
-    out, ref = _run(spec, M, N, K, _rng(request), batch=batch, a_nb=1, b_nb=batch, c_nb=batch, lda=lda, ldb=ldb)
+    out, ref = _run(spec, M, N, K, _rng(request), batch=batch, a_nb=1, b_nb=batch, c_nb=batch, lda=lda, ldb=ldb,
+                    ldd=N + 3)
     _assert_close(out, ref, spec.out_dtype, tf32=kind == "tf32")
 
 
@@ -1839,7 +1840,8 @@ def test_dmma_forced_on_cuda(layout, cfg, epilogue, planned, request):
 @pytest.mark.parametrize("dtype,shape", [("float64", (1000, 1000, 1000)), ("float64", (64, 64, 64)),
                                          ("float64", (33, 17, 65)), ("float32", (1000, 1000, 1000)),
                                          ("float32", (33, 17, 65)), ("float32", (64, 64, 64)),
-                                         ("float64", (2048, 2048, 256))], ids=lambda v: str(v))
+                                         ("float64", (2048, 2048, 256)), ("float64", (1001, 999, 1003)),
+                                         ("float32", (999, 1001, 997))], ids=lambda v: str(v))
 def test_snippet_defaults_on_cuda(dtype, shape, planned, request):
     """The default path on CUDA for exact float32 and float64 at every size: the SIMT / DMMA kernels (small grids:
     stream-K for float32 and for float64's 64x64x16 tiles, 64x32 tiles for float64's smallest grids), never
