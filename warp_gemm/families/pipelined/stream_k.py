@@ -19,7 +19,8 @@ def _stream_k_kernel(spec: PipeSpec, copy_stage, mma, own_store, commit, wait_pr
       g takes tiles g, g + grid, ... (batch entries, then grouped tiles: :func:`persistent_tile`), as a grid of one tile
       per block would run them, so the blocks at work at one time share their rows of A and columns of B in L2.
     - The K steps of the other tiles, tile after tile, form one sequence of ``sk_total`` iterations: block g takes
-      ``[g * sk_total // grid, (g + 1) * sk_total // grid)`` (at least one each: the launch keeps grid <= sk_total).
+      ``[g * sk_total // grid, (g + 1) * sk_total // grid)`` (at least one each, as grid <= sk_total; none at all
+      where the tiles fill whole waves and every tile is run whole).
     Each run (a tile's whole K range, or the part of it in the block's range) has the K loop of the one-tile kernel:
     its own prologue, copies ``stages - 1`` steps ahead, one barrier per step. Where a run ends:
     - the run is the whole tile: it stores the tile (alpha, beta * C, the cast: the kernel's own store);
@@ -29,10 +30,11 @@ def _stream_k_kernel(spec: PipeSpec, copy_stage, mma, own_store, commit, wait_pr
       tile's finisher: it waits for the flags of the lower blocks that hold the tile's earlier K steps, adds their
       slots in block order and stores the tile. Those blocks spill before their own last run, and wait only on lower
       blocks in turn; on the CPU (blocks one after another in index order) their flags are always set.
-    The sum of a tile split across blocks is the same in every launch of the same grid (a fixed order). The one-grid
-    stream-K loop that this replaces (copies ahead across tile boundaries, every tile of the problem shared) ran fp64
-    128x64 tiles at 4096^3 at 38.7 TFLOP/s against 47.8 for one tile per block (H200): concurrent blocks worked on
-    tiles ~8 apart, A and B did not stay in L2."""
+    The sum of a tile split across blocks is the same in every launch of the same grid (a fixed order). Why whole
+    waves and runs: one loop over every tile's K steps (copies ahead across tile boundaries, every tile shared) ran
+    fp64 128x64 tiles at 4096^3 at 38.7 TFLOP/s against 47.8 one tile per block, and 1000^3 at 80.7 us against 64.4
+    for the runs (H200); there, blocks at work at one time are ~8 tiles apart (A and B not held in L2: the likely
+    cause, not profiled)."""
     TM, TN, S = spec.tm, spec.tn, spec.stages
     IN, OUT, ACC = WP_DTYPES[spec.in_dtype], WP_DTYPES[spec.out_dtype], WP_DTYPES[spec.acc_dtype]
     AR, AC = spec.a_tile()
