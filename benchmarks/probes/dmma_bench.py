@@ -7,7 +7,8 @@
     python benchmarks/probes/dmma_bench.py first CASE OUT  # one fresh process, an empty kernel cache: the first
                                                            # warp_gemm.matmul call of CASE ("fp64:1000x1000x1000")
 
-DMMA_SET=2 takes the second candidate list. Each mode appends JSON lines to OUT. Timing: CUDA events around R launches (Warp's launch on torch's stream),
+DMMA_SET=2-5 takes the second to fifth candidate list; DMMA_ONLY=name,name builds only those (a candidate named twice
+is built once). Each mode appends JSON lines to OUT. Timing: CUDA events around R launches (Warp's launch on torch's stream),
 the median of 5 such loops, inputs rotated over enough sets to exceed 200 MB (cold L2), NaN-prefilled outputs; the
 check compares against float64 on the CPU (relative Frobenius error, NaN fails).
 """
@@ -94,7 +95,81 @@ CANDIDATES2 = [
     ("s128x64sk3", "float32", "NN", _f32(128, 64, 16, 3, 3, stream_k=3), (MID,)),
     ("s64x64sk4", "float32", "NN", _f32(64, 64, 16, 3, 6, stream_k=4), (MID,)),
 ]
-SETS = {"1": CANDIDATES, "2": CANDIDATES2}
+# The third pass: stream-K over the whole grid at 4096^3 as well (128x64 fp64 tiles: 2048 tiles on 264 slots, 7.8
+# waves; 64x128 fp32 tiles on 396 slots, 5.2 waves), the 1000^3 grids with stream-K, each default measured first and
+# again last (the spread).
+CANDIDATES3 = [
+    ("d128x64k8", "float64", "NN", _f64(128, 64, 16, 3, 4, 2, 8), (BIG,)),
+    ("d64x64x32k16", "float64", "NN", _f64(64, 64, 32, 3, 4, 2, 16), (MID,)),
+    ("s64x128o3", "float32", "NN", _f32(64, 128, 16, 3, 3), (BIG,)),
+    ("s64x128sk2", "float32", "NN", _f32(64, 128, 16, 3, 3, stream_k=2), (MID,)),
+    ("d128x64k8sk2", "float64", "NN", _f64(128, 64, 16, 3, 4, 2, 8, stream_k=2), (BIG, MID)),
+    ("d128x64k16sk2", "float64", "NN", _f64(128, 64, 16, 3, 4, 2, 16, stream_k=2), (BIG, MID)),
+    ("d128x64x32s2k8sk2", "float64", "NN", _f64(128, 64, 32, 2, 4, 2, 8, stream_k=2), (BIG, MID)),
+    ("d128x128w8k8sk1", "float64", "NN", _f64(128, 128, 16, 3, 8, 1, 8, stream_k=1), (BIG, MID)),
+    ("d64x64x32k16sk2", "float64", "NN", _f64(64, 64, 32, 3, 4, 2, 16, stream_k=2), (MID,)),
+    ("d64x64k8sk3", "float64", "NN", _f64(64, 64, 16, 3, 4, 3, 8, stream_k=3), (MID,)),
+    ("d64x128k8sk2", "float64", "NN", _f64(64, 128, 16, 3, 4, 2, 8, stream_k=2), (MID,)),
+    ("d128x64k8sk1", "float64", "NN", _f64(128, 64, 16, 3, 4, 2, 8, stream_k=1), (MID,)),
+    ("d128x64k8NTsk2", "float64", "NT", _f64(128, 64, 16, 3, 4, 2, 8, stream_k=2), (BIG,)),
+    ("s64x128sk3", "float32", "NN", _f32(64, 128, 16, 3, 3, stream_k=3), (BIG, MID)),
+    ("s64x128s4sk3", "float32", "NN", _f32(64, 128, 16, 4, 3, stream_k=3), (BIG, MID)),
+    ("s64x128s4o3", "float32", "NN", _f32(64, 128, 16, 4, 3), (BIG,)),
+    ("s64x128s4sk2", "float32", "NN", _f32(64, 128, 16, 4, 3, stream_k=2), (MID,)),
+    ("s128x64sk3", "float32", "NN", _f32(128, 64, 16, 3, 3, stream_k=3), (BIG, MID)),
+    ("s128x128sk2", "float32", "NN", _f32(128, 128, 16, 3, 2, stream_k=2), (BIG, MID)),
+    ("s64x64sk4", "float32", "NN", _f32(64, 64, 16, 3, 6, stream_k=4), (MID,)),
+    ("s64x64sk6", "float32", "NN", _f32(64, 64, 16, 3, 6, stream_k=6), (MID,)),
+    ("s64x128o3TNsk3", "float32", "TN", _f32(64, 128, 16, 3, 3, stream_k=3), (BIG,)),
+    ("d128x64k8", "float64", "NN", _f64(128, 64, 16, 3, 4, 2, 8), (BIG,)),
+    ("d64x64x32k16", "float64", "NN", _f64(64, 64, 32, 3, 4, 2, 16), (MID,)),
+    ("s64x128o3", "float32", "NN", _f32(64, 128, 16, 3, 3), (BIG,)),
+    ("s64x128sk2", "float32", "NN", _f32(64, 128, 16, 3, 3, stream_k=2), (MID,)),
+]
+# The fourth pass: the stream-K kernel of runs (whole waves one tile per block, then the last tiles' K steps shared;
+# each run with the one-tile kernel's K loop): at 4096^3 and 1000^3, against the defaults, which come first and last.
+CANDIDATES4 = [
+    ("d128x64k8", "float64", "NN", _f64(128, 64, 16, 3, 4, 2, 8), (BIG,)),
+    ("d64x64x32k16", "float64", "NN", _f64(64, 64, 32, 3, 4, 2, 16), (MID,)),
+    ("s64x128o3", "float32", "NN", _f32(64, 128, 16, 3, 3), (BIG, MID)),
+    ("d128x64k8sk2", "float64", "NN", _f64(128, 64, 16, 3, 4, 2, 8, stream_k=2), (BIG, MID)),
+    ("d128x64k16sk2", "float64", "NN", _f64(128, 64, 16, 3, 4, 2, 16, stream_k=2), (BIG, MID)),
+    ("d128x64x32s2k8sk2", "float64", "NN", _f64(128, 64, 32, 2, 4, 2, 8, stream_k=2), (MID,)),
+    ("d64x128k8sk2", "float64", "NN", _f64(64, 128, 16, 3, 4, 2, 8, stream_k=2), (MID,)),
+    ("d64x64k8sk3", "float64", "NN", _f64(64, 64, 16, 3, 4, 3, 8, stream_k=3), (MID,)),
+    ("d128x64k8NTsk2", "float64", "NT", _f64(128, 64, 16, 3, 4, 2, 8, stream_k=2), (BIG,)),
+    ("d128x64k8NT", "float64", "NT", _f64(128, 64, 16, 3, 4, 2, 8), (BIG,)),
+    ("s64x128sk2", "float32", "NN", _f32(64, 128, 16, 3, 3, stream_k=2), (MID,)),
+    ("s64x128sk3", "float32", "NN", _f32(64, 128, 16, 3, 3, stream_k=3), (BIG, MID)),
+    ("s64x128s4sk3", "float32", "NN", _f32(64, 128, 16, 4, 3, stream_k=3), (BIG, MID)),
+    ("s128x128sk2", "float32", "NN", _f32(128, 128, 16, 3, 2, stream_k=2), (MID,)),
+    ("s64x128o3TNsk3", "float32", "TN", _f32(64, 128, 16, 3, 3, stream_k=3), (BIG,)),
+    ("s64x128o3TN", "float32", "TN", _f32(64, 128, 16, 3, 3), (BIG,)),
+    ("d128x64k8", "float64", "NN", _f64(128, 64, 16, 3, 4, 2, 8), (BIG,)),
+    ("d64x64x32k16", "float64", "NN", _f64(64, 64, 32, 3, 4, 2, 16), (MID,)),
+    ("s64x128o3", "float32", "NN", _f32(64, 128, 16, 3, 3), (BIG, MID)),
+]
+# The fifth pass: the float64 small-grid tile under stream-K (sm_90 MMA, K depth, stages, blocks per SM).
+CANDIDATES5 = [
+    ("d64x64x32k16", "float64", "NN", _f64(64, 64, 32, 3, 4, 2, 16), (MID,)),
+    ("d64x64k8sk3", "float64", "NN", _f64(64, 64, 16, 3, 4, 3, 8, stream_k=3), (MID,)),
+    ("d64x64k16sk3", "float64", "NN", _f64(64, 64, 16, 3, 4, 3, 16, stream_k=3), (MID,)),
+    ("d64x64k4sk3", "float64", "NN", _f64(64, 64, 16, 3, 4, 3, 4, stream_k=3), (MID,)),
+    ("d64x64k8sk2", "float64", "NN", _f64(64, 64, 16, 3, 4, 2, 8, stream_k=2), (MID,)),
+    ("d64x64k8s4sk2", "float64", "NN", _f64(64, 64, 16, 4, 4, 2, 8, stream_k=2), (MID,)),
+    ("d64x64x32s2k8sk3", "float64", "NN", _f64(64, 64, 32, 2, 4, 3, 8, stream_k=3), (MID,)),
+    ("d64x64x32k16sk2", "float64", "NN", _f64(64, 64, 32, 3, 4, 2, 16, stream_k=2), (MID,)),
+    ("d64x32w2k8sk4", "float64", "NN", _f64(64, 32, 16, 3, 2, 4, 8, stream_k=4), (MID,)),
+    ("d64x32w2k16sk4", "float64", "NN", _f64(64, 32, 16, 3, 2, 4, 16, stream_k=4), (MID,)),
+    ("d32x64w2k8sk4", "float64", "NN", _f64(32, 64, 16, 3, 2, 4, 8, stream_k=4), (MID,)),
+    ("s64x128o3", "float32", "NN", _f32(64, 128, 16, 3, 3), (MID,)),
+    ("s64x128sk2", "float32", "NN", _f32(64, 128, 16, 3, 3, stream_k=2), (MID,)),
+    ("s64x128sk3", "float32", "NN", _f32(64, 128, 16, 3, 3, stream_k=3), (MID,)),
+    ("s64x64sk6", "float32", "NN", _f32(64, 64, 16, 3, 6, stream_k=6), (MID,)),
+    ("d64x64x32k16", "float64", "NN", _f64(64, 64, 32, 3, 4, 2, 16), (MID,)),
+    ("d64x64k8sk3", "float64", "NN", _f64(64, 64, 16, 3, 4, 3, 8, stream_k=3), (MID,)),
+]
+SETS = {"1": CANDIDATES, "2": CANDIDATES2, "3": CANDIDATES3, "4": CANDIDATES4, "5": CANDIDATES5}
 
 
 def _spec(c):
@@ -173,7 +248,10 @@ def build(i0, n, out):
 
     _init(wp, torch)
     torch.manual_seed(i0)
-    for c in SETS[os.environ.get("DMMA_SET", "1")][i0::n]:
+    only = [x for x in os.environ.get("DMMA_ONLY", "").split(",") if x]
+    cands = [c for i, c in enumerate(SETS[os.environ.get("DMMA_SET", "1")]) if c[0] not in
+             [d[0] for d in SETS[os.environ.get("DMMA_SET", "1")][:i]] and (not only or c[0] in only)]
+    for c in cands[i0::n]:
         spec = _spec(c)
         M, N, K = 2 * spec.tm + 13, 2 * spec.tn + 7, 3 * spec.tk + 5
         a, b, A, B = _operands(torch, c[1], c[2], M, N, K)

@@ -854,7 +854,7 @@ def _cuda_like_problem(monkeypatch, n: int, np_dtype):
     (None, "tiled", "tiled")])
 def test_simt_planned_on_a_cuda_like_device(monkeypatch, cfg, family, want):
     """The planner on a CUDA-like device (pure arithmetic, nothing launched), exact float32 1024^3 with B stored
-    (N, K): the SIMT kernel by default (128 tiles of 64x128 on 132 SMs: stream-K over two blocks per SM), the
+    (N, K): the SIMT kernel by default (128 tiles of 64x128 on 132 SMs: stream-K over three blocks per SM), the
     configuration where given, with its 256 threads and the fp32 row padding."""
     from warp_gemm.config.configs import PipeConfig
     from warp_gemm.core.options import Options
@@ -873,7 +873,7 @@ def test_simt_planned_on_a_cuda_like_device(monkeypatch, cfg, family, want):
     elif want == "simt-default":
         spec = plan.family_spec
         assert plan.family == "pipelined" and spec.simt and (spec.tm, spec.tn, spec.tk, spec.block_dim, spec.stream_k) \
-            == (64, 128, 16, 128, 2), spec
+            == (64, 128, 16, 128, 3), spec
     else:
         assert plan.family == want
 
@@ -902,11 +902,13 @@ def test_snippet_defaults_for_large_problems_on_cuda(monkeypatch):
     assert (sd.tm, sd.tn, sd.tk, sd.stages, sd.block_dim, sd.min_blocks, sd.mma, sd.mma_k, sd.pad_ab, sd.pad_c) == \
         (128, 64, 16, 3, 128, 2, 4, P.DMMA_DEFAULT_K, 4, 0)
     small = {d: P.default_spec(d, M=1000, N=1000, K=1000) for d in ("float32", "float64")}
-    assert small["float32"].simt and small["float32"].stream_k == 2 and small["float32"].tn == 128
-    assert (small["float64"].tm, small["float64"].tn, small["float64"].tk, small["float64"].mma_k) == (64, 64, 32, 16)
+    assert small["float32"].simt and small["float32"].stream_k == 3 and small["float32"].tn == 128
+    assert (small["float64"].tm, small["float64"].tn, small["float64"].tk, small["float64"].mma_k) == (64, 64, 16, 8)
+    assert (small["float64"].stream_k, small["float64"].min_blocks, small["float64"].block_dim) == (3, 3, 128)
+    assert not P.default_spec("float64", M=4096, N=4096, K=4096).stream_k
     tiny = {d: P.default_spec(d, M=33, N=17, K=65) for d in ("float32", "float64")}
     assert tiny["float32"].simt and (tiny["float32"].tm, tiny["float32"].tn, tiny["float32"].stream_k) == (32, 64, 0)
-    assert tiny["float64"].mma == 2 and (tiny["float64"].tm, tiny["float64"].tn) == (64, 32)
+    assert tiny["float64"].mma == 2 and (tiny["float64"].tm, tiny["float64"].tn, tiny["float64"].stream_k) == (64, 32, 0)
     for spec in (P.default_spec("float16", activation="relu", **big), P.default_spec("float16", device_is_cpu=True),
                  P.default_spec("float32", activation="relu", **big), P.default_spec("float64", activation="relu", **big),
                  P.default_spec("float64", device_is_cpu=True)):
@@ -1071,11 +1073,12 @@ def test_mma_warp_splits(dtype, tm, tn, tk, mma, warps, request):
     _assert_close(out, ref, "float32" if dtype == "tf32" else dtype, tf32=dtype == "tf32")
 
 
-# --- stream-K (spec.stream_k; not a default, round 14) ------------------------------------------------------
+# --- stream-K (spec.stream_k; the exact-fp32 and fp64 default where 128x64 tiles fit one wave) -----------------
 # (M, N, K, batch, stream_k) on 64x64x32 mma tiles / 64x64x16 SIMT tiles, the CPU counting 4 SMs: the grid is
-# stream_k * 4 blocks, at most one per K step. 70x131x75 x3: 18 tiles of 3 K steps over 4 blocks (runs end inside
-# tiles); over 32 blocks (one or two K steps each: tiles of up to 3 blocks, middle contributors); 60x50x300: one
-# tile of 10 K steps over 8 blocks (a finisher with 7 contributors); 130x64x64 x2: 8 K steps over 8 blocks, one each.
+# stream_k * 4 blocks, at most one per K step. 70x131x75 x3: 18 tiles over 4 blocks (3 whole waves, then 6 tiles
+# shared: runs end inside tiles, deferred finisher runs); over 32 blocks (one or two K steps each: tiles of up to 3
+# blocks, middle contributors); 60x50x300: one tile of 10 K steps over 8 blocks (a finisher with 7 contributors);
+# 130x64x64 x2: the K steps over 8 blocks, one or two each; 130x128x75 x2: 12 tiles over 4 blocks, whole waves only.
 def _own_case(kind, layout, epilogue, M, N, K, **over):
     """A register-accumulator spec (``kind``: "float16"/"tf32" mma.sync, "float64" DMMA with m16n8k8 on sm_90, "simt"),
     float32 output (float64: float64), with ``over``, and the 16-byte-aligned row strides (lda, ldb) of its M x K by
@@ -1089,17 +1092,18 @@ def _own_case(kind, layout, epilogue, M, N, K, **over):
     return spec, ld(M) if layout[0] == "T" else ld(K), ld(K) if layout[1] == "T" else ld(N)
 
 
-SK_CASES = [(70, 131, 75, 3, 1), (70, 131, 75, 3, 8), (60, 50, 300, 1, 2), (130, 64, 64, 2, 2)]
+SK_CASES = [(70, 131, 75, 3, 1), (70, 131, 75, 3, 8), (60, 50, 300, 1, 2), (130, 64, 64, 2, 2), (130, 128, 75, 2, 1)]
 
 
 @pytest.mark.parametrize("case", SK_CASES, ids=lambda c: "M{}-N{}-K{}-b{}-k{}".format(*c))
 @pytest.mark.parametrize("layout,epilogue", [("NN", "axpby"), ("TT", "scale"), ("NT", "axpby")])
 @pytest.mark.parametrize("kind", ["float16", "tf32", "simt", "float64"])
 def test_stream_k_on_cpu(kind, layout, epilogue, case, request):
-    """The stream-K kernel (every tile's K steps shared evenly by a fixed grid; a tile split across blocks summed by
-    its finisher from the contributors' flagged workspace slots in block order): on the CPU twin blocks run in index
-    order, so each flag a finisher waits for is set (a missing one turns its sums NaN). NaN-prefilled output and
-    workspace, batch broadcast of A, C, every flag zero after the launch (checked in _run)."""
+    """The stream-K kernel (whole waves of tiles one per block, then the last tiles' K steps shared evenly by the
+    fixed grid; a tile split across blocks summed by its finisher from the contributors' flagged workspace slots in
+    block order): on the CPU twin blocks run in index order, so each flag a finisher waits for is set (a missing one
+    turns its sums NaN). NaN-prefilled output and workspace, batch broadcast of A, C, A and B column views of wider
+    arrays, D a column view whose other columns stay, every flag zero after the launch (checked in _run)."""
     if kind == "tf32" and not _compat.HAS_TF32:
         pytest.skip("no tf32 in this Warp")
     M, N, K, batch, sk = case
@@ -1107,8 +1111,18 @@ def test_stream_k_on_cpu(kind, layout, epilogue, case, request):
     grid, _, _ = P.stream_k_sizes(spec, M, N, K, batch, wp.get_device("cpu"))
     total = batch * -(-M // spec.tm) * -(-N // spec.tn) * -(-K // spec.tk)
     assert grid == min(total, 4 * sk) and "_sk" in spec.key
-    out, ref = _run(spec, M, N, K, _rng(request), batch=batch, a_nb=1, b_nb=batch, c_nb=batch, lda=lda, ldb=ldb)
+    out, ref = _run(spec, M, N, K, _rng(request), batch=batch, a_nb=1, b_nb=batch, c_nb=batch, lda=lda, ldb=ldb,
+                    ldd=N + 3)
     _assert_close(out, ref, spec.out_dtype, tf32=kind == "tf32")
+
+
+@pytest.mark.parametrize("tiles,grid,dp", [(18, 4, 12), (12, 4, 12), (7, 4, 0), (6, 8, 0), (9, 4, 4),
+                                           (2048, 264, 1584), (2048, 396, 1584), (128, 264, 0)])
+def test_stream_k_dp_tiles(tiles, grid, dp):
+    """The tiles a stream-K grid runs whole: every full wave but the last where a partial wave follows (that one and
+    the partial one are shared), all of them in whole waves, none under two waves."""
+    assert P.stream_k_dp_tiles(tiles, grid) == dp
+    assert dp % grid == 0 and (dp == tiles or tiles - dp >= grid or dp == 0)
 
 
 @pytest.mark.parametrize("kind,stages,per", [("float16", 6, 0), ("float16", 8, 1), ("simt", 5, 0), ("tile", 8, 0)])
@@ -1349,12 +1363,15 @@ def test_mma_forced_on_cuda(dtype, layout, cfg, epilogue, planned, request):
 @pytest.mark.parametrize("dtype,layout,cfg", [
     ("float16", "NN", "pipe/128x128x64/s3/b128/o1/k1/mma"), ("float16", "TT", "pipe/64x64x64/s3/b128/o4/k4/mma"),
     ("bfloat16", "NT", "pipe/128x128x32/s3/b128/o2/k2/mma"), ("tf32", "TN", "pipe/128x128x32/s3/b128/o2/k2/mma"),
-    ("float32", "NN", "pipe/64x128x16/s3/b128/o3/k3/simt")], ids=lambda v: str(v))
+    ("float32", "NN", "pipe/64x128x16/s3/b128/o3/k3/simt"), ("float64", "NN", "pipe/64x64x16/s3/b128/o3/k3/mma"),
+    ("float64", "TT", "pipe/128x64x16/s3/b128/o2/k2/mma"), ("float64", "TN", "pipe/64x32x16/s3/b64/o4/k1/mma"),
+    ("float32", "NT", "pipe/64x64x16/s3/b64/o4/k1/simt")], ids=lambda v: str(v))
 @pytest.mark.parametrize("epilogue", ["scale", "axpby"])
 def test_stream_k_forced_on_cuda(dtype, layout, cfg, epilogue, planned, request):
-    """The stream-K kernel (not a default; round 14) forced through the API on CUDA: two batch entries of 1000x1000,
-    K 520 (M, N and K edges; 64-128 tiles of 9-17 K steps shared by 132-528 blocks, so most tiles are split), alpha
-    and beta * C, NaN-prefilled: checked against float64. A finisher waits on the flags of lower blocks only."""
+    """The stream-K kernel forced through the API on CUDA: two batch entries of 1000x1000, K 520 (M, N and K edges;
+    64-1024 tiles of 9-33 K steps over 132-528 blocks: most grids share every tile, so most tiles are split; the
+    64x32 and 64x64 tiles over one block per SM run 6 and 2 whole waves first, then share the rest), alpha and beta *
+    C, NaN-prefilled: checked against float64. A finisher waits on the flags of lower blocks only."""
     if dtype == "bfloat16" and not _compat.HAS_BF16:
         pytest.skip("no bfloat16 in this Warp")
     tf32 = dtype == "tf32"
@@ -1823,11 +1840,13 @@ def test_dmma_forced_on_cuda(layout, cfg, epilogue, planned, request):
 @pytest.mark.parametrize("dtype,shape", [("float64", (1000, 1000, 1000)), ("float64", (64, 64, 64)),
                                          ("float64", (33, 17, 65)), ("float32", (1000, 1000, 1000)),
                                          ("float32", (33, 17, 65)), ("float32", (64, 64, 64)),
-                                         ("float64", (2048, 2048, 256))], ids=lambda v: str(v))
+                                         ("float64", (2048, 2048, 256)), ("float64", (1001, 999, 1003)),
+                                         ("float32", (999, 1001, 997))], ids=lambda v: str(v))
 def test_snippet_defaults_on_cuda(dtype, shape, planned, request):
     """The default path on CUDA for exact float32 and float64 at every size: the SIMT / DMMA kernels (small grids:
-    stream-K for float32, 64x64x32 / 64x32 tiles for float64), never tile_matmul, correct against float64 with a
-    NaN-prefilled output (row strides not 16-byte aligned staged first)."""
+    stream-K for float32 and for float64's 64x64x16 tiles, 64x32 tiles for float64's smallest grids), never
+    tile_matmul, correct against float64 with a NaN-prefilled output (row strides not 16-byte aligned staged
+    first)."""
     from conftest import make, nan_like, to_f64
 
     import warp_gemm

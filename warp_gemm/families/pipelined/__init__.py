@@ -28,4 +28,4 @@ from .spec import (
     tiny_batched,
     unfit,
 )
-from .stream_k import stream_k_sizes
+from .stream_k import stream_k_dp_tiles, stream_k_sizes

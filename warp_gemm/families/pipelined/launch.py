@@ -12,7 +12,7 @@ from ..common.kernels import ITEM_BYTES, WP_DTYPES, cuda_source
 from .kernel import _factory_lock, get_kernel
 from .snippets import _stub_copy
 from .spec import CHUNKS, PipeSpec
-from .stream_k import _cdiv, stream_k_sizes
+from .stream_k import _cdiv, stream_k_dp_tiles, stream_k_sizes
 
 
 def launch_args(spec: PipeSpec, A, B, C, D, alpha: float, beta: float, M: int, N: int, K: int, batch: int,
@@ -60,7 +60,8 @@ def launch_args(spec: PipeSpec, A, B, C, D, alpha: float, beta: float, M: int, N
         grid = max(1, min(int(batch) * tiles_m * tiles_n, spec.persistent * sms))
         return k, (1, grid), inputs + [grid], block
     if spec.stream_k:
-        return k, (1, grid), inputs + [grid, workspace, flags], block
+        dp = stream_k_dp_tiles(int(batch) * tiles_m * tiles_n, grid)
+        return k, (1, grid), inputs + [grid, dp, workspace, flags], block
     return k, (int(batch), tiles_m * tiles_n), inputs, block
 
 

@@ -277,15 +277,20 @@ def _base_fp64(g: _Grid, snippets: bool) -> dict:
         # The DMMA kernel (mma.sync .f64; DMMA_DEFAULT_K): 128x64x16 s3, 4 warps of 64 x 32, two blocks/SM: 4096^3
         # 47.6 (0.87x cuBLAS's 54.8; NT 46.2 = 0.95x, TN 0.91x, TT 0.87x with m16n8k16); 128x128 with 8 warps
         # 45.3, 64x64 45.5, 128x64x32 s2 45.7, 4 stages 36.6 (one block/SM); the tile_matmul kernels 31.3 (runner).
+        # Stream-K over two blocks per SM (6 whole waves of tiles, the last 1.8 waves shared) 45.0 against 44.9-47.7
+        # for this kernel timed first and last in the same process (H200: the same kernel moved 6% between the two).
         base = dict(tm=128, tn=64, tk=16, stages=3, block_dim=128, min_blocks=2, pad_ab=4, pad_c=0, mma=4,
                     mma_k=DMMA_DEFAULT_K)
         if g.small:
-            # 128x64 tiles in one wave: 64x64x32 (256 blocks, 4 warps of 32 x 32, m16n8k16): 1000^3 68.4 us (0.63x
-            # cuBLAS), against 75.5 for 64x64x16 (m16n8k8), 82.2 for 64x32 (2 warps), 94.4 for 128x64
-            base.update(tm=64, tn=64, tk=32, mma_k=16)
+            # 128x64 tiles in one wave: 64x64x16 (4 warps of 32 x 32, m16n8k8), stream-K over three blocks per SM:
+            # 1000^3 60.1-60.5 us (0.70-0.72x cuBLAS) against 65.4-70.7 for the 64x64x32 tiles one per block (0.61-0.64x);
+            # m16n8k16 60.6, m16n8k4 60.9, 64x64x32 s2 61.2, two blocks per SM 72.1, 128x64 / 64x128 tiles over two
+            # blocks per SM 64.4 / 64.0, 2-warp 64x32 / 32x64 tiles over four 81-83 (H200, cuBLAS in the same process;
+            # benchmarks/results/tuning/dmma_stream_k_2026-11-27.txt)
+            base.update(tm=64, tn=64, tk=16, min_blocks=3, mma_k=8, stream_k=3)
         if g.quarter:
             # grids under half the SMs: 64x32 tiles of 2 warps (four times the blocks of 128x64; not timed there)
-            base.update(tm=64, tn=32, tk=16, block_dim=64, mma=2, min_blocks=4, mma_k=16)
+            base.update(tm=64, tn=32, tk=16, block_dim=64, mma=2, min_blocks=4, mma_k=16, stream_k=0)
         return base
     # tile_matmul: 64x64x32, 2 stages, block 128, two blocks/SM: 24.5/25.1 TFLOP/s at 4096^3/8192^3 (NT 25.3/25.7),
     # 1000^3 20.5; one block/SM 23.2-23.9, 3 stages 17-18, 128x64x32 23.3-24.1.
@@ -297,13 +302,15 @@ def _base_fp32(g: _Grid, snippets: bool) -> dict:
     if snippets:
         # The SIMT kernel: 64x128x16 s3, 128 threads (2 x 2 warps of 32 x 64 outputs), three blocks/SM: 4096^3 44.9,
         # 4095^3 41.9 (0.86x cuBLAS), every layout; 128x64x16 41.7, 128x128x16 s2-s4 39.6-40.7; again 44.7 (0.87x;
-        # TN, no transposing copy, 46.7 = 0.90x; 4 stages 45.3, 64x128x32 38.7, tk 8 37.2-39.3).
+        # TN, no transposing copy, 46.7 = 0.90x; 4 stages 45.3, 64x128x32 38.7, tk 8 37.2-39.3). Stream-K over three
+        # blocks per SM (4 whole waves, the last 1.2 shared): 43.5 against 44.7-44.8 (TN 47.8 against 46.7, H200).
         base = dict(tm=64, tn=128, tk=16, stages=3, block_dim=128, min_blocks=3, pad_ab=4, pad_c=0, simt=True)
         if g.small:
-            # 128x64 tiles in one wave: the same tile, stream-K over two blocks per SM: 1000^3 86.3 us (0.70x cuBLAS)
-            # against 92.0 one tile per block (128 blocks), 105.7 for 64x64 (64 threads), 117.4 for 32x64,
-            # 131.3 for 64x64 with stream-K; the tiled family's tile_matmul kernel ran at 0.60x.
-            base.update(stream_k=2)
+            # 128x64 tiles in one wave: the same tile, stream-K over three blocks per SM: 1000^3 69.5-69.8 us (0.86-0.88x
+            # cuBLAS) against 72.1-76.2 over two (0.79-0.85x), 91.8-94.2 one tile per block, 70.7 with 4 stages, 80.0 for
+            # 128x128 tiles over two, 78.8 for 64x64 tiles over six (H200, cuBLAS in the same process;
+            # benchmarks/results/tuning/dmma_stream_k_2026-11-27.txt); the tiled family's tile_matmul kernel ran at 0.60x.
+            base.update(stream_k=3)
         if g.quarter:
             # grids under half the SMs: 32x64 tiles of one warp (four times the blocks; not timed there)
             base.update(tm=32, tn=64, block_dim=32, min_blocks=0, stream_k=0)

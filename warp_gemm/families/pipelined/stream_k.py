@@ -12,23 +12,29 @@ from .spec import PipeSpec
 
 def _stream_k_kernel(spec: PipeSpec, copy_stage, mma, own_store, commit, wait_prev, wait0):
     """The stream-K kernel of a simt/mma spec (``spec.stream_k``; correct on the GPU:
-    tests/families/test_pipelined.py::test_stream_k_forced_on_cuda). The exact-fp32 default where 64x128 tiles fit in
-    one wave (H100 fp32 1000^3: 86.3 us over two blocks per SM against 92.0 one tile per block); slower on every
-    16-bit grid measured.
+    tests/families/test_pipelined.py::test_stream_k_forced_on_cuda): a fixed grid of ``grid`` blocks, data-parallel
+    waves first, then the last tiles' K steps shared evenly.
 
-    The K steps of every output tile, tile after tile (batch entries, then grouped tiles: :func:`persistent_tile`),
-    form one sequence of ``total`` iterations, which a grid of ``grid`` blocks shares evenly: block g takes
-    iterations ``[g * total // grid, (g + 1) * total // grid)`` (at least one each: the launch keeps grid <= total),
-    with the copies ``stages - 1`` iterations ahead across tile boundaries. Where a block's run of a tile ends:
+    - The first ``dp_tiles`` output tiles (a whole number of waves, :func:`stream_k_dp_tiles`) are whole tiles: block
+      g takes tiles g, g + grid, ... (batch entries, then grouped tiles: :func:`persistent_tile`), as a grid of one tile
+      per block would run them, so the blocks at work at one time share their rows of A and columns of B in L2.
+    - The K steps of the other tiles, tile after tile, form one sequence of ``sk_total`` iterations: block g takes
+      ``[g * sk_total // grid, (g + 1) * sk_total // grid)`` (at least one each, as grid <= sk_total; none at all
+      where the tiles fill whole waves and every tile is run whole).
+    Each run (a tile's whole K range, or the part of it in the block's range) has the K loop of the one-tile kernel:
+    its own prologue, copies ``stages - 1`` steps ahead, one barrier per step. Where a run ends:
     - the run is the whole tile: it stores the tile (alpha, beta * C, the cast: the kernel's own store);
-    - the run ends before the tile does (the block's last run): the partial sums go to the block's contributor slot
-      ``2 g`` with its flag;
-    - the run ends the tile but began after its first K step (the block's first run): the block is the tile's
-      finisher; its partial sums go to its own slot ``2 g + 1`` and, after its last iteration, it waits for the flags
-      of the lower blocks that hold the tile's earlier K steps, adds their slots in block order, then its own, and
-      stores the tile. It waits only on lower blocks, which start no later and end their runs at about the same
-      time; on the CPU (blocks one after another in index order) their flags are always set.
-    The sum of a tile split across blocks is the same in every launch of the same grid (a fixed order)."""
+    - the run ends before the tile does (a block's last run, at most one per block): the partial sums go to the
+      block's workspace slot ``g`` and its flag;
+    - the run ends the tile but began after its first K step (a block's first run, taken last): the block is the
+      tile's finisher: it waits for the flags of the lower blocks that hold the tile's earlier K steps, adds their
+      slots in block order and stores the tile. Those blocks spill before their own last run, and wait only on lower
+      blocks in turn; on the CPU (blocks one after another in index order) their flags are always set.
+    The sum of a tile split across blocks is the same in every launch of the same grid (a fixed order). Why whole
+    waves and runs: one loop over every tile's K steps (copies ahead across tile boundaries, every tile shared) ran
+    fp64 128x64 tiles at 4096^3 at 38.7 TFLOP/s against 47.8 one tile per block, and 1000^3 at 80.7 us against 64.4
+    for the runs (H200); there, blocks at work at one time are ~8 tiles apart (A and B not held in L2: the likely
+    cause, not profiled)."""
     TM, TN, S = spec.tm, spec.tn, spec.stages
     IN, OUT, ACC = WP_DTYPES[spec.in_dtype], WP_DTYPES[spec.out_dtype], WP_DTYPES[spec.acc_dtype]
     AR, AC = spec.a_tile()
@@ -57,59 +63,68 @@ def _stream_k_kernel(spec: PipeSpec, copy_stage, mma, own_store, commit, wait_pr
         c_nb: int,
         bias: wp.array2d(dtype=OUT),
         grid: int,
+        dp_tiles: int,
         ws: wp.array(dtype=ACC),
         flags: wp.array(dtype=wp.int32),
     ):
         _z, g = wp.tid()
-        total = D.shape[0] * tiles_m * tiles_n * k_tiles
-        s0 = (g * total) // grid
-        iters = ((g + 1) * total) // grid - s0
+        tiles = D.shape[0] * tiles_m * tiles_n
+        sk_total = (tiles - dp_tiles) * k_tiles
+        base = dp_tiles * k_tiles
+        s0 = (g * sk_total) // grid + base
+        s1 = ((g + 1) * sk_total) // grid + base
+        n_dp = dp_tiles // grid
+        t_first = s0 // k_tiles
+        n_sk = wp.max(0, (s1 - 1) // k_tiles - t_first + 1)
+        if s1 == s0:
+            n_sk = 0
+        defer = int(0)  # the first run ends a tile it did not begin: the finisher's run, taken last
+        if n_sk > 1 and s0 > t_first * k_tiles:
+            defer = 1
         ba = wp.tile_empty(shape=(SAR, ACP), dtype=IN, storage="shared")
         bb = wp.tile_empty(shape=(SBR, BCP), dtype=IN, storage="shared")
         acc = wp.tile_zeros(shape=(TM, TN), dtype=ACC)
-        for p in range(S - 1):
-            if p < iters:
-                tp = (s0 + p) // k_tiles
-                bp, ip, jp = persistent_tile(tp, tiles_m, tiles_n, group_m)
-                copy_stage(ba, bb, A[wp.min(bp, a_nb - 1)], B[wp.min(bp, b_nb - 1)], p, s0 + p - tp * k_tiles,
-                           ip * TM, jp * TN)
-            commit(0)
-        finisher = int(0)
-        for q in range(iters):
-            wait_prev(0)  # K step q's stage is in, and every thread is done with the stage step q - 1 used
-            kn = q + S - 1
-            if kn < iters:
-                tn_ = (s0 + kn) // k_tiles
-                bn, i_n, j_n = persistent_tile(tn_, tiles_m, tiles_n, group_m)
-                copy_stage(ba, bb, A[wp.min(bn, a_nb - 1)], B[wp.min(bn, b_nb - 1)], kn % S, s0 + kn - tn_ * k_tiles,
-                           i_n * TM, j_n * TN)
-            commit(0)
-            mma(ba, bb, acc, q % S)
-            t = (s0 + q) // k_tiles
-            kk = s0 + q - t * k_tiles
-            if kk == k_tiles - 1 or q == iters - 1:  # this run of tile t ends here
-                head = s0 <= t * k_tiles  # the run began at the tile's first K step
-                if kk == k_tiles - 1 and head:
-                    bi, i, j = persistent_tile(t, tiles_m, tiles_n, group_m)
-                    own_store(D[bi], C[wp.min(bi, c_nb - 1)], acc, alpha, beta, i * TM, j * TN)
-                elif kk == k_tiles - 1:
-                    spill(acc, ws, flags, 2 * g + 1, -1)  # the finisher's own part, added at the end
-                    finisher = 1
-                else:
-                    spill(acc, ws, flags, 2 * g, g)  # a contributor's part, flagged
-                zero(acc)
-        wait0(0)
-        if finisher == 1:
-            t = s0 // k_tiles
-            c = g - 1  # the lowest block whose run reaches into tile t: its range holds the tile's first K step
-            while c > 0 and (c * total) // grid > t * k_tiles:
-                c -= 1
-            while c < g:
-                add(acc, ws, flags, 2 * c, c)
-                c += 1
-            add(acc, ws, flags, 2 * g + 1, -1)
+        for r in range(n_dp + n_sk):
+            t = r * grid + g
+            kb = int(0)
+            ke = k_tiles
+            if r >= n_dp:
+                idx = r - n_dp + defer
+                if idx == n_sk:
+                    idx = 0
+                t = t_first + idx
+                kb = wp.max(s0, t * k_tiles) - t * k_tiles
+                ke = wp.min(s1, (t + 1) * k_tiles) - t * k_tiles
+            n = ke - kb
             bi, i, j = persistent_tile(t, tiles_m, tiles_n, group_m)
-            own_store(D[bi], C[wp.min(bi, c_nb - 1)], acc, alpha, beta, i * TM, j * TN)
+            Ab = A[wp.min(bi, a_nb - 1)]
+            Bb = B[wp.min(bi, b_nb - 1)]
+            m0 = i * TM
+            n0 = j * TN
+            for p in range(S - 1):
+                if p < n:
+                    copy_stage(ba, bb, Ab, Bb, p, kb + p, m0, n0)
+                commit(0)
+            for k in range(n):
+                wait_prev(0)  # step k's stage is in, and every thread is done with the stage step k - 1 used
+                kn = k + S - 1
+                if kn < n:
+                    copy_stage(ba, bb, Ab, Bb, kn % S, kb + kn, m0, n0)
+                commit(0)
+                mma(ba, bb, acc, k % S)
+            wait0(0)  # no copy in flight, and every thread is done with the stages (the next run's prologue)
+            if ke == k_tiles:
+                if kb > 0:  # the finisher: the lowest block whose range holds the tile's first K step, then on
+                    c = g - 1
+                    while c > 0 and (c * sk_total) // grid + base > t * k_tiles:
+                        c -= 1
+                    while c < g:
+                        add(acc, ws, flags, c, c)
+                        c += 1
+                own_store(D[bi], C[wp.min(bi, c_nb - 1)], acc, alpha, beta, m0, n0)
+            else:
+                spill(acc, ws, flags, g, g)  # a contributor's part, flagged
+            zero(acc)
 
     return gemm_stream_k
 
@@ -121,7 +136,7 @@ def _cdiv(a: int, b: int) -> int:
 
 def stream_k_sizes(spec: PipeSpec, M: int, N: int, K: int, batch: int, device) -> tuple[int, int, int]:
     """``(grid, workspace elements (of the accumulator dtype), flags)`` of a stream-K launch (``spec.stream_k``): the grid is ``stream_k`` blocks
-    per SM (4 SMs on the CPU) but at most one per K step of the whole problem; each block has two slots of every
+    per SM (4 SMs on the CPU) but at most one per K step of the whole problem; each block has one slot of every
     thread's accumulator registers; one flag per block (int32 zeros, left zero by every launch). ``(0, 0, 0)`` where
     the launch takes the one-tile-per-block kernel instead: not stream-K, K == 0, or an index past int32."""
     if not spec.stream_k:
@@ -132,5 +147,14 @@ def stream_k_sizes(spec: PipeSpec, M: int, N: int, K: int, batch: int, device) -
     if total == 0 or (grid + 1) * total >= 2**31:
         return 0, 0, 0
     block = spec.block_dim  # a slot is every thread's registers: ceil(tm * tn / block) each (Warp's register tiles)
-    return grid, 2 * grid * _cdiv(spec.tm * spec.tn, block) * block, grid
+    return grid, grid * _cdiv(spec.tm * spec.tn, block) * block, grid
 
+
+def stream_k_dp_tiles(tiles: int, grid: int) -> int:
+    """The output tiles that a stream-K launch of ``grid`` blocks runs whole, one per block and wave: every wave but
+    the last full one where the tiles do not fill whole waves (the last full wave and the partial one are shared, so
+    a tile is split over at most ~3 blocks), every tile where they do, none under two waves."""
+    full, rest = divmod(int(tiles), int(grid))
+    if rest == 0:
+        return int(tiles)
+    return (full - 1) * grid if full >= 2 else 0
