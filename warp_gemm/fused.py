@@ -104,7 +104,8 @@ class FusedGemm:
         self.tile_func, self.tile_origin, self.tile_coord = self._build_tiles()
 
     def _build(self):
-        text = native.fill(native.load(_hspec.__file__, "block.cuh")["block_gemm"], **self._fields())
+        sn = native.load(_hspec.__file__, "block.cuh")
+        text = native.fill(sn["block_gemm"], TWIN=native.fill(sn["twin_dot"], **self._fields()), **self._fields())
         R, C = self.buf_rows, self.buf_cols
 
         def stub(buf: wp.tile(dtype=wp.float32, shape=(R, C)), ta: wp.uint64, tb: wp.uint64, K: int, row: int,
@@ -128,7 +129,7 @@ class FusedGemm:
         f = {**self._fields(), "PP": int(pp), "TW": self.tiles_per_item, "NE": 1 if pp else self.consumers,
              "WGM": self.bm // (64 * (1 if pp else self.consumers))}
         rc = native.fill(sn["frag_rc"], **f)
-        frag_text = native.fill(sn["tile_frag"], RC=rc, **f)
+        frag_text = native.fill(sn["tile_frag"], RC=rc, TWIN=native.fill(sn["twin_dot"], **f), **f)
         origin_text = native.fill(sn["tile_origin"], RC=rc)
         coord_text = native.fill(sn["tile_coord"], RC=rc)
         R, C = self.buf_rows, self.buf_cols

@@ -139,35 +139,11 @@
 #else
     // The CPU twin: the same tile from the descriptors' arrays, element by element (zeros past the arrays' extents),
     // the block's threads taking outputs in turn; sums in float32 over k in order.
-    const long long* da = (const long long*)ta;
-    const long long* db = (const long long*)tb;
-    const char* pa = (const char*)da[0];
-    const char* pb = (const char*)db[0];
-    const int am = (int)da[1], ak = (int)da[2];
-    const int br = (int)db[1], bc = (int)db[2];
+${TWIN}
     float* out = (float*)buf.data.ptr;
     WP_TILE_SYNC();
-    for (int x = WP_TILE_THREAD_IDX; x < ${BM} * ${BN}; x += WP_TILE_BLOCK_DIM) {
-        const int r = row + x / ${BN};
-        const int cc = col + x % ${BN};
-        float s = 0.0f;
-        for (int k = 0; k < K; ++k) {
-            if (r >= am || k >= ak)
-                continue;
-#if ${B_MN}
-            if (k >= br || cc >= bc)
-                continue;
-            const char* b = pb + (size_t)k * db[3] + (size_t)cc * db[4];
-#else
-            if (cc >= br || k >= bc)
-                continue;
-            const char* b = pb + (size_t)cc * db[3] + (size_t)k * db[4];
-#endif
-            const float av = (float)*(const ${IT}*)(pa + (size_t)r * da[3] + (size_t)k * da[4]);
-            s += av * (float)*(const ${IT}*)b;
-        }
-        out[(size_t)(x / ${BN}) * ${COLS} + x % ${BN}] = s;
-    }
+    for (int x = WP_TILE_THREAD_IDX; x < ${BM} * ${BN}; x += WP_TILE_BLOCK_DIM)
+        out[(size_t)(x / ${BN}) * ${COLS} + x % ${BN}] = twin_dot(row + x / ${BN}, col + x % ${BN});
     WP_TILE_SYNC();
 #endif
 //! snippet tile_frag template
@@ -340,37 +316,13 @@
                   "FusedGemm.launch_tiles, which runs CPU fibers)");
     (void)buf;
     (void)G;
-    const long long* da = (const long long*)ta;
-    const long long* db = (const long long*)tb;
-    const char* pa = (const char*)da[0];
-    const char* pb = (const char*)db[0];
-    const int am = (int)da[1], ak = (int)da[2];
-    const int br = (int)db[1], bc = (int)db[2];
+${TWIN}
 ${RC}
     const wp::vec_t<2, int> o = frag_origin(M, N, t);
     wp::vec_t<${FR}, wp::float32> out;
     for (int i = 0; i < ${FR}; ++i) {
         const wp::vec_t<2, int> rc = frag_coord(o, i);
-        float s = 0.0f;
-        const int r = rc.c[0], cc = rc.c[1];
-        if (r < M) {
-            for (int k = 0; k < K; ++k) {
-                if (r >= am || k >= ak)
-                    continue;
-#if ${B_MN}
-                if (k >= br || cc >= bc)
-                    continue;
-                const char* b = pb + (size_t)k * db[3] + (size_t)cc * db[4];
-#else
-                if (cc >= br || k >= bc)
-                    continue;
-                const char* b = pb + (size_t)cc * db[3] + (size_t)k * db[4];
-#endif
-                const float av = (float)*(const ${IT}*)(pa + (size_t)r * da[3] + (size_t)k * da[4]);
-                s += av * (float)*(const ${IT}*)b;
-            }
-        }
-        out.c[i] = s;
+        out.c[i] = rc.c[0] < M ? twin_dot(rc.c[0], rc.c[1]) : 0.0f;
     }
     return out;
 #endif
@@ -416,4 +368,32 @@ ${RC}
         rc.c[0] = o.c[0] + 64 * (i / NR) + 8 * ((i / 2) % 2);
         rc.c[1] = o.c[1] + 8 * ((i % NR) / 4) + i % 2;
         return rc;
+    };
+//! snippet twin_dot template
+    // The CPU twins' product: twin_dot(r, c) is the float32 sum over k, in order, of A[r, k] * op(B)[k, c] read
+    // from the descriptors' arrays (pointer, extents, byte strides), zeros past the arrays' extents.
+    const long long* da = (const long long*)ta;
+    const long long* db = (const long long*)tb;
+    const char* pa = (const char*)da[0];
+    const char* pb = (const char*)db[0];
+    const int am = (int)da[1], ak = (int)da[2];
+    const int br = (int)db[1], bc = (int)db[2];
+    auto twin_dot = [&](int r, int cc) -> float {
+        float s = 0.0f;
+        for (int k = 0; k < K; ++k) {
+            if (r >= am || k >= ak)
+                continue;
+#if ${B_MN}
+            if (k >= br || cc >= bc)
+                continue;
+            const char* b = pb + (size_t)k * db[3] + (size_t)cc * db[4];
+#else
+            if (cc >= br || k >= bc)
+                continue;
+            const char* b = pb + (size_t)cc * db[3] + (size_t)k * db[4];
+#endif
+            const float av = (float)*(const ${IT}*)(pa + (size_t)r * da[3] + (size_t)k * da[4]);
+            s += av * (float)*(const ${IT}*)b;
+        }
+        return s;
     };
