@@ -464,6 +464,27 @@ def test_rebind_refuses_overlapping_inputs(device, rng, monkeypatch):
     assert len(full) == 3
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_rebind_same_operand_twice(device, rng, monkeypatch):
+    """``matmul(X, X)`` (A and B the same view) re-binds: after the first call on new memory, each call computes
+    its own square without planning again."""
+    torch = pytest.importorskip("torch")
+    if (why := kind_ok("torch", "float32", device)) is not None:
+        pytest.skip(why)
+    n = 24
+    warp_gemm.matmul(make(np.ones((8, 8)), "float32", "torch", device), make(np.ones((8, 8)), "float32", "torch", device))
+    full = _count_full(monkeypatch)
+    keep = []
+    for _ in range(3):
+        x = rng.standard_normal((n, n))
+        X = make(x, "float32", "torch", device)
+        r = warp_gemm.matmul(X, X)
+        kept = len(api._plans) > 0
+        keep.append((X, r))
+        assert compare(to_f64(r), x @ x, "float32").ok
+    assert len(full) == (1 if kept else 3)
+
+
 def test_rebind_build_refuses_unknown_memory(rng):
     """A plan whose launches name memory outside the operands and the cached workspaces is not kept for
     re-binding (core.rebind.build returns None)."""
