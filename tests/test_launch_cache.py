@@ -485,6 +485,28 @@ def test_rebind_same_operand_twice(device, rng, monkeypatch):
     assert len(full) == (1 if kept else 3)
 
 
+@pytest.mark.gpu
+def test_first_call_on_a_new_torch_stream_keeps_its_template(rng, monkeypatch):
+    """The first call on a torch stream Warp has not wrapped yet (no ``out``) still keeps its re-bindable plan: the
+    next call on new operands of that shape, on that stream, skips validation and planning."""
+    torch = pytest.importorskip("torch")
+    if (why := kind_ok("torch", "float32", "cuda")) is not None:
+        pytest.skip(why)
+    M, N, K = 40, 56, 72
+    full = _count_full(monkeypatch)
+    keep = []
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        for _ in range(3):
+            a, b = random_operands(M, N, K, "float32", rng)
+            A, B = make(a, "float32", "torch", "cuda"), make(b, "float32", "torch", "cuda")
+            r = warp_gemm.matmul(A, B)
+            keep.append((A, B, r))
+            s.synchronize()
+            assert compare(to_f64(r), a @ b, "float32").ok
+    assert len(full) == 1
+
+
 def test_rebind_build_refuses_unknown_memory(rng):
     """A plan whose launches name memory outside the operands and the cached workspaces is not kept for
     re-binding (core.rebind.build returns None)."""

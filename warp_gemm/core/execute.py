@@ -86,6 +86,7 @@ def _run_full(a, b, c, alpha, beta, trans_a, trans_b, out, allow_tf32, config, f
               new_result, tk):
     """``run`` past the fast path: validate, plan (or find the call plan kept for these operands), launch, and
     keep what a later call may replay (the call plan, the fast entry, the re-bound template under ``tk``)."""
+    raw = (alpha, beta, activation)  # as the caller passed them: the fast path's key reads them so
     if activation is not None:
         activation = epilogue.check_activation(activation)
     p = validate(a, b, c, alpha, beta, trans_a, trans_b, out, fname)
@@ -120,6 +121,11 @@ def _run_full(a, b, c, alpha, beta, trans_a, trans_b, out, allow_tf32, config, f
         # A replay names its stream directly (a recorded launch carries its device's context), so it
         # skips entering a device/stream scope: ~10 us less host time per small call.
         launches.replay(cmds, stream)
+    if fast is None and stream is not None and not new_result:
+        # the first call on a torch stream, whose Warp wrapper this call made (_replay_stream): its key now exists
+        fast = _fast_key(a, b, c, out, raw[0], raw[1], trans_a, trans_b, allow_tf32, config, opts, raw[2])
+        if fast is not None and opts.rebind and not _apic_capturing():
+            tk = template_key(fast[0], (a, b, c, out))
     if fast is not None and _described_in_place(p, a, b, c, out):
         _keep_fast(fast[0], p, None if new_result else out, cmds)
         if tk is not None and rebind.get(tk[0]) is None:
