@@ -162,7 +162,9 @@ def test_axpby_batched_broadcast_strided_output(in_dtype, out_dtype, layout_b, r
 @needs_sm90
 @pytest.mark.parametrize("over", [
     {"bm": 128, "bn": 128, "stages": 6}, {"bm": 256, "bn": 128, "stages": 4}, {"bm": 128, "bn": 256, "stages": 3},
-    {"setmaxnreg": False}, {"consumers": 1, "bm": 128, "bn": 128, "stages": 4}], ids=lambda o: H.HopperSpec(**o).key)
+    {"setmaxnreg": False}, {"consumers": 1, "bm": 128, "bn": 128, "stages": 4},
+    {"bm": 64, "bn": 128, "stages": 8, "split_n": True}, {"bm": 64, "bn": 256, "stages": 4, "split_n": True},
+    {"bm": 128, "bn": 128, "stages": 6, "split_n": True}], ids=lambda o: H.HopperSpec(**o).key)
 @pytest.mark.parametrize("layout_b", ["T", "N"])
 def test_other_tiles(over, layout_b, request):
     """The tile shapes, stage counts and warpgroup splits the benchmarks compare, batch 2, C broadcast."""
@@ -192,6 +194,8 @@ SPLITS = [  # M, N, K, spec fields, batch: the planner's split shapes, ranges of
     pytest.param(200, 72, 20000, {"bm": 128, "bn": 128, "stages": 6, "splits": 40}, 1, id="200x72x20000-s40"),
     pytest.param(301, 517, 2051, {"bm": 128, "bn": 256, "stages": 4, "splits": 4}, 2, id="301x517x2051-s4-last-short"),
     pytest.param(1000, 1000, 1000, {"bm": 128, "bn": 128, "stages": 6, "splits": 2}, 1, id="1000^3-s2"),
+    pytest.param(1000, 1000, 3000, {"bm": 64, "bn": 128, "stages": 8, "split_n": True, "splits": 3}, 1,
+                 id="1000x1000x3000-64x128-split_n-s3"),
 ]
 
 
@@ -287,7 +291,9 @@ def test_rules_accept_aligned_operands_with_the_default_spec():
     ({"in_dtype": "float64"}, "float16, bfloat16 and float32"), ({"in_dtype": "float32", "layout_b": "N"}, "K-major"),
     ({"transpose_b": True}, "transpose_b"), ({"layout_a": "T"}, "layout_a"),
     ({"bm": 96}, "bm 96"), ({"bn": 320}, "bn 320"), ({"bm": 256, "bn": 256}, "bn 256"),
-    ({"stages": 5}, "shared memory"), ({"cluster": 2}, "cluster"), ({"consumer_regs": 248}, "setmaxnreg")])
+    ({"stages": 5}, "shared memory"), ({"cluster": 2}, "cluster"), ({"consumer_regs": 248}, "setmaxnreg"),
+    ({"split_n": True, "consumers": 1, "bm": 64, "bn": 128, "stages": 8}, "split_n"),
+    ({"split_n": True, "bm": 64, "bn": 64, "stages": 8}, "split_n")])
 def test_unfit_specs_are_refused_before_any_compile(over, match):
     spec = dataclasses.replace(H.HopperSpec(), **over)
     assert match in H.unfit(spec)
@@ -352,6 +358,22 @@ def test_split_count_and_tile_choice():
     assert R.default_spec("float16", "float16", "N", 1024, 1024, 16384, 1, 132, splits=False).splits == 1
 
 
+def test_split_n_rule():
+    """64x128 tiles with the consumers splitting the columns where unsplit 128x128 tiles leave half the SMs idle and
+    every row is on a 128-byte boundary; 128x128 tiles (or K splits, or tf32) otherwise; never carried into a peel."""
+    from warp_gemm.families.hopper import rules as R
+
+    sn = R.default_spec("float16", "float16", "N", 1024, 1024, 1024, 1, 132, rows_128=True)
+    assert (sn.bm, sn.bn, sn.stages, sn.split_n, sn.splits) == (64, 128, 8, True, 1) and not H.unfit(sn)
+    assert R.default_spec("bfloat16", "bfloat16", "T", 512, 2048, 2048, 1, 132, rows_128=True).split_n
+    assert not R.default_spec("float16", "float16", "N", 1024, 1024, 1024, 1, 132).split_n  # rows off 128 bytes
+    assert not R.default_spec("float16", "float16", "N", 1536, 1536, 1536, 1, 132, rows_128=True).split_n  # 144 tiles
+    assert R.default_spec("float16", "float16", "N", 1024, 1024, 16384, 1, 132, rows_128=True).splits == 2  # K split
+    assert not R.default_spec("float32", "float32", "T", 1024, 1024, 1024, 1, 132, rows_128=True).split_n
+    core = R.peel_choice(sn, 513, 1024, 1024, 1, 132)
+    assert core is None or not core[0].split_n
+
+
 def test_peel_choice_model():
     """hopper.rules.peel_choice: one-wide edges where the persistent grid saves a round (132 SMs), none where it does
     not or the problem is split over K; the column only where B is stored (N, K) (a contiguous GEMV vector)."""
@@ -373,7 +395,9 @@ def test_peel_choice_model():
 
 _OFFLINE = [H.HopperSpec(), H.HopperSpec(layout_b="N", out_dtype="float32", epilogue="axpby"),
             H.HopperSpec(bn=128, stages=6, splits=8),
-            H.HopperSpec(in_dtype="float32", out_dtype="float32", epilogue="axpby")] + (
+            H.HopperSpec(in_dtype="float32", out_dtype="float32", epilogue="axpby"),
+            H.HopperSpec(bm=64, bn=128, stages=8, split_n=True, layout_b="N"),
+            H.HopperSpec(bm=64, bn=128, stages=8, split_n=True, out_dtype="float32", epilogue="axpby")] + (
     [H.HopperSpec(in_dtype="bfloat16", out_dtype="bfloat16", bm=256, bn=128, epilogue="axpby")] if HAS_BF16 else [])
 
 
@@ -383,7 +407,8 @@ _OFFLINE = [H.HopperSpec(), H.HopperSpec(layout_b="N", out_dtype="float32", epil
 def test_cuda_build_offline_sm90a(spec, tmp_path):
     """The kernel compiles for sm_90a with no GPU (cubin, and PTX where compile_aot_module writes it); the PTX keeps
     the sums in registers (no local memory), moves registers with setmaxnreg, copies with 3-D bulk tensor copies and
-    multiplies with wgmma m64n{bn}k16 of the spec's types and B transpose bit (tf32: m64n{bn}k8, no transpose bits)."""
+    multiplies with wgmma m64n{wg_n}k16 of the spec's types and B transpose bit (tf32: m64n{wg_n}k8, no transpose bits;
+    wg_n is bn, or bn / 2 where the consumers split the columns)."""
     k = H.get_kernel(spec)
     k.module.options["block_dim"] = spec.block_dim
     old = wp.config.cuda_arch_suffix
@@ -403,10 +428,10 @@ def test_cuda_build_offline_sm90a(spec, tmp_path):
     assert "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes" in ptx
     if t == "tf32":
         wg = re.findall(r"wgmma\.mma_async\.sync\.aligned\.m64n(\d+)k8\.f32\.tf32\.tf32[^;]*, 1, 1;", ptx)
-        assert wg and {int(n) for n in wg} == {spec.bn}, wg[:2]
+        assert wg and {int(n) for n in wg} == {spec.wg_n}, wg[:2]
         return
     wg = re.findall(rf"wgmma\.mma_async\.sync\.aligned\.m64n(\d+)k16\.f32\.{t}\.{t}[^;]*, (\d);", ptx)
-    assert wg and {int(n) for n, _ in wg} == {spec.bn}, wg[:2]
+    assert wg and {int(n) for n, _ in wg} == {spec.wg_n}, wg[:2]
     assert {int(tb) for _, tb in wg} == {int(spec.layout_b == "N")}
 
 

@@ -274,14 +274,14 @@ def _needs_copy(op: Operand) -> bool:
     return layout_view(op)[0] is None
 
 
-def _max_chunk(op: Operand) -> int:
-    """The widest copy chunk (bytes) every row of the kernel's view of ``op`` allows."""
+def _max_chunk(op: Operand, widest: int = 16) -> int:
+    """The widest copy chunk (bytes, a power of two up to ``widest``) every row of the kernel's view of ``op`` allows."""
     from warp_gemm.core.operands import layout_view
 
     view, _ = layout_view(op)
     it = ITEM_BYTES[op.dtype]
     vals = [view.ptr] + [st for st, n in zip(view.strides[:-1], view.shape[:-1]) if n > 1]
-    for c in (16, 8, 4, 2):
+    for c in (widest, *(w for w in (16, 8, 4, 2) if w < widest)):
         if c >= it and all(v % c == 0 for v in vals):
             return c
     return it

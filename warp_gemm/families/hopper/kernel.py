@@ -29,7 +29,7 @@ def fields(spec: HopperSpec) -> dict:
     if why:
         raise ValueError(f"hopper.kernel: cannot build {spec}: {why}")
     sn = native.load(__file__, "gemm.cuh")
-    nr = spec.bn // 2
+    nr = spec.wg_n // 2
     out_t = {"float16": "f16", "bfloat16": "bf16"}.get(spec.out_dtype)
     store = native.fill(sn["store_16"], OUT_T=out_t) if out_t else sn["store_f32"]
     axpby = ""
@@ -37,7 +37,8 @@ def fields(spec: HopperSpec) -> dict:
         axpby = sn["axpby_" + {"float16": "f16", "bfloat16": "bf16", "float32": "f32"}[spec.out_dtype]]
     b_mn = spec.layout_b == "N"
     return {
-        "BM": spec.bm, "BN": spec.bn, "ST": spec.stages, "NC": spec.consumers, "WGM": spec.wg_m, "STAGE": spec.stage_bytes,
+        "BM": spec.bm, "BN": spec.bn, "ST": spec.stages, "NC": spec.consumers, "WGM": spec.wg_m,
+        "WGN": 2 if spec.split_n else 1, "CBN": spec.wg_n, "STAGE": spec.stage_bytes,
         "SMEM": spec.smem_bytes, "IN_T": PTX_TYPES[spec.in_dtype], "OUT_BYTES": ITEM_BYTES[spec.out_dtype],
         "B_MN": int(b_mn), "B_STEP": "2048u" if b_mn else "32u", "B_LBO": "8192" if b_mn else "16", "BK": spec.bk,
         # 32 bytes of K per wgmma: k16 of 16-bit inputs (with the transpose bits), k8 of tf32 (K-major only)

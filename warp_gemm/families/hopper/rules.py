@@ -13,7 +13,7 @@ _TMA_MAX_STRIDE = 1 << 40
 _MAX_DIM = (1 << 31) - 1  # tile coordinates are 32-bit in the kernel
 
 
-STAGES = {(128, 256): 4, (256, 128): 4, (128, 128): 6}
+STAGES = {(128, 256): 4, (256, 128): 4, (128, 128): 6, (64, 128): 8}
 #: K tiles (of 64) one split takes at least: 128x128x65536 fp16 ran 81.6 TFLOP/s in 64 splits of 16 K tiles against
 #: 72.6 in 128 of 8 (H200).
 SPLIT_MIN_KT = 16
@@ -57,6 +57,17 @@ def tile_choice(M: int, N: int, K: int, batch: int, sm_count: int, split: bool =
     return 128, 128, split_count(tiles, M, N, K, batch, sm_count, bk) if split else 1
 
 
+def wants_split_n(bm: int, bn: int, splits: int, M: int, N: int, batch: int, sm_count: int, rows_128: bool) -> bool:
+    """Whether 64x128 tiles with the two consumers splitting the columns (``split_n``, 8 stages) replace unsplit
+    128x128 tiles: at most half the SMs busy with 128x128 tiles, and every row of A and B on a 128-byte boundary
+    (``rows_128``). Measured (H200, fp16, cuBLAS in the same process): 1024^3 171.6 TFLOP/s against 154.3,
+    1024x1024x4096 342.8 against 303.3, 512x2048x2048 248.6 against 224.1; with rows off 128 bytes it lost: 1000^3
+    122.1 against 127.3, 1000x1000x4000 217.0 against 247.3 (twice the B tiles read per output, rows split over two
+    128-byte lines); 1536^3 (144 tiles) 244.9 against 275.9."""
+    return (rows_128 and (bm, bn, splits) == (128, 128, 1)
+            and batch * cdiv(M, 128) * cdiv(N, 128) <= sm_count // 2)
+
+
 #: Peeling (composite/peel.py's edges): a side one past a multiple of the tile (4097) costs a whole row or column of
 #: output tiles, each a full K loop for one useful row. The model: rounds of the persistent grid (``ceil(items /
 #: SMs)``) times PEEL_KT_S per 64-deep K tile of a 128x256 tile (scaled by tile area), against the same over the core
@@ -90,12 +101,12 @@ def peel_choice(spec: HopperSpec, M: int, N: int, K: int, batch: int, sm_count: 
             edge = batch * K * (N if pr else M) * item / peel.PEEL_GEMV_BYTES_PER_S + peel.PEEL_LAUNCH_S
             total = t(bm, bn, M - pr, N - pc) + edge
             if total <= (1 - peel.PEEL_MIN_GAIN) * full and (best is None or total < best[0]):
-                best = (total, replace(spec, bm=bm, bn=bn, stages=STAGES[(bm, bn)]), pr, pc)
+                best = (total, replace(spec, bm=bm, bn=bn, stages=STAGES[(bm, bn)], split_n=False), pr, pc)
     return None if best is None else best[1:]
 
 
 def default_spec(in_dtype: str, out_dtype: str, layout_b: str, M: int, N: int, K: int, batch: int, sm_count: int = 132,
-                 use_c: bool = False, splits: bool = True) -> HopperSpec:
+                 use_c: bool = False, splits: bool = True, rows_128: bool = False) -> HopperSpec:
     """The kernel for a problem of this shape: :func:`tile_choice`'s tiles and K splits (``splits`` False: none).
     Measured (H200, fp16, cuBLAS in the same process): 128x256 tiles, 4 stages, 2 consumer warpgroups: 624/625
     TFLOP/s at 4096^3/8192^3 (B = W.T, float32 output) against 601/606 for 128x128 with 6 stages and 633/634 for
@@ -106,6 +117,9 @@ def default_spec(in_dtype: str, out_dtype: str, layout_b: str, M: int, N: int, K
     epi = "axpby" if use_c else "scale"
     transpose = in_dtype == "float32" and layout_b == "N"  # tf32 reads K-major B only: a transposed copy first
     bm, bn, s = tile_choice(M, N, K, batch, sm_count, splits, 128 // ITEM_BYTES[in_dtype])
+    if in_dtype != "float32" and wants_split_n(bm, bn, s, M, N, batch, sm_count, rows_128):
+        return HopperSpec(in_dtype, out_dtype, "N", layout_b, bm=64, bn=128, stages=STAGES[(64, 128)], epilogue=epi,
+                          split_n=True)
     return HopperSpec(in_dtype, out_dtype, "N", "T" if transpose else layout_b, bm=bm, bn=bn, stages=STAGES[(bm, bn)],
                       epilogue=epi, splits=s, transpose_b=transpose)
 
@@ -211,7 +225,8 @@ def plan(ctx):
         return None
     if max(b.M, b.N, p.K) > _MAX_DIM:
         return None
-    spec = default_spec(p.in_dtype, p.out_dtype, ctx.lb, b.M, b.N, p.K, p.batch, _compat.sm_count(dev), b.use_c)
+    spec = default_spec(p.in_dtype, p.out_dtype, ctx.lb, b.M, b.N, p.K, p.batch, _compat.sm_count(dev), b.use_c,
+                        rows_128=_max_chunk(b.A, 128) == 128 and _max_chunk(b.B, 128) == 128)
     work = p.batch * b.M * b.N * p.K
     if ctx.want != "hopper" and (work < (MIN_WORK if p.batch == 1 else BATCHED_MIN_WORK)
                                  or (work < SMALL_SIDE_WORK and min(b.M, b.N) < MIN_SIDE)):

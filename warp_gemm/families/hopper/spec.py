@@ -27,7 +27,9 @@ class HopperSpec:
     ``(M, K)`` row-major (``layout_a="N"``), B stored ``(K, N)`` (``layout_b="N"``) or ``(N, K)`` (``"T"``: B =
     W.T, F.linear's layout). Output tiles of ``bm x bn``, K tiles of 64 in ``stages`` shared stages; block of
     ``128 * (1 + consumers)`` threads: one producer warpgroup (TMA) and ``consumers`` warpgroups of
-    ``bm / consumers`` rows each (wgmma m64nBNk16, ``bm / consumers / 64`` per k16 step). ``setmaxnreg``: the
+    ``bm / consumers`` rows each (wgmma m64nBNk16, ``bm / consumers / 64`` per k16 step), or with ``split_n`` two
+    consumers of all ``bm`` rows and half the columns each (wgmma m64n(BN/2)k16: a 64 x 128 tile keeps both consumer
+    warpgroups busy, twice the blocks of 128 x 128 tiles on small grids). ``setmaxnreg``: the
     producer gives registers to the consumers (40 / 232 per thread). ``cluster`` is 1 (no multicast).
 
     ``splits`` > 1 (split-K): the K tiles are cut into ``splits`` consecutive ranges; each (output tile, range) is
@@ -53,6 +55,8 @@ class HopperSpec:
     #: tf32 with B stored (K, N): B is first copied transposed into a workspace and the kernel reads it as layout T
     #: (``layout_b`` is then "T").
     transpose_b: bool = False
+    #: the two consumers split the tile's columns (each all ``bm`` rows, ``bn / 2`` columns) instead of its rows
+    split_n: bool = False
 
     @property
     def kernel_spec(self) -> HopperSpec:
@@ -72,7 +76,12 @@ class HopperSpec:
     @property
     def wg_m(self) -> int:
         """m64 blocks per consumer warpgroup."""
-        return self.bm // (64 * self.consumers)
+        return self.bm // (64 * (1 if self.split_n else self.consumers))
+
+    @property
+    def wg_n(self) -> int:
+        """Columns of the tile per consumer warpgroup (the wgmma's n)."""
+        return self.bn // 2 if self.split_n else self.bn
 
     @property
     def block_dim(self) -> int:
@@ -93,6 +102,7 @@ class HopperSpec:
         short = {"float16": "f16", "bfloat16": "bf16", "float32": "f32"}
         tail = ("" if self.setmaxnreg else "_nosetmaxnreg") + (f"_split{self.splits}" if self.splits > 1 else "")
         tail += "_bt" if self.transpose_b else ""
+        tail += "_sn" if self.split_n else ""
         return (f"hopper_{PTX_TYPES[self.in_dtype] if self.in_dtype == 'float32' else short[self.in_dtype]}_{short[self.out_dtype]}_{self.layout_a}{self.layout_b}_"
                 f"{self.bm}x{self.bn}_s{self.stages}_c{self.consumers}_{self.epilogue}{tail}")
 
@@ -117,9 +127,11 @@ def unfit(spec: HopperSpec) -> str:
         return f"epilogue {spec.epilogue!r}: scale or axpby"
     if spec.consumers not in (1, 2):
         return f"consumers {spec.consumers}: 1 or 2 warpgroups"
-    if spec.bm % (64 * spec.consumers) or not 1 <= spec.wg_m <= 2:
+    if spec.split_n and (spec.consumers != 2 or spec.bn not in (128, 256)):
+        return f"split_n: two consumers of bn / 2 columns each, bn 128 or 256 (got {spec.consumers}, bn {spec.bn})"
+    if spec.bm % (64 * (1 if spec.split_n else spec.consumers)) or not 1 <= spec.wg_m <= 2:
         return f"bm {spec.bm}: 64 or 128 rows per consumer warpgroup ({spec.consumers} consumers)"
-    if spec.bn not in (64, 128, 192, 256) or spec.bn * spec.wg_m > 256:
+    if spec.bn not in (64, 128, 192, 256) or spec.wg_n * spec.wg_m > 256:
         return f"bn {spec.bn}: 64-256 in steps of 64, at most 128 float32 sums per thread (bn * wg_m <= 256)"
     if spec.bm > 256:
         return f"bm {spec.bm}: a TMA box has at most 256 rows"

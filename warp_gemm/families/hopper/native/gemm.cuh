@@ -37,7 +37,9 @@
     // probe's design (every warpgroup waits on each stage, wgmma wait 0 and a block barrier per K step). The
     // persistent grid (624 / 625) and setmaxnreg (without: 637 / 641) measured no gain inside the 10% spread seen
     // between two processes for one kernel; both stay as the reference designs have them.
-    constexpr int BM = ${BM}, BN = ${BN}, BK = ${BK}, ST = ${ST}, NC = ${NC}, WGM = ${WGM}, NR = BN / 2;
+    // WGN 2 (split_n): both consumers multiply all BM rows, consumer c columns CBN c .. CBN (c + 1) - 1.
+    constexpr int BM = ${BM}, BN = ${BN}, BK = ${BK}, ST = ${ST}, NC = ${NC}, WGM = ${WGM}, WGN = ${WGN};
+    constexpr int CBN = ${CBN}, NR = CBN / 2;
     constexpr unsigned A_BYTES = BM * 128, B_BYTES = BN * 128, STAGE = A_BYTES + B_BYTES;  // 128-byte rows of K
     const unsigned s_raw = (unsigned)__cvta_generic_to_shared(buf.data.ptr);
     const unsigned sbase = (s_raw + 1023u) & ~1023u;  // the 128-byte swizzle repeats every 1024 bytes
@@ -125,8 +127,10 @@ ${C_ITEM}
             int prev = -1;
             for (int kt = kt0; kt < kt1; ++kt) {
                 wait(full0 + 8 * s, ph);
-                const unsigned sa = sbase + s * STAGE + (unsigned)(c * WGM) * 8192u;
-                const unsigned sb = sbase + s * STAGE + A_BYTES;
+                const unsigned sa = sbase + s * STAGE + (unsigned)(WGN == 1 ? c * WGM : 0) * 8192u;
+                // a consumer's columns: rows CBN c .. of a K-major B stage, or boxes CBN c / 64 .. (8 KB each) of an
+                // N-major one: CBN c 128-byte rows on either way
+                const unsigned sb = sbase + s * STAGE + A_BYTES + (unsigned)(WGN == 1 ? 0 : c * CBN) * 128u;
                 asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #pragma unroll
                 for (int kk = 0; kk < 4; ++kk) {  // four 32-byte K steps per 128-byte row (k16 16-bit, k8 tf32)
@@ -136,7 +140,7 @@ ${C_ITEM}
                     for (int h = 0; h < WGM; ++h) {
                         const unsigned long long da = desc(sa + 8192u * h + 32u * kk, 16);
                         asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %${NS}, 0;\n"
-                                     "wgmma.mma_async.sync.aligned.m64n${BN}k${KI}.f32.${IN_T}.${IN_T} "
+                                     "wgmma.mma_async.sync.aligned.m64n${CBN}k${KI}.f32.${IN_T}.${IN_T} "
                                      "{${DREGS}}, %${NA}, %${NB}, p, 1, 1${TRANS};\n}\n"
                                      : ${DOUTS}
                                      : "l"(da), "l"(db), "r"(acc));
@@ -157,7 +161,7 @@ ${C_DRAIN}
 #pragma unroll
                 for (int i = 0; i < NR; ++i) asm volatile("" : "+f"(d[h][i]) :: "memory");
 
-            // ---- epilogue: thread (w, l) holds, per m64 block h and j < BN / 8, d[h][4 j + 2 e + q] at row
+            // ---- epilogue: thread (w, l) holds, per m64 block h and j < CBN / 8, d[h][4 j + 2 e + q] at row
             // 16 w + l / 4 + 8 e, column 8 j + 2 (l % 4) + q of the block (wgmma's D fragment) ----
             char* dbase = (char*)D.data + ${D_OFFSET};
             const char* cbase = (const char*)C.data + (size_t)(c_nb == 1 ? 0 : b) * (size_t)C.strides[0];
@@ -171,8 +175,9 @@ ${C_DRAIN}
             const bool vec = ${VEC16} && dcs == 2 &&
                 ((((unsigned long long)(size_t)dbase) | (unsigned long long)D.strides[1]) % 16) == 0;
             (void)vec;
-            const int r0 = tm * BM + c * WGM * 64 + 16 * w + l / 4;
-            const int c0 = tn * BN + 2 * (l % 4);
+            const int r0 = tm * BM + (WGN == 1 ? c * WGM * 64 : 0) + 16 * w + l / 4;
+            const int cn0 = tn * BN + (WGN == 1 ? 0 : c * CBN);  // the consumer's first column
+            const int c0 = cn0 + 2 * (l % 4);
 #pragma unroll
             for (int h = 0; h < WGM; ++h) {
 #pragma unroll
@@ -186,7 +191,7 @@ ${C_DRAIN}
 #pragma unroll
                     for (int i = 0; i < NR / 16; ++i) {  // 32-column chunks: 8-column groups 4 i .. 4 i + 3
 #if ${VEC16}
-                        if (vec && tn * BN + 32 * i + 32 <= N) {
+                        if (vec && cn0 + 32 * i + 32 <= N) {
                             unsigned p0 = 0, p1 = 0, p2 = 0, p3 = 0;
 #pragma unroll
                             for (int jj = 0; jj < 4; ++jj) {
@@ -219,7 +224,7 @@ ${AXPBY}
                                 o2 = k == 2 ? got : o2;
                                 o3 = k == 3 ? got : o3;
                             }
-                            *(uint4*)(drow + (size_t)(tn * BN + 32 * i + 8 * (int)q) * 2) = make_uint4(o0, o1, o2, o3);
+                            *(uint4*)(drow + (size_t)(cn0 + 32 * i + 8 * (int)q) * 2) = make_uint4(o0, o1, o2, o3);
                             continue;
                         }
 #endif
