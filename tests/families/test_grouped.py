@@ -535,6 +535,7 @@ def test_grouped_matmul_rebinds_pointers(device, rng, monkeypatch, nan_list_resu
     """Lists of new tensors with the shapes, strides and dtype of a list seen before reuse its tables with the new
     pointers: new values, misaligned pointers (the checked copies), out= lists, and earlier results untouched;
     another dtype, another shape or a mixed dtype take the full checks."""
+    monkeypatch.setattr(core_grouped, "_LISTS", {})  # (other tests' lists would count towards its bound)
     hits = []
     call = core_grouped._ListTables.__call__
     monkeypatch.setattr(core_grouped._ListTables, "__call__", lambda self, *a: hits.append(1) or call(self, *a))
@@ -575,6 +576,28 @@ def test_grouped_matmul_rebinds_pointers(device, rng, monkeypatch, nan_list_resu
     with pytest.raises(TypeError, match=r"grouped_matmul: list_a\[0\] is float32.* but list_a\[4\] is float64"):
         warp_gemm.grouped_matmul(mixed, lb)
     assert len(hits) == 3
+    # row-major lists with every side >= 2 are matched through is_contiguous(): the same shapes with a padded row
+    # stride or stored transposed are other lists
+    dims = rng.integers(2, 41, (12, 3))
+    va = [round_to(rng.standard_normal((m, k)) * 0.5, "float32") for m, k, _ in dims]
+    vb = [round_to(rng.standard_normal((k, n)) * 0.5, "float32") for _, k, n in dims]
+    ta = [torch.tensor(v, dtype=torch.float32, device=device) for v in va]
+    tb = [torch.tensor(v, dtype=torch.float32, device=device) for v in vb]
+    for r, a, b in zip(warp_gemm.grouped_matmul(ta, tb), va, vb):
+        check(r, a @ b, "float32")
+    padded = []
+    for v in va:
+        x = torch.full((v.shape[0], v.shape[1] + 3), float("nan"), dtype=torch.float32, device=device)[:, :v.shape[1]]
+        padded.append(x.copy_(torch.tensor(v, dtype=torch.float32)))
+    stored_t = [torch.tensor(np.ascontiguousarray(v.T), dtype=torch.float32, device=device).T for v in va]
+    for variant in (padded, stored_t):
+        for r, a, b in zip(warp_gemm.grouped_matmul(variant, tb), va, vb):
+            check(r, a @ b, "float32")
+    assert len(hits) == 3
+    na, va2 = zip(*(_fresh(x, rng) for x in ta))
+    for r, a, b in zip(warp_gemm.grouped_matmul(list(na), tb), va2, vb):
+        check(r, a @ b, "float32")
+    assert len(hits) == 4
 
 
 def test_grouped_matmul_errors_write_nothing(rng):

@@ -620,7 +620,10 @@ def _cached(key):
     T = _torch().Tensor
     eq = operator.eq
     for (shapes, strides), entry in _LISTS.get(head, ()):
-        if all(all(map(eq, map(_SHAPE, x), sh)) and all(map(eq, map(T.stride, x), st))
+        # strides None: every matrix of that list was row-major with both sides >= 2, where equal shapes and
+        # is_contiguous() mean equal strides (0.05 ms for 1000 tensors against 0.09 ms comparing strides)
+        if all(all(map(eq, map(_SHAPE, x), sh))
+               and (all(map(T.is_contiguous, x)) if st is None else all(map(eq, map(T.stride, x), st)))
                for x, sh, st in zip(xs, shapes, strides)):
             return entry
     return None
@@ -632,8 +635,11 @@ def _store(key, entry) -> None:
     T = _torch().Tensor
     if sum(map(len, _LISTS.values())) >= _LISTS_MAX:
         _LISTS.clear()
-    body = (tuple(tuple(map(tuple, map(_SHAPE, x))) for x in xs), tuple(tuple(map(T.stride, x)) for x in xs))
-    _LISTS.setdefault(head, []).append((body, entry))
+    shapes = tuple(tuple(map(tuple, map(_SHAPE, x))) for x in xs)
+    strides = tuple(tuple(map(T.stride, x)) for x in xs)
+    strides = tuple(None if all(m >= 2 and n >= 2 and s == (n, 1) for (m, n), s in zip(sh, st)) else st
+                    for sh, st in zip(shapes, strides))
+    _LISTS.setdefault(head, []).append(((shapes, strides), entry))
 
 
 class _ListTables:
