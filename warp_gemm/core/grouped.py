@@ -577,9 +577,9 @@ def grouped_matmul(list_a, list_b, out, allow_tf32: bool = False, spec=None, req
 
 
 # Lists of torch tensors whose dtypes, device, shapes and strides (and those of ``out``) match a list seen before
-# reuse its tables: a call reads the signature (one pass per attribute through map(): 0.3 ms for 2000 tensors on
-# the 2-core development machine, against 1.2 ms for the checks and tables it replaces), writes the new pointers
-# into a copy of the tables, makes the results and launches.
+# reuse its tables: a call reads and compares the signature (one pass per attribute through map()), writes the new
+# pointers into a copy of the tables, makes the results and launches (1000 products: 2.6 -> 2.0 ms of host time
+# per call on the 2-core development machine, launch stubbed).
 _LISTS: dict = {}
 _LISTS_MAX = 16
 
