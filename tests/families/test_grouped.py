@@ -598,6 +598,20 @@ def test_grouped_matmul_rebinds_pointers(device, rng, monkeypatch, nan_list_resu
     for r, a, b in zip(warp_gemm.grouped_matmul(list(na), tb), va2, vb):
         check(r, a @ b, "float32")
     assert len(hits) == 4
+    # autograd (the custom operator, results not views of one buffer): the second list's forward and backward
+    # products reuse the first's tables
+    for step in range(2):
+        xa = [torch.tensor(v, dtype=torch.float64, device=device, requires_grad=True) for v in va]
+        xb = [torch.tensor(v, dtype=torch.float64, device=device, requires_grad=True) for v in vb]
+        res = warp_gemm.grouped_matmul(xa, xb)
+        assert len({r.untyped_storage().data_ptr() for r in res}) == len(res)
+        gs = [rng.standard_normal(tuple(r.shape)) for r in res]
+        torch.autograd.backward(res, [torch.tensor(g, dtype=torch.float64, device=device) for g in gs])
+        for r, x, y, g, a, b in zip(res, xa, xb, gs, va, vb):
+            check(r, a @ b, "float64")
+            check(x.grad, g @ b.T, "float64")
+            check(y.grad, a.T @ g, "float64")
+        assert len(hits) == 4 + 3 * step
 
 
 def test_grouped_matmul_errors_write_nothing(rng):
