@@ -4,7 +4,8 @@ used as W.T): the dense Hopper kernel on one 8192x14336x4096 product, the groupe
 8 uneven groups (the suite's split: padded last tile rows), each against F.grouped_mm / cuBLAS on the same
 operands; then the uneven split with the grouped order's band of tile rows (``hopper.GROUP_M``, a launch
 argument) set to each of ``--group-m``. CUDA-event medians of ``--reps`` calls after 3 warm-ups, in two passes
-(A B A B) to show the drift.
+(A B A B) to show the drift, and the host's microseconds per call before the launch returns (counted in those
+timings: the GPU waits for them).
 
     python benchmarks/probes/grouped_moe8_ladder.py --dtypes float16,bfloat16 --reps 20
 """
@@ -32,6 +33,23 @@ def _time(fn, reps):
     return statistics.median(ts)
 
 
+def _host_us(fn, reps):
+    """Median microseconds the host spends in ``fn()`` on an idle stream (the launch is asynchronous: this is the
+    time the CUDA-event timings count before the kernel starts)."""
+    import time
+
+    import torch
+
+    ts = []
+    for _ in range(reps):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t0)
+    torch.cuda.synchronize()
+    return statistics.median(ts) * 1e6
+
+
 def main(argv=None) -> int:
     import numpy as np
     import torch
@@ -55,7 +73,8 @@ def main(argv=None) -> int:
         pad = int((-(-s // 128) * 128).sum())
         print(f"split {name}: {s.tolist()}  computed rows {pad} ({pad / T - 1:+.1%})")
     flops = 2.0 * T * K * N
-    print(f"{'dtype':<9} {'case':<10} {'warp_gemm ms':>12} {'TFLOP/s':>8} {'torch ms':>9} {'TFLOP/s':>8}  pass")
+    print(f"{'dtype':<9} {'case':<10} {'warp_gemm ms':>12} {'TFLOP/s':>8} {'torch ms':>9} {'TFLOP/s':>8}  pass  "
+          "host us (warp_gemm, torch)")
     for dt in args.dtypes.split(","):
         tdt = getattr(torch, dt)
         gen = torch.Generator(device="cuda").manual_seed(1)
@@ -74,8 +93,9 @@ def main(argv=None) -> int:
         for p in (1, 2):
             for name, (mine, theirs) in cases.items():
                 a, b = _time(mine, args.reps), _time(theirs, args.reps)
-                print(f"{dt:<9} {name:<10} {a:>12.3f} {flops / a / 1e9:>8.1f} {b:>9.3f} {flops / b / 1e9:>8.1f}  {p}",
-                      flush=True)
+                ha, hb = _host_us(mine, args.reps), _host_us(theirs, args.reps)
+                print(f"{dt:<9} {name:<10} {a:>12.3f} {flops / a / 1e9:>8.1f} {b:>9.3f} {flops / b / 1e9:>8.1f}  {p}"
+                      f"     {ha:>6.1f} {hb:>6.1f}", flush=True)
         mine = cases["uneven"][0]
         default = hopper.GROUP_M
         try:
