@@ -503,6 +503,117 @@ def test_grouped_matmul_plan(kind, device, rng):
                                           [torch.zeros(3, 2, device=device)])
 
 
+@pytest.fixture
+def nan_list_results(monkeypatch):
+    """New grouped_matmul results come pre-filled with NaN (the buffer behind them)."""
+    made = core_grouped._new_outputs
+
+    def poisoned(*args, **kw):
+        res, ptrs, ld = made(*args, **kw)
+        for r in res:
+            r.fill_(float("nan")) if torch is not None and isinstance(r, torch.Tensor) else r.fill_(np.nan)
+        return res, ptrs, ld
+
+    monkeypatch.setattr(core_grouped, "_new_outputs", poisoned)
+
+
+def _fresh(like, rng, offset: int = 0):
+    """A new float tensor of ``like``'s dtype, device, shape and strides holding fresh random values, starting
+    ``offset`` elements into a new buffer (offset 1: a 4-byte-aligned pointer for float32); its float64 values."""
+    m, k = like.shape
+    s = max(k, 1) ** -0.25
+    v = round_to(rng.standard_normal((m, k)) * s, str(like.dtype).replace("torch.", ""))
+    span = (m - 1) * like.stride(0) + (k - 1) * like.stride(1) + 1 if m and k else 0
+    buf = torch.full((offset + span + 1,), float("nan"), dtype=like.dtype, device=like.device)
+    x = buf.as_strided((m, k), like.stride(), offset)
+    x.copy_(torch.tensor(v, dtype=like.dtype))
+    return x, v
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_grouped_matmul_rebinds_pointers(device, rng, monkeypatch, nan_list_results):
+    """Lists of new tensors with the shapes, strides and dtype of a list seen before reuse its tables with the new
+    pointers: new values, misaligned pointers (the checked copies), out= lists, and earlier results untouched;
+    another dtype, another shape or a mixed dtype take the full checks."""
+    monkeypatch.setattr(core_grouped, "_LISTS", {})  # (other tests' lists would count towards its bound)
+    hits = []
+    call = core_grouped._ListTables.__call__
+    monkeypatch.setattr(core_grouped._ListTables, "__call__", lambda self, *a: hits.append(1) or call(self, *a))
+    la, lb, ra, rb = _list(rng, 37, "float32", "torch", device)
+    first = warp_gemm.grouped_matmul(la, lb)
+    for r, a, b in zip(first, ra, rb):
+        check(r, a @ b, "float32")
+    kept = [to_f64(r).copy() for r in first]
+    assert hits == []
+    for offset in (0, 1):
+        na, va = zip(*(_fresh(x, rng, offset) for x in la))
+        nb, vb = zip(*(_fresh(y, rng, offset) for y in lb))
+        assert [x.stride() for x in na] == [x.stride() for x in la]
+        res = warp_gemm.grouped_matmul(list(na), list(nb))
+        assert len(hits) == 1 + offset
+        for r, a, b in zip(res, va, vb):
+            check(r, a @ b, "float32")
+    for r, k in zip(first, kept):
+        assert np.array_equal(to_f64(r), k)
+    for _ in range(2):  # out= lists: new NaN-filled outputs each call
+        out = [nan_like("torch", (a.shape[0], b.shape[1]), "float32", device) for a, b in zip(ra, rb)]
+        na, va = zip(*(_fresh(x, rng) for x in la))
+        assert all(r is o for r, o in zip(warp_gemm.grouped_matmul(list(na), lb, out=out), out))
+        for o, a, b in zip(out, va, rb):
+            check(o, a @ b, "float32")
+    assert len(hits) == 3
+    la64 = [x.double() for x in la]  # same shapes, another dtype: its own tables
+    lb64 = [y.double() for y in lb]
+    for r, a, b in zip(warp_gemm.grouped_matmul(la64, lb64), ra, rb):
+        check(r, a @ b, "float64")
+    assert len(hits) == 3
+    grown = list(la)
+    grown[5] = torch.zeros(la[5].shape[0], la[5].shape[1] + 1, device=device)
+    with pytest.raises(ValueError, match=r"grouped_matmul: product 5: .*inner dimensions differ"):
+        warp_gemm.grouped_matmul(grown, lb)
+    mixed = list(la)
+    mixed[4] = la[4].double()
+    with pytest.raises(TypeError, match=r"grouped_matmul: list_a\[0\] is float32.* but list_a\[4\] is float64"):
+        warp_gemm.grouped_matmul(mixed, lb)
+    assert len(hits) == 3
+    # row-major lists with every side >= 2 are matched through is_contiguous(): the same shapes with a padded row
+    # stride or stored transposed are other lists
+    dims = rng.integers(2, 41, (12, 3))
+    va = [round_to(rng.standard_normal((m, k)) * 0.5, "float32") for m, k, _ in dims]
+    vb = [round_to(rng.standard_normal((k, n)) * 0.5, "float32") for _, k, n in dims]
+    ta = [torch.tensor(v, dtype=torch.float32, device=device) for v in va]
+    tb = [torch.tensor(v, dtype=torch.float32, device=device) for v in vb]
+    for r, a, b in zip(warp_gemm.grouped_matmul(ta, tb), va, vb):
+        check(r, a @ b, "float32")
+    padded = []
+    for v in va:
+        x = torch.full((v.shape[0], v.shape[1] + 3), float("nan"), dtype=torch.float32, device=device)[:, :v.shape[1]]
+        padded.append(x.copy_(torch.tensor(v, dtype=torch.float32)))
+    stored_t = [torch.tensor(np.ascontiguousarray(v.T), dtype=torch.float32, device=device).T for v in va]
+    for variant in (padded, stored_t):
+        for r, a, b in zip(warp_gemm.grouped_matmul(variant, tb), va, vb):
+            check(r, a @ b, "float32")
+    assert len(hits) == 3
+    na, va2 = zip(*(_fresh(x, rng) for x in ta))
+    for r, a, b in zip(warp_gemm.grouped_matmul(list(na), tb), va2, vb):
+        check(r, a @ b, "float32")
+    assert len(hits) == 4
+    # autograd (the custom operator, results not views of one buffer): the second list's forward and backward
+    # products reuse the first's tables
+    for step in range(2):
+        xa = [torch.tensor(v, dtype=torch.float64, device=device, requires_grad=True) for v in va]
+        xb = [torch.tensor(v, dtype=torch.float64, device=device, requires_grad=True) for v in vb]
+        res = warp_gemm.grouped_matmul(xa, xb)
+        assert len({r.untyped_storage().data_ptr() for r in res}) == len(res)
+        gs = [rng.standard_normal(tuple(r.shape)) for r in res]
+        torch.autograd.backward(res, [torch.tensor(g, dtype=torch.float64, device=device) for g in gs])
+        for r, x, y, g, a, b in zip(res, xa, xb, gs, va, vb):
+            check(r, a @ b, "float64")
+            check(x.grad, g @ b.T, "float64")
+            check(y.grad, a.T @ g, "float64")
+        assert len(hits) == 4 + 3 * step
+
+
 def test_grouped_matmul_errors_write_nothing(rng):
     la, lb, ra, rb = _list(rng, 4, "float32", "torch", "cpu", transposed=False)
     out = [nan_like("torch", (a.shape[0], b.shape[1]), "float32", "cpu") for a, b in zip(ra, rb)]
