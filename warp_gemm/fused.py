@@ -101,7 +101,7 @@ class FusedGemm:
         self.frag = self.bm // (64 * (1 if pingpong else self.consumers)) * (tn // 2)
         self._maps: collections.OrderedDict = collections.OrderedDict()
         self.func = self._build()
-        self.tile_func, self.tile_origin, self.tile_coord = self._build_tiles()
+        self.tile_func, self.tile_origin, self.tile_coord, self.store_frag = self._build_tiles()
 
     def _build(self):
         sn = native.load(_hspec.__file__, "block.cuh")
@@ -147,7 +147,13 @@ class FusedGemm:
         @_named.func_native(coord_text, name + "_coord")
         def coord(o: wp.vec2i, i: int) -> wp.vec2i: ...
 
-        return frag, origin, coord
+        T = wp.float16 if self.dtype == "float16" else _compat.bf16_dtype()
+        store_text = native.fill(sn["store_frag"], RC=rc, OUT_T=_hspec.PTX_TYPES[self.dtype],
+                                 OT=native.C_TYPES[self.dtype], **f)
+
+        def store(Y: wp.array2d(dtype=T), v: vec, o: wp.vec2i): ...
+
+        return frag, origin, coord, native.func(store_text, name + "_store", store)
 
     # --- host side ---------------------------------------------------------------------------------------------
     def operands(self, A: wp.array, B: wp.array, grid: int | None = None) -> Operands:
@@ -231,24 +237,47 @@ class FusedGemm:
         kernel.options.setdefault("launch_bounds", (self.block_dim, 1))
         _compat.load_arch_specific(kernel.module, device, self.block_dim)
 
-    def launch_tiles(self, kernel, ops, inputs: list, device=None, stream=None) -> None:
+    def launch_tiles(self, kernel, ops, inputs: list, device=None, stream=None, record_cmd: bool = False):
         """``wp.launch_tiled`` of a :attr:`tile_func` kernel over ``ops.grid`` blocks (``ops``: the
         :class:`Operands`, or a block count) of ``block_dim`` threads, after :meth:`load`; ``inputs`` are the
         kernel's whole list (usually ``ops.args + [...]``). On the CPU the blocks run ``block_dim`` fibers
-        (``wp.config.enable_cpu_blocks`` is set for the launch)."""
+        (``wp.config.enable_cpu_blocks`` is set for the launch). ``record_cmd``: launch nothing, return the
+        recorded ``wp.Launch``, whose ``.launch(stream=None)`` replays it with the same arguments (one native
+        launch; the descriptors and aligned copies in ``ops`` stay as they were made: record again when A's or
+        B's pointer, shape or strides change, or, for operands staged into an aligned copy, their values)."""
         device = wp.get_device(device)
         grid = int(ops.grid if isinstance(ops, Operands) else ops)
         self.load(kernel, device)
+        cmd = None
         with _cpu_blocks() if device.is_cpu else contextlib.nullcontext():
-            wp.launch_tiled(kernel, dim=(grid,), inputs=inputs, block_dim=self.block_dim, device=device,
-                            stream=stream)
+            cmd = wp.launch_tiled(kernel, dim=(grid,), inputs=inputs, block_dim=self.block_dim, device=device,
+                                  stream=stream, record_cmd=record_cmd)
+        return _Recorded(cmd, ops) if record_cmd else None
 
-    def launch(self, kernel, M: int, N: int, inputs: list, device=None, stream=None) -> None:
-        """``wp.launch_tiled`` of ``kernel`` over :meth:`grid` with ``block_dim`` threads, after :meth:`load`."""
+    def launch(self, kernel, M: int, N: int, inputs: list, device=None, stream=None, record_cmd: bool = False):
+        """``wp.launch_tiled`` of ``kernel`` over :meth:`grid` with ``block_dim`` threads, after :meth:`load`;
+        ``record_cmd``: launch nothing, return the recorded launch (:meth:`launch_tiles`)."""
         device = wp.get_device(device)
         self.load(kernel, device)
-        wp.launch_tiled(kernel, dim=self.grid(M, N), inputs=inputs, block_dim=self.block_dim, device=device,
-                        stream=stream)
+        cmd = wp.launch_tiled(kernel, dim=self.grid(M, N), inputs=inputs, block_dim=self.block_dim, device=device,
+                              stream=stream, record_cmd=record_cmd)
+        return _Recorded(cmd, inputs) if record_cmd else None
+
+
+class _Recorded:
+    """A recorded ``wp.Launch`` of a fused kernel and what its arguments point into (kept alive with it).
+    ``launch(stream=None)``: one native launch on ``stream`` (default: the device's current stream); on the CPU
+    with ``wp.config.enable_cpu_blocks`` set for it (the persistent form's 384 fibers)."""
+
+    def __init__(self, cmd, keep):
+        self.cmd, self.keep = cmd, keep
+
+    def launch(self, stream=None) -> None:
+        if self.cmd.device.is_cpu:
+            with _cpu_blocks():
+                self.cmd.launch()
+            return
+        self.cmd.launch(stream)
 
 
 class _Named:
