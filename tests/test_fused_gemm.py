@@ -316,7 +316,8 @@ def test_suite_checks_cpu(row):
     """The fused suite's providers on the CPU (checks only, no timing): each one agrees with float64."""
     pytest.importorskip("torch")
     recs = suite.run_row(row, 1, device="cpu", time=False)
-    assert [r["provider"] for r in recs] == ["fused", "fused_persistent", "warp_gemm+ew", "torch"]
+    assert [r["provider"] for r in recs] == ["fused", "fused_persistent"] + (
+        [] if row.op == "rowsum" else ["fused_persistent_256"]) + ["warp_gemm+ew", "torch"]
     assert all(r["status"] == "ok" for r in recs), recs
 
 
@@ -371,3 +372,107 @@ def test_example_07_bodies_cpu(body):
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     assert mod.main(["--device", "cpu", "--dtype", "float16", "--size", "130x140x70", "--body", body]) == 0
+
+
+# --- g.store_frag: a consumer thread's fragment stored with 16-byte stores (CUDA) ---------------------------------
+_STORE = {}
+
+
+def _store_kernel(g, dtype):
+    """silu of tile_func's sums, in place in the fragment vector, stored through ``g.store_frag``."""
+    if g.key + str(g.pingpong) in _STORE:
+        return _STORE[g.key + str(g.pingpong)]
+    T = getattr(wp, dtype)
+    frag, origin, FR, R, C, store = g.tile_func, g.tile_origin, g.frag, g.buf_rows, g.buf_cols, g.store_frag
+
+    @wp.func
+    def silu(x: float):
+        return x / (1.0 + wp.exp(-x))
+
+    def k(ta: wp.uint64, tb: wp.uint64, K: int, M: int, N: int, items: int, G: int, Y: wp.array2d(dtype=T)):
+        buf = wp.tile_empty(shape=(R, C), dtype=float, storage="shared")
+        for t in range(wp.tid(), items, G):
+            acc = frag(buf, ta, tb, K, M, N, t, G)
+            for i in range(FR):
+                acc[i] = silu(acc[i])
+            store(Y, acc, origin(M, N, t))
+
+    _STORE[g.key + str(g.pingpong)] = wp.kernel(k, module="unique", module_options={"enable_backward": False})
+    return _STORE[g.key + str(g.pingpong)]
+
+
+def _store_case(dtype, M, N, K, tn, pingpong, view, device, grid=None, record=False):
+    """silu(A @ B) through store_frag into ``view`` of a NaN-prefilled array: "contig" (Y itself), "colslice"
+    (columns 1 .. N of an (M, N + 3) array: rows off the 16-byte grid), "rowstep" (every second row of a (2 M, N)
+    array), "colstep" (every second column of an (M, 2 N) array). Returns (the whole array in float64, the view's
+    region in it, the float64 reference)."""
+    rng = np.random.default_rng(M * 7 + N)
+    A, a64, ka = _arr(rng.standard_normal((M, K)) * K ** -0.25, dtype, device)
+    B, b64, kb = _arr(rng.standard_normal((K, N)) * K ** -0.25, dtype, device)
+    shape, sl = {"contig": ((M, N), np.s_[:, :]), "colslice": ((M, N + 3), np.s_[:, 1:N + 1]),
+                 "rowstep": ((2 * M, N), np.s_[::2, :]), "colstep": ((M, 2 * N), np.s_[:, ::2])}[view]
+    Yb, kk = _nan_out(*shape, dtype, device)
+    Y = Yb[sl] if view != "contig" else Yb
+    g = warp_gemm.fused_gemm(getattr(wp, dtype), layout_b="N", tn=tn, pingpong=pingpong)
+    kern = _store_kernel(g, dtype)
+    ops = g.operands(A, B, grid=grid)
+    if record:
+        cmd = g.launch_tiles(kern, ops, ops.args + [Y], device=device, record_cmd=True)
+        wp.synchronize_device(device)
+        assert np.isnan(_to64(Yb, dtype)).all(), "record_cmd=True launched"
+        cmd.launch()
+    else:
+        g.launch_tiles(kern, ops, ops.args + [Y], device=device)
+    wp.synchronize_device(device)
+    z = a64 @ b64
+    yb = _to64(Yb, dtype)  # before ka, kb, kk (the bfloat16 arrays' memory) go
+    return yb, sl, z / (1.0 + np.exp(-z))
+
+
+def _check_store(yb, sl, ref, dtype):
+    inside = np.zeros(yb.shape, bool)
+    inside[sl] = True
+    assert np.isnan(yb[~inside]).all(), "store_frag wrote outside the view"
+    _check(yb[sl], ref, 2e-3 if dtype == "float16" else 1e-2)
+
+
+STORE_CASES = [  # (dtype, M, N, K, tn, pingpong, view)
+    ("float16", 300, 270, 40, 128, None, "contig"),
+    ("bfloat16", 129, 256, 64, 128, None, "colslice"),
+    ("float16", 150, 300, 70, 256, None, "rowstep"),
+    ("bfloat16", 260, 130, 33, 128, False, "colstep"),
+]
+
+
+@pytest.mark.skipif(not _compat.HAS_CPU_BLOCKS, reason="the tile_func twin runs 384 CPU fibers (warp-lang 1.18+)")
+@pytest.mark.parametrize("dtype,M,N,K,tn,pingpong,view", STORE_CASES)
+def test_store_frag_cpu(dtype, M, N, K, tn, pingpong, view):
+    yb, sl, ref = _store_case(dtype, M, N, K, tn, pingpong, view, "cpu", grid=2)
+    _check_store(yb, sl, ref, dtype)
+
+
+@pytest.mark.skipif(not _compat.HAS_CPU_BLOCKS, reason="the tile_func twin runs 384 CPU fibers (warp-lang 1.18+)")
+def test_record_cmd_cpu():
+    """``launch_tiles(..., record_cmd=True)`` launches nothing; the returned command's ``launch()`` runs it."""
+    yb, sl, ref = _store_case("float16", 140, 150, 30, 128, None, "contig", "cpu", grid=2, record=True)
+    _check_store(yb, sl, ref, "float16")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _sm90(), reason="needs an sm_90 GPU")
+@pytest.mark.parametrize("dtype,M,N,K,tn,pingpong,view", STORE_CASES + [
+    ("float16", 512, 512, 128, 128, None, "contig"),      # every 32-column chunk inside: 16-byte stores only
+    ("bfloat16", 520, 1000, 200, 256, None, "contig"),    # 16-byte stores and the right edge's pairs
+    ("float16", 1000, 1030, 4095, 128, None, "colslice"),  # odd K (A staged), unaligned rows: element stores
+    ("bfloat16", 384, 520, 96, 128, False, "rowstep"),
+])
+def test_store_frag_gpu(dtype, M, N, K, tn, pingpong, view):
+    yb, sl, ref = _store_case(dtype, M, N, K, tn, pingpong, view, "cuda:0")
+    _check_store(yb, sl, ref, dtype)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _sm90(), reason="needs an sm_90 GPU")
+def test_record_cmd_gpu():
+    yb, sl, ref = _store_case("bfloat16", 700, 600, 256, 128, None, "contig", "cuda:0", record=True)
+    _check_store(yb, sl, ref, "bfloat16")
