@@ -69,7 +69,9 @@ def _run(op, dtype, M, N, K, device, layout_b=None, a_view=None, tn=suite.TN, se
     B, b64, k = _arr(w, dtype, device)
     keep.append(k)
     z = a64 @ (b64.T if layout_b == "T" else b64)
-    if tn != suite.TN or layout_b != ("T" if lin else "N") or pingpong is not None:
+    if form == "regs" and layout_b == ("T" if lin else "N") and pingpong is None:
+        g, kern = suite._kernels(op, dtype, layout_b, form, tn)  # the suite's kernel (g.store_frag) at this tn
+    elif tn != suite.TN or layout_b != ("T" if lin else "N") or pingpong is not None:
         g = warp_gemm.fused_gemm(getattr(wp, dtype), layout_b=layout_b, tn=tn, pingpong=pingpong)
         kern = _silu_kernel(g, dtype) if form == "tile" else _silu_regs_kernel(g, dtype)
         op = "silu"
@@ -185,11 +187,12 @@ def test_cpu_twin(op, dtype, M, N, K, extra):
 CASES_REGS = [
     ("silu", "float16", 300, 270, 40, {"grid": 2}),
     ("linear_gelu", "bfloat16", 129, 257, 65, {"grid": 3}),
+    ("linear_gelu", "float16", 129, 257, 65, {"grid": 2, "tn": 256}),
     ("residual", "float16", 131, 33, 17, {}),
     ("rowsum", "bfloat16", 140, 300, 40, {"grid": 1}),
     ("silu", "float16", 70, 45, 33, {"a_view": True}),
     ("silu", "bfloat16", 129, 130, 64, {"layout_b": "T"}),
-    ("silu", "float16", 300, 270, 40, {"grid": 2, "pingpong": False}),           # both consumers on one tile
+    ("silu", "float16", 300, 270, 40, {"grid": 2, "pingpong": True}),            # a whole tile per consumer
     ("silu", "bfloat16", 150, 300, 70, {"grid": 2, "tn": 256, "layout_b": "T"}),  # 128 x 256, shared tiles
 ]
 
@@ -205,7 +208,7 @@ def test_tile_coord_cpu():
     """tile_origin / tile_coord on the CPU's 384 fibers (ping-pong: work item t is tiles 2 t and 2 t + 1, one per
     consumer warpgroup of 128 threads x 128 entries): the items cover each output of a 3 x 2 grid of tiles once, in
     grouped order; the producer's threads get row 2^30."""
-    g = warp_gemm.fused_gemm(wp.float16)
+    g = warp_gemm.fused_gemm(wp.float16, pingpong=True)
     assert g.pingpong and g.tiles_per_item == 2 and g.frag == 128
     origin, coord, FR = g.tile_origin, g.tile_coord, g.frag
 
@@ -243,14 +246,15 @@ def test_configuration():
         assert x.smem_bytes <= 232448
     assert warp_gemm.fused_gemm("fp16") is g
     assert warp_gemm.fused_gemm(wp.float16, layout_b="T", tn=256).stages == 4
-    # tile_func: ping-pong by default at 128 columns (a whole 128 x 128 tile per consumer: 128 sums per thread, two
-    # tiles per work item); shared tiles otherwise (64 sums per thread at 128 columns, 128 at 256)
-    assert (g.pingpong, g.tiles_per_item, g.frag) == (True, 2, 128)
-    c128 = warp_gemm.fused_gemm(wp.float16, pingpong=False)
-    assert (c128.pingpong, c128.tiles_per_item, c128.frag) == (False, 1, 64)
+    # tile_func: both consumers on one tile by default (64 sums per thread at 128 columns, 128 at 256); ping-pong on
+    # request at 128 columns (a whole 128 x 128 tile per consumer: 128 sums per thread, two tiles per work item)
+    assert (g.pingpong, g.tiles_per_item, g.frag) == (False, 1, 64)
+    p128 = warp_gemm.fused_gemm(wp.float16, pingpong=True)
+    assert (p128.pingpong, p128.tiles_per_item, p128.frag) == (True, 2, 128)
     c256 = warp_gemm.fused_gemm(wp.float16, tn=256)
     assert (c256.pingpong, c256.tiles_per_item, c256.frag) == (False, 1, 128)
     # the buffer holds the stages, their barriers, the two ping-pong order barriers and the 1024-byte alignment
+    assert p128.smem_bytes == g.smem_bytes
     assert g.smem_bytes >= g.stages * ((128 + 128) * 64 * 2 + 16) + 16 + 1024
 
 
@@ -353,7 +357,8 @@ def test_operands_keep_maps_of_aligned_operands(monkeypatch):
     o1 = g.operands(A, B, grid=7)
     o2 = g.operands(A, B)
     assert (o1.a, o1.b) == (o2.a, o2.b) == (1001, 1002) and len(calls) == 2
-    assert (o1.M, o1.N, o1.K, o1.items, o1.grid) == (256, 192, 128, 2 * 2 // 2, 2)
+    assert (o1.M, o1.N, o1.K, o1.items, o1.grid) == (256, 192, 128, 2 * 2, 4)  # one tile per item: 4 items
+    assert not o1.staged and not o2.staged
     o3 = g.operands(Av, Bv)
     assert len(calls) == 4 and (o3.a, o3.b) == (1003, 1004) and o3.K == 64
 
@@ -416,6 +421,8 @@ def _store_case(dtype, M, N, K, tn, pingpong, view, device, grid=None, record=Fa
     g = warp_gemm.fused_gemm(getattr(wp, dtype), layout_b="N", tn=tn, pingpong=pingpong)
     kern = _store_kernel(g, dtype)
     ops = g.operands(A, B, grid=grid)
+    if device != "cpu":  # A's rows are 2 K bytes, B's 2 N: TMA reads them in place where both are multiples of 16
+        assert ops.staged == bool((2 * K) % 16 or (2 * N) % 16)
     if record:
         cmd = g.launch_tiles(kern, ops, ops.args + [Y], device=device, record_cmd=True)
         wp.synchronize_device(device)

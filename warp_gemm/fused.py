@@ -66,6 +66,9 @@ class Operands:
     #: ``ceil(M / bm) * ceil(N / bn)`` output tiles) and the persistent grid (blocks) of :meth:`FusedGemm.launch_tiles`
     items: int = 0
     grid: int = 0
+    #: an operand's rows were copied into an aligned buffer at this call: a recorded launch (``record_cmd``) would
+    #: read that copy's values on every replay, so such operands need ``operands`` (and the launch) per call
+    staged: bool = False
 
     @property
     def args(self) -> list:
@@ -215,7 +218,7 @@ class FusedGemm:
                 self._maps[key] = (ta, tb)
                 if len(self._maps) > _MAX_OPERANDS:
                     self._maps.popitem(last=False)
-        return Operands(ta, tb, K, M, N, (a, b), items, grid)
+        return Operands(ta, tb, K, M, N, (a, b), items, grid, staged=a is not A or b is not B)
 
     def grid(self, M: int, N: int) -> tuple[int, int]:
         """The launch grid of one block per output tile: ``(ceil(M / bm), ceil(N / bn))``."""
@@ -352,11 +355,15 @@ def fused_gemm(dtype, *, layout_b: str = "N", tn: int = 128, pingpong: bool | No
     Args:
         dtype: ``wp.float16`` or ``wp.bfloat16`` (or a name); A and B have this dtype, the sums are float32.
         layout_b: ``"N"``: B stored (K, N) (``A @ B``); ``"T"``: B stored (N, K) (``A @ W.T``, ``F.linear``'s weight).
-        tn: output tile columns: 128 (6 stages, the default) or 256 (4 stages). H100, fp16 silu(A @ B) 4096^3 in the
-            fused suite: 0.457 ms with 128 against 0.911 with 256, whose 128 float32 sums per consumer thread meet the
-            register cap of a 384-thread block (ptxas: 168 registers and a 784-byte stack frame, against 72 bytes
-            at 128; the Hopper family's kernel lifts the cap with setmaxnreg, which this function does not use: the
-            caller's code after it runs on every warpgroup).
+        tn: output tile columns: 128 (6 stages, the default) or 256 (4 stages). ``g.func`` (H100, fp16 silu(A @ B)
+            4096^3 in the fused suite): 0.457 ms with 128 against 0.911 with 256, whose 128 float32 sums per consumer
+            thread meet the register cap of a 384-thread block (ptxas: 168 registers and a 784-byte stack frame,
+            against 72 bytes at 128; the Hopper family's kernel lifts the cap with setmaxnreg, which this function
+            does not use: the caller's code after it runs on every warpgroup). ``g.tile_func`` with ``g.store_frag``
+            (H100, same product, GPU time back to back): 0.222 ms with 256, 0.230 with 128.
+        pingpong: :attr:`FusedGemm.tile_func`'s consumers each on a whole 128 x 128 tile (``tn=128`` only), one
+            multiplying while the other runs the caller's epilogue; default False (both consumers on one tile):
+            H100, same product with ``g.store_frag``, 0.248 ms ping-pong against 0.230.
 
     CUDA: sm_90 (H100/H200) and warp-lang 1.19+. CPU: a twin of the same function (element by element) for tests.
     bfloat16 kernels need ``module_options={"enable_backward": False}`` (docs/tile_func.md).
@@ -371,7 +378,7 @@ def fused_gemm(dtype, *, layout_b: str = "N", tn: int = 128, pingpong: bool | No
     if tn not in _STAGES:
         raise ValueError(f"fused_gemm: tn must be 256 or 128, got {tn!r}")
     if pingpong is None:
-        pingpong = tn == 128
+        pingpong = False
     if pingpong and tn != 128:
         raise ValueError(f"fused_gemm: pingpong needs tn=128 (a consumer's whole 128 x {tn} tile would be "
                          f"{tn} float32 sums per thread), got tn={tn}")

@@ -376,7 +376,7 @@ def run_row(row: Row, reps: int, device: str = "cuda", time: bool = True, persis
                 else:
                     inputs = [ops.a, ops.b, ops.K] + ([N, wrs] if row.op == "rowsum" else last)
                     go = lambda r: g.launch(kern, M, N, inputs, device=dev, record_cmd=r)  # noqa: E731
-                if ops.keep[0] is wa and ops.keep[1] is wB:  # both read in place: record
+                if not ops.staged:  # both read in place: record
                     cmds[(form, tn)] = go(True)
                     cmds[(form, tn)].launch()
                 else:

@@ -429,51 +429,40 @@ ${RC}
             char* drow = base + (long long)r * rs;
 #pragma unroll
             for (int i = 0; i < NR / 16; ++i) {  // 32-column chunks: 8-column groups 4 i .. 4 i + 3
-                if (vec && tc + 32 * i + 32 <= N) {  // the same for the whole warp
-                    unsigned p0 = 0, p1 = 0, p2 = 0, p3 = 0;
-#pragma unroll
-                    for (int jj = 0; jj < 4; ++jj) {
-                        const int x = h * NR + 4 * (4 * i + jj) + 2 * e;
-                        unsigned u;  // cvt packs its first source into the upper half
-                        asm("cvt.rn.${OUT_T}x2.f32 %0, %1, %2;" : "=r"(u) : "f"(v.c[x + 1]), "f"(v.c[x]));
-                        p0 = jj == 0 ? u : p0;
-                        p1 = jj == 1 ? u : p1;
-                        p2 = jj == 2 ? u : p2;
-                        p3 = jj == 3 ? u : p3;
-                    }
-                    // round s: thread q sends its pair of group 4 i + (q ^ s), receives thread (q ^ s)'s pair of
-                    // group 4 i + q (its columns 2 (q ^ s), 2 (q ^ s) + 1)
-                    unsigned o0 = 0, o1 = 0, o2 = 0, o3 = 0;
-#pragma unroll
-                    for (unsigned sr = 0; sr < 4; ++sr) {
-                        const unsigned k = q ^ sr;
-                        const unsigned w = k == 0 ? p0 : k == 1 ? p1 : k == 2 ? p2 : p3;
-                        const unsigned got = sr == 0 ? w : __shfl_sync(qmask, w, (int)(((unsigned)l & 28u) | k));
-                        o0 = k == 0 ? got : o0;
-                        o1 = k == 1 ? got : o1;
-                        o2 = k == 2 ? got : o2;
-                        o3 = k == 3 ? got : o3;
-                    }
-                    *(uint4*)(drow + (long long)(tc + 32 * i + 8 * (int)q) * 2) = make_uint4(o0, o1, o2, o3);
-                    continue;
-                }
+                if (tc + 32 * i >= N) continue;  // the same for the whole quad
+                unsigned p0 = 0, p1 = 0, p2 = 0, p3 = 0;
 #pragma unroll
                 for (int jj = 0; jj < 4; ++jj) {
                     const int x = h * NR + 4 * (4 * i + jj) + 2 * e;
-                    const int col = c0 + 8 * (4 * i + jj);
-                    if (col >= N) continue;
-                    if (col + 1 < N && cs == 2 && (((unsigned long long)(size_t)(drow + 2ll * col)) % 4ull) == 0) {
-                        unsigned u;
-                        asm("cvt.rn.${OUT_T}x2.f32 %0, %1, %2;" : "=r"(u) : "f"(v.c[x + 1]), "f"(v.c[x]));
-                        *(unsigned*)(drow + 2ll * col) = u;
-                    } else {
-                        unsigned short u0, u1;
-                        asm("cvt.rn.${OUT_T}.f32 %0, %1;" : "=h"(u0) : "f"(v.c[x]));
-                        *(unsigned short*)(drow + (long long)col * cs) = u0;
-                        if (col + 1 < N) {
-                            asm("cvt.rn.${OUT_T}.f32 %0, %1;" : "=h"(u1) : "f"(v.c[x + 1]));
-                            *(unsigned short*)(drow + (long long)(col + 1) * cs) = u1;
-                        }
+                    unsigned u;  // cvt packs its first source into the upper half
+                    asm("cvt.rn.${OUT_T}x2.f32 %0, %1, %2;" : "=r"(u) : "f"(v.c[x + 1]), "f"(v.c[x]));
+                    p0 = jj == 0 ? u : p0;
+                    p1 = jj == 1 ? u : p1;
+                    p2 = jj == 2 ? u : p2;
+                    p3 = jj == 3 ? u : p3;
+                }
+                // round s: thread q sends its pair of group 4 i + (q ^ s), receives thread (q ^ s)'s pair of group
+                // 4 i + q: afterwards o_k holds columns cb + 2 k (low half), cb + 2 k + 1 (high half)
+                unsigned o0 = 0, o1 = 0, o2 = 0, o3 = 0;
+#pragma unroll
+                for (unsigned sr = 0; sr < 4; ++sr) {
+                    const unsigned k = q ^ sr;
+                    const unsigned w = k == 0 ? p0 : k == 1 ? p1 : k == 2 ? p2 : p3;
+                    const unsigned got = sr == 0 ? w : __shfl_sync(qmask, w, (int)(((unsigned)l & 28u) | k));
+                    o0 = k == 0 ? got : o0;
+                    o1 = k == 1 ? got : o1;
+                    o2 = k == 2 ? got : o2;
+                    o3 = k == 3 ? got : o3;
+                }
+                const int cb = tc + 32 * i + 8 * (int)q;  // this thread's 8 columns
+                if (vec && cb + 8 <= N) {
+                    *(uint4*)(drow + 2ll * cb) = make_uint4(o0, o1, o2, o3);
+                } else {  // the right edge, unaligned rows or strided columns: 2-byte stores inside Y
+#pragma unroll
+                    for (int k = 0; k < 8; ++k) {
+                        const unsigned w = k / 2 == 0 ? o0 : k / 2 == 1 ? o1 : k / 2 == 2 ? o2 : o3;
+                        if (cb + k < N)
+                            *(unsigned short*)(drow + (long long)(cb + k) * cs) = (unsigned short)(k % 2 ? w >> 16 : w);
                     }
                 }
             }
