@@ -447,6 +447,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rows", nargs="*", default=None, help=f"row names (default: all): {[r.name for r in ROWS]}")
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--json", default=None)
+    p.add_argument("--check-only", action="store_true",
+                   help="build every provider and check it against float64, no timing (e.g. to fill Warp's kernel "
+                        "cache from parallel processes first)")
     p.add_argument("--no-persistent", action="store_true",
                    help="skip the fused_persistent provider (g.tile_func's persistent kernels)")
     p.add_argument("--tn-regs", type=int, default=TN_REGS,
@@ -465,7 +468,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = [r for r in ROWS if args.rows is None or r.name in args.rows]
     out = []
     for r in rows:
-        res = run_row(r, args.reps, persistent=not args.no_persistent)
+        res = run_row(r, args.reps, time=not args.check_only, persistent=not args.no_persistent)
         out += res
         for x in res:
             print(json.dumps(x), flush=True)
