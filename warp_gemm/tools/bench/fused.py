@@ -9,14 +9,17 @@ the Hopper family's TMA + wgmma loop; ``warp_gemm.tile_gemm_func`` for float32) 
 Each row is one layer as a user would fuse it: ``silu(A @ B)``; ``gelu(x @ W.T + b)`` (``linear``); ``A @ B + R``
 (a residual); ``sum_j exp(s (A @ B)[i, j])`` (a softmax denominator: the product is never stored). Providers:
 ``fused`` (the user kernel of this module on ``fused_gemm``'s ``g.func``, one block per output tile, the epilogue
-in Warp tile code; its host work per call -- descriptors, aligned copies of operands whose rows TMA cannot read --
-is timed with it), ``fused_persistent`` (16-bit rows: the same layer on ``g.tile_func``, a persistent loop with
-each consumer thread's sums in registers; ``--tn-regs``, ``--pingpong`` choose its configuration), ``warp_gemm+ew`` (warp_gemm's product, then torch's elementwise or
-reduction kernel on its output; ``linear`` rows: ``warp_gemm.linear(..., activation=)``, its own epilogue),
-``torch``. Every provider's result is checked first on a sample of output rows against a float64 reference; a wrong
-one is reported "WRONG" and not timed. Times: median / p20 / p80 ms of CUDA events around each call after warm-up,
-with a synchronisation between calls: the host work before a provider's first launch is part of its time
-(``scripts/fused_host_vs_kernel.py`` separates GPU time and host time).
+in Warp tile code), ``fused_persistent`` / ``fused_persistent_256`` (16-bit rows: the same layer on ``g.tile_func``
+at ``tn=128`` / 256, a persistent loop with each consumer thread's sums in registers, changed in place and stored
+with ``g.store_frag``; ``--tn-regs``, ``--pingpong`` choose the first one's configuration), ``warp_gemm+ew``
+(warp_gemm's product, then torch's elementwise or reduction kernel on its output; ``linear`` rows:
+``warp_gemm.linear(..., activation=)``, its own epilogue), ``torch``. The fused providers are called as
+docs/tile_func.md's fast pattern: operands described and the launch recorded on the first call, one replay per call
+after (an operand staged into an aligned copy: ``operands`` and the launch per call). Every provider's result is
+checked first on a sample of output rows against a float64 reference; a wrong one is reported "WRONG" and not timed.
+Times: the runner's timer, ``triton.testing.do_bench`` (calls back to back, the L2 flushed before each, the host's
+work overlapping the GPU's: median / p20 / p80 ms), every provider of a row in one process; ``ms_sync``: the median
+of CUDA events around each call with a synchronisation between calls (the suite's earlier timer, for the record).
 """
 
 from __future__ import annotations
