@@ -406,7 +406,7 @@ ${RC}
 #if defined(__CUDA_ARCH__)
     // Entry h NR + 4 j + 2 e + q lies at row o[0] + 64 h + 8 e, column o[1] + 8 j + q (frag_rc). The four threads of
     // a quad (lanes 4 k .. 4 k + 3: one row) hold columns 8 j .. 8 j + 7 of the tile as four pairs: per 32-column
-    // chunk they exchange their packed pairs with three __shfl_sync rounds so that each holds 8 consecutive columns,
+    // chunk they exchange their packed pairs with three __shfl_sync exchanges so that each holds 8 consecutive columns,
     // then store 16 bytes (Y's rows 16-byte aligned, columns contiguous, the chunk inside Y). Else, at the matrix's
     // right edge or on unaligned rows, pairs or single values as they lie. ncu (H100, fp16 silu 4096^3, element
     // stores of the persistent kernel): 8 of each 32-byte sector's bytes used; the 16-byte stores use all 32.
@@ -441,7 +441,7 @@ ${RC}
                     p2 = jj == 2 ? u : p2;
                     p3 = jj == 3 ? u : p3;
                 }
-                // round s: thread q sends its pair of group 4 i + (q ^ s), receives thread (q ^ s)'s pair of group
+                // exchange s: thread q sends its pair of group 4 i + (q ^ s), receives thread (q ^ s)'s pair of group
                 // 4 i + q: afterwards o_k holds columns cb + 2 k (low half), cb + 2 k + 1 (high half)
                 unsigned o0 = 0, o1 = 0, o2 = 0, o3 = 0;
 #pragma unroll
@@ -469,7 +469,7 @@ ${RC}
         }
     }
 #else
-    // The CPU twin: entry by entry at tile_coord's (row, col), rounded to ${OT} (round to nearest even).
+    // The CPU twin: entry by entry at tile_coord's (row, col), converted to ${OT} (to nearest, ties to even).
 ${RC}
     const int M = Y.shape.dims[0], N = Y.shape.dims[1];
     for (int i = 0; i < ${FR}; ++i) {
