@@ -104,6 +104,10 @@ class FusedGemm:
         self.frag = self.bm // (64 * (1 if pingpong else self.consumers)) * (tn // 2)
         self._maps: collections.OrderedDict = collections.OrderedDict()
         self.func = self._build()
+        #: the persistent form: ``tile_func(buf, ta, tb, K, M, N, t, G)`` -> this thread's ``frag`` float32 sums,
+        #: ``tile_origin(M, N, t)`` / ``tile_coord(o, i)`` their rows and columns, ``store_frag(Y, vals, o)`` stores
+        #: ``frag`` float32 values in that order into Y (the configuration's dtype; 16-byte stores where Y's rows
+        #: are aligned, nothing outside Y)
         self.tile_func, self.tile_origin, self.tile_coord, self.store_frag = self._build_tiles()
 
     def _build(self):
@@ -245,13 +249,13 @@ class FusedGemm:
         :class:`Operands`, or a block count) of ``block_dim`` threads, after :meth:`load`; ``inputs`` are the
         kernel's whole list (usually ``ops.args + [...]``). On the CPU the blocks run ``block_dim`` fibers
         (``wp.config.enable_cpu_blocks`` is set for the launch). ``record_cmd``: launch nothing, return the
-        recorded ``wp.Launch``, whose ``.launch(stream=None)`` replays it with the same arguments (one native
-        launch; the descriptors and aligned copies in ``ops`` stay as they were made: record again when A's or
-        B's pointer, shape or strides change, or, for operands staged into an aligned copy, their values)."""
+        recorded launch (Warp's ``wp.Launch`` with the arrays it points into), whose ``.launch(stream=None)``
+        replays it with the same arguments as one native launch; the descriptors and aligned copies in ``ops``
+        stay as they were made: record again when A's or B's pointer, shape or strides change, and do not record
+        where ``ops.staged`` (a copy holds the values at the ``operands`` call)."""
         device = wp.get_device(device)
         grid = int(ops.grid if isinstance(ops, Operands) else ops)
         self.load(kernel, device)
-        cmd = None
         with _cpu_blocks() if device.is_cpu else contextlib.nullcontext():
             cmd = wp.launch_tiled(kernel, dim=(grid,), inputs=inputs, block_dim=self.block_dim, device=device,
                                   stream=stream, record_cmd=record_cmd)
