@@ -2,16 +2,17 @@
 
 ``y = silu(x @ W)`` in one tile kernel, three ways (``--body``):
 
-- ``fused`` (16-bit inputs; the default for them): ``g = warp_gemm.fused_gemm(dtype)``; ``g.func(buf, ta, tb, K,
-  row, col)`` runs the Hopper family's TMA + wgmma K loop (sm_90; a CPU twin elsewhere in this example's CPU runs)
-  and leaves the float32 (128, 128) tile of ``A @ B`` in the kernel's shared ``buf`` for Warp's tile operations
-  (``tile_map``, ``tile_store``); ``g.operands(A, B)`` gives the descriptors (staging operands whose rows TMA cannot
-  read), ``g.launch`` compiles for sm_90a and launches one block per output tile.
-- ``fused-persistent``: one block per SM loops over work items ``t``; ``g.tile_func(buf, ta, tb, K, M, N, t, G)``
-  returns this thread's float32 sums of its output tile in registers, ``g.tile_coord(g.tile_origin(M, N, t), i)``
-  the row and column of sum ``i``; the kernel applies silu and stores each sum itself while the producer warpgroup
-  loads the next tile (``g.launch_tiles``). Measured slower than ``fused`` for this layer (H200, fp16 4096^3:
-  0.319 against 0.296 ms of GPU time; docs/tile_func.md).
+- ``fused-persistent`` (16-bit inputs on sm_90 and the CPU; the default for them): ``g =
+  warp_gemm.fused_gemm(dtype, tn=256)``; one block per SM loops over work items ``t``; ``g.tile_func(buf, ta, tb,
+  K, M, N, t, G)`` returns this thread's float32 sums of its output tile in registers (wgmma's fragment order), the
+  kernel applies silu to each in place and ``g.store_frag(Y, acc, g.tile_origin(M, N, t))`` stores them (16-byte
+  stores after a shuffle inside each quad of threads) while the producer warpgroup loads the next tile. The launch
+  is recorded once (``g.launch_tiles(..., record_cmd=True)``) and replayed per call: one native launch. H200, fp16
+  4096^3: 0.223 ms of GPU time against 0.193 + 0.021 for ``warp_gemm.matmul`` + torch's silu (docs/tile_func.md).
+- ``fused``: ``g.func(buf, ta, tb, K, row, col)`` runs the same K loop for one output tile per block and leaves the
+  float32 (128, 128) tile of ``A @ B`` in the kernel's shared ``buf`` for Warp's tile operations (``tile_map``,
+  ``tile_store``); ``g.operands(A, B)`` gives the descriptors (staging operands whose rows TMA cannot read),
+  ``g.launch`` compiles for sm_90a and launches one block per output tile (H200, fp16 4096^3: 0.293 ms).
 - ``tile`` (every dtype; the default for float32 / float64): ``mma = tile_gemm_func(TM, TN, TK, dtype)``;
   ``mma(A, B, row, col)`` returns the (TM, TN) accumulator tile of ``A @ B`` over all of K.
 
@@ -19,7 +20,8 @@ Every way the kernel applies its own activation and stores the result itself, so
 through global memory; edges are zero-filled (any M, N, K).
 
 Checks the fused result against float64 NumPy, and with ``--time`` (the default on CUDA) times it
-against the unfused pair ``warp_gemm.matmul`` + a separate elementwise Warp kernel. On Warp 1.19 the
+against the unfused pair ``warp_gemm.matmul`` + a separate elementwise Warp kernel (``--repeats`` calls back to
+back, one synchronisation at the end: a layer called in a loop). On Warp 1.19 the
 function has warp_gemm's pipelined K loop (asynchronous copies, ``--stages`` K tiles in flight); the
 first line says which body was built.
 
@@ -63,8 +65,9 @@ def parse_args(argv):
     p.add_argument("--epilogue-rows", type=int, default=0,
                    help="apply the activation to row chunks of this many rows (0: the whole tile; default)")
     p.add_argument("--body", choices=("fused", "fused-persistent", "tile"), default=None,
-                   help="fused: warp_gemm.fused_gemm's func (the tile in shared memory; float16/bfloat16's default); "
-                        "fused-persistent: fused_gemm's tile_func (sums in registers); tile: tile_gemm_func")
+                   help="fused-persistent: warp_gemm.fused_gemm's tile_func (sums in registers, stored with "
+                        "store_frag; float16/bfloat16's default); fused: fused_gemm's func (the tile in shared "
+                        "memory); tile: tile_gemm_func")
     p.add_argument("--time", action="store_true", help="time it (always on CUDA)")
     p.add_argument("--repeats", type=int, default=20, help="timed launches per variant (default: %(default)s)")
     return p.parse_args(argv)
@@ -130,11 +133,11 @@ def build_kernels(tm: int, tn: int, tk: int, dtype: str, epilogue_rows: int = 0,
 
 def build_persistent_kernel(dtype: str):
     """The layer on ``warp_gemm.fused_gemm``'s persistent ``tile_func``: ``(g, kernel)``. Block ``b`` of ``G`` takes
-    output tiles ``b, b + G, ...``; each consumer thread gets its ``g.frag`` float32 sums of the tile in registers
-    and stores ``silu`` of each where ``g.tile_origin`` / ``g.tile_coord`` put it inside the matrix."""
+    output tiles ``b, b + G, ...``; each consumer thread gets its ``g.frag`` float32 sums of the tile in registers,
+    applies ``silu`` to each and stores them with ``g.store_frag`` (entries outside Y are not stored)."""
     IN = wp_dtype(dtype)
-    g = warp_gemm.fused_gemm(IN)
-    frag, origin, coord, FR = g.tile_func, g.tile_origin, g.tile_coord, g.frag
+    g = warp_gemm.fused_gemm(IN, tn=256)
+    frag, origin, store, FR = g.tile_func, g.tile_origin, g.store_frag, g.frag
     ROWS, COLS = g.buf_rows, g.buf_cols  # closure constants
 
     @wp.func
@@ -147,10 +150,10 @@ def build_persistent_kernel(dtype: str):
         for t in range(wp.tid(), items, G):
             acc = frag(buf, ta, tb, K, M, N, t, G)  # this thread's sums of output tile t
             o = origin(M, N, t)
-            for i in range(FR):
-                rc = coord(o, i)
-                if rc[0] < M and rc[1] < N:
-                    Y[rc[0], rc[1]] = IN(silu(acc[i]))
+            if o[0] < M:  # a consumer thread with sums (the producer warpgroup's threads get row 2^30)
+                for i in range(FR):  # unrolled: the sums stay in registers
+                    acc[i] = silu(acc[i])
+                store(Y, acc, o)
 
     fused_layer.__name__ = fused_layer.__qualname__ = f"fused_gemm_tiles_layer_{dtype}"
     return g, wp.kernel(fused_layer, module="unique", module_options={"enable_backward": False})
@@ -194,16 +197,15 @@ def to_f64(y: wp.array, dtype: str) -> np.ndarray:
 
 
 def timed(fn, repeats: int, device: str) -> float:
-    """Median seconds of ``fn`` over ``repeats`` launches, synchronised per launch (after warm-up)."""
-    fn()
-    wp.synchronize_device(device)
-    ts = []
-    for _ in range(repeats):
-        t = time.perf_counter()
+    """Seconds per call of ``repeats`` calls back to back (the host's work overlapping the GPU's), after warm-up."""
+    for _ in range(3):
         fn()
-        wp.synchronize_device(device)
-        ts.append(time.perf_counter() - t)
-    return float(np.median(ts))
+    wp.synchronize_device(device)
+    t = time.perf_counter()
+    for _ in range(repeats):
+        fn()
+    wp.synchronize_device(device)
+    return (time.perf_counter() - t) / repeats
 
 
 def main(argv=None) -> int:
@@ -233,8 +235,10 @@ def main(argv=None) -> int:
     A, B = to_wp(a, dtype, device), to_wp(b, dtype, device)
     Y = to_wp(np.full((M, N), np.nan), dtype, device)
     sixteen = dtype in ("float16", "bfloat16")
-    body_kind = args.body or ("fused" if sixteen and _compat.HAS_TILE_EMPTY and _compat.HAS_TILE_FUNC_ARGS
-                              and (not cuda or wp.get_device(device).arch == 90) else "tile")
+    fused_ok = sixteen and _compat.HAS_TILE_EMPTY and _compat.HAS_TILE_FUNC_ARGS and (
+        not cuda or wp.get_device(device).arch == 90)
+    body_kind = args.body or (("fused-persistent" if cuda or _compat.HAS_CPU_BLOCKS else "fused") if fused_ok
+                              else "tile")
     if body_kind.startswith("fused") and not sixteen:
         print(f"--body {body_kind} multiplies float16 and bfloat16, not {dtype}")
         return 1
@@ -244,9 +248,17 @@ def main(argv=None) -> int:
         print(f"y = silu(A @ B): A {M}x{K}, B {K}x{N}, {dtype} on {device}; fused_gemm tile_func {g.bm}x{g.bn}, "
               f"{g.stages} stages, block_dim {g.block_dim}, persistent; warp-lang {_compat.WARP_VERSION}")
 
+        ops = g.operands(A, B)  # descriptors, aligned copies where rows need them; the grid
+        # rows TMA reads in place: record the launch once, replay it per call (one native launch); staged operands
+        # (odd K or N) are copied again per call, as their values may change
+        cmd = None if ops.staged else g.launch_tiles(fused, ops, ops.args + [Y], device=device, record_cmd=True)
+
         def run_fused():
-            ops = g.operands(A, B)  # descriptors (cached), aligned copies where rows need them; the grid
-            g.launch_tiles(fused, ops, ops.args + [Y], device=device)
+            if cmd is not None:
+                cmd.launch()
+                return
+            o = g.operands(A, B)
+            g.launch_tiles(fused, o, o.args + [Y], device=device)
     elif body_kind == "fused":
         g, fused = build_fused_kernel(dtype, args.epilogue_rows or 32)
         print(f"y = silu(A @ B): A {M}x{K}, B {K}x{N}, {dtype} on {device}; fused_gemm {g.bm}x{g.bn}, "

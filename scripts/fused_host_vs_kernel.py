@@ -52,7 +52,7 @@ def main() -> None:
         y = torch.empty(M, N, device="cuda", dtype=tdt)
         wy = wp.from_torch(y)
         B = wb if lb == "N" else ww
-        for name, pp, tn in (("pp", None, 128), ("coop", False, 128), ("coop 128x256", None, 256)):
+        for name, pp, tn in (("pp", True, 128), ("coop", False, 128), ("coop 128x256", None, 256)):
             S.PINGPONG, S.TN_REGS = pp, tn
             g, k = S._kernels("silu", dt, lb, "regs")
             ops = g.operands(wa, B)

@@ -69,7 +69,9 @@ def _run(op, dtype, M, N, K, device, layout_b=None, a_view=None, tn=suite.TN, se
     B, b64, k = _arr(w, dtype, device)
     keep.append(k)
     z = a64 @ (b64.T if layout_b == "T" else b64)
-    if tn != suite.TN or layout_b != ("T" if lin else "N") or pingpong is not None:
+    if form == "regs" and layout_b == ("T" if lin else "N") and pingpong is None:
+        g, kern = suite._kernels(op, dtype, layout_b, form, tn)  # the suite's kernel (g.store_frag) at this tn
+    elif tn != suite.TN or layout_b != ("T" if lin else "N") or pingpong is not None:
         g = warp_gemm.fused_gemm(getattr(wp, dtype), layout_b=layout_b, tn=tn, pingpong=pingpong)
         kern = _silu_kernel(g, dtype) if form == "tile" else _silu_regs_kernel(g, dtype)
         op = "silu"
@@ -185,11 +187,12 @@ def test_cpu_twin(op, dtype, M, N, K, extra):
 CASES_REGS = [
     ("silu", "float16", 300, 270, 40, {"grid": 2}),
     ("linear_gelu", "bfloat16", 129, 257, 65, {"grid": 3}),
+    ("linear_gelu", "float16", 129, 257, 65, {"grid": 2, "tn": 256}),
     ("residual", "float16", 131, 33, 17, {}),
     ("rowsum", "bfloat16", 140, 300, 40, {"grid": 1}),
     ("silu", "float16", 70, 45, 33, {"a_view": True}),
     ("silu", "bfloat16", 129, 130, 64, {"layout_b": "T"}),
-    ("silu", "float16", 300, 270, 40, {"grid": 2, "pingpong": False}),           # both consumers on one tile
+    ("silu", "float16", 300, 270, 40, {"grid": 2, "pingpong": True}),            # a whole tile per consumer
     ("silu", "bfloat16", 150, 300, 70, {"grid": 2, "tn": 256, "layout_b": "T"}),  # 128 x 256, shared tiles
 ]
 
@@ -205,7 +208,7 @@ def test_tile_coord_cpu():
     """tile_origin / tile_coord on the CPU's 384 fibers (ping-pong: work item t is tiles 2 t and 2 t + 1, one per
     consumer warpgroup of 128 threads x 128 entries): the items cover each output of a 3 x 2 grid of tiles once, in
     grouped order; the producer's threads get row 2^30."""
-    g = warp_gemm.fused_gemm(wp.float16)
+    g = warp_gemm.fused_gemm(wp.float16, pingpong=True)
     assert g.pingpong and g.tiles_per_item == 2 and g.frag == 128
     origin, coord, FR = g.tile_origin, g.tile_coord, g.frag
 
@@ -243,14 +246,15 @@ def test_configuration():
         assert x.smem_bytes <= 232448
     assert warp_gemm.fused_gemm("fp16") is g
     assert warp_gemm.fused_gemm(wp.float16, layout_b="T", tn=256).stages == 4
-    # tile_func: ping-pong by default at 128 columns (a whole 128 x 128 tile per consumer: 128 sums per thread, two
-    # tiles per work item); shared tiles otherwise (64 sums per thread at 128 columns, 128 at 256)
-    assert (g.pingpong, g.tiles_per_item, g.frag) == (True, 2, 128)
-    c128 = warp_gemm.fused_gemm(wp.float16, pingpong=False)
-    assert (c128.pingpong, c128.tiles_per_item, c128.frag) == (False, 1, 64)
+    # tile_func: both consumers on one tile by default (64 sums per thread at 128 columns, 128 at 256); ping-pong on
+    # request at 128 columns (a whole 128 x 128 tile per consumer: 128 sums per thread, two tiles per work item)
+    assert (g.pingpong, g.tiles_per_item, g.frag) == (False, 1, 64)
+    p128 = warp_gemm.fused_gemm(wp.float16, pingpong=True)
+    assert (p128.pingpong, p128.tiles_per_item, p128.frag) == (True, 2, 128)
     c256 = warp_gemm.fused_gemm(wp.float16, tn=256)
     assert (c256.pingpong, c256.tiles_per_item, c256.frag) == (False, 1, 128)
     # the buffer holds the stages, their barriers, the two ping-pong order barriers and the 1024-byte alignment
+    assert p128.smem_bytes == g.smem_bytes
     assert g.smem_bytes >= g.stages * ((128 + 128) * 64 * 2 + 16) + 16 + 1024
 
 
@@ -316,7 +320,8 @@ def test_suite_checks_cpu(row):
     """The fused suite's providers on the CPU (checks only, no timing): each one agrees with float64."""
     pytest.importorskip("torch")
     recs = suite.run_row(row, 1, device="cpu", time=False)
-    assert [r["provider"] for r in recs] == ["fused", "fused_persistent", "warp_gemm+ew", "torch"]
+    assert [r["provider"] for r in recs] == ["fused", "fused_persistent"] + (
+        [] if row.op == "rowsum" else ["fused_persistent_256"]) + ["warp_gemm+ew", "torch"]
     assert all(r["status"] == "ok" for r in recs), recs
 
 
@@ -352,7 +357,8 @@ def test_operands_keep_maps_of_aligned_operands(monkeypatch):
     o1 = g.operands(A, B, grid=7)
     o2 = g.operands(A, B)
     assert (o1.a, o1.b) == (o2.a, o2.b) == (1001, 1002) and len(calls) == 2
-    assert (o1.M, o1.N, o1.K, o1.items, o1.grid) == (256, 192, 128, 2 * 2 // 2, 2)
+    assert (o1.M, o1.N, o1.K, o1.items, o1.grid) == (256, 192, 128, 2 * 2, 4)  # one tile per item: 4 items
+    assert not o1.staged and not o2.staged
     o3 = g.operands(Av, Bv)
     assert len(calls) == 4 and (o3.a, o3.b) == (1003, 1004) and o3.K == 64
 
@@ -371,3 +377,109 @@ def test_example_07_bodies_cpu(body):
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     assert mod.main(["--device", "cpu", "--dtype", "float16", "--size", "130x140x70", "--body", body]) == 0
+
+
+# --- g.store_frag: a consumer thread's fragment stored with 16-byte stores (CUDA) ---------------------------------
+_STORE = {}
+
+
+def _store_kernel(g, dtype):
+    """silu of tile_func's sums, in place in the fragment vector, stored through ``g.store_frag``."""
+    if g.key + str(g.pingpong) in _STORE:
+        return _STORE[g.key + str(g.pingpong)]
+    T = getattr(wp, dtype)
+    frag, origin, FR, R, C, store = g.tile_func, g.tile_origin, g.frag, g.buf_rows, g.buf_cols, g.store_frag
+
+    @wp.func
+    def silu(x: float):
+        return x / (1.0 + wp.exp(-x))
+
+    def k(ta: wp.uint64, tb: wp.uint64, K: int, M: int, N: int, items: int, G: int, Y: wp.array2d(dtype=T)):
+        buf = wp.tile_empty(shape=(R, C), dtype=float, storage="shared")
+        for t in range(wp.tid(), items, G):
+            acc = frag(buf, ta, tb, K, M, N, t, G)
+            for i in range(FR):
+                acc[i] = silu(acc[i])
+            store(Y, acc, origin(M, N, t))
+
+    _STORE[g.key + str(g.pingpong)] = wp.kernel(k, module="unique", module_options={"enable_backward": False})
+    return _STORE[g.key + str(g.pingpong)]
+
+
+def _store_case(dtype, M, N, K, tn, pingpong, view, device, grid=None, record=False):
+    """silu(A @ B) through store_frag into ``view`` of a NaN-prefilled array: "contig" (Y itself), "colslice"
+    (columns 1 .. N of an (M, N + 3) array: rows off the 16-byte grid), "rowstep" (every second row of a (2 M, N)
+    array), "colstep" (every second column of an (M, 2 N) array). Returns (the whole array in float64, the view's
+    region in it, the float64 reference)."""
+    rng = np.random.default_rng(M * 7 + N)
+    A, a64, ka = _arr(rng.standard_normal((M, K)) * K ** -0.25, dtype, device)
+    B, b64, kb = _arr(rng.standard_normal((K, N)) * K ** -0.25, dtype, device)
+    shape, sl = {"contig": ((M, N), np.s_[:, :]), "colslice": ((M, N + 3), np.s_[:, 1:N + 1]),
+                 "rowstep": ((2 * M, N), np.s_[::2, :]), "colstep": ((M, 2 * N), np.s_[:, ::2])}[view]
+    Yb, kk = _nan_out(*shape, dtype, device)
+    Y = Yb[sl] if view != "contig" else Yb
+    g = warp_gemm.fused_gemm(getattr(wp, dtype), layout_b="N", tn=tn, pingpong=pingpong)
+    kern = _store_kernel(g, dtype)
+    ops = g.operands(A, B, grid=grid)
+    if device != "cpu":  # A's rows are 2 K bytes, B's 2 N: TMA reads them in place where both are multiples of 16
+        assert ops.staged == bool((2 * K) % 16 or (2 * N) % 16)
+    if record:
+        cmd = g.launch_tiles(kern, ops, ops.args + [Y], device=device, record_cmd=True)
+        wp.synchronize_device(device)
+        assert np.isnan(_to64(Yb, dtype)).all(), "record_cmd=True launched"
+        cmd.launch()
+    else:
+        g.launch_tiles(kern, ops, ops.args + [Y], device=device)
+    wp.synchronize_device(device)
+    z = a64 @ b64
+    yb = _to64(Yb, dtype)  # before ka, kb, kk (the bfloat16 arrays' memory) go
+    return yb, sl, z / (1.0 + np.exp(-z))
+
+
+def _check_store(yb, sl, ref, dtype):
+    inside = np.zeros(yb.shape, bool)
+    inside[sl] = True
+    assert np.isnan(yb[~inside]).all(), "store_frag wrote outside the view"
+    _check(yb[sl], ref, 2e-3 if dtype == "float16" else 1e-2)
+
+
+STORE_CASES = [  # (dtype, M, N, K, tn, pingpong, view)
+    ("float16", 300, 270, 40, 128, None, "contig"),
+    ("bfloat16", 129, 256, 64, 128, None, "colslice"),
+    ("float16", 150, 300, 70, 256, None, "rowstep"),
+    ("bfloat16", 260, 130, 33, 128, False, "colstep"),
+]
+
+
+@pytest.mark.skipif(not _compat.HAS_CPU_BLOCKS, reason="the tile_func twin runs 384 CPU fibers (warp-lang 1.18+)")
+@pytest.mark.parametrize("dtype,M,N,K,tn,pingpong,view", STORE_CASES)
+def test_store_frag_cpu(dtype, M, N, K, tn, pingpong, view):
+    yb, sl, ref = _store_case(dtype, M, N, K, tn, pingpong, view, "cpu", grid=2)
+    _check_store(yb, sl, ref, dtype)
+
+
+@pytest.mark.skipif(not _compat.HAS_CPU_BLOCKS, reason="the tile_func twin runs 384 CPU fibers (warp-lang 1.18+)")
+def test_record_cmd_cpu():
+    """``launch_tiles(..., record_cmd=True)`` launches nothing; the returned command's ``launch()`` runs it."""
+    yb, sl, ref = _store_case("float16", 140, 150, 30, 128, None, "contig", "cpu", grid=2, record=True)
+    _check_store(yb, sl, ref, "float16")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _sm90(), reason="needs an sm_90 GPU")
+@pytest.mark.parametrize("dtype,M,N,K,tn,pingpong,view", STORE_CASES + [
+    ("float16", 512, 512, 128, 128, None, "contig"),      # every 32-column chunk inside: 16-byte stores only
+    ("bfloat16", 520, 1000, 200, 256, None, "contig"),    # 16-byte stores and the right edge's pairs
+    ("float16", 1000, 1030, 4095, 128, None, "colslice"),  # odd K (A staged), unaligned rows: element stores
+    ("bfloat16", 384, 520, 96, 128, False, "rowstep"),
+])
+def test_store_frag_gpu(dtype, M, N, K, tn, pingpong, view):
+    yb, sl, ref = _store_case(dtype, M, N, K, tn, pingpong, view, "cuda:0")
+    _check_store(yb, sl, ref, dtype)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _sm90(), reason="needs an sm_90 GPU")
+def test_record_cmd_gpu():
+    yb, sl, ref = _store_case("bfloat16", 700, 600, 256, 128, None, "contig", "cuda:0", record=True)
+    _check_store(yb, sl, ref, "bfloat16")

@@ -66,6 +66,9 @@ class Operands:
     #: ``ceil(M / bm) * ceil(N / bn)`` output tiles) and the persistent grid (blocks) of :meth:`FusedGemm.launch_tiles`
     items: int = 0
     grid: int = 0
+    #: an operand's rows were copied into an aligned buffer at this call: a recorded launch (``record_cmd``) would
+    #: read that copy's values on every replay, so such operands need ``operands`` (and the launch) per call
+    staged: bool = False
 
     @property
     def args(self) -> list:
@@ -101,7 +104,11 @@ class FusedGemm:
         self.frag = self.bm // (64 * (1 if pingpong else self.consumers)) * (tn // 2)
         self._maps: collections.OrderedDict = collections.OrderedDict()
         self.func = self._build()
-        self.tile_func, self.tile_origin, self.tile_coord = self._build_tiles()
+        #: the persistent form: ``tile_func(buf, ta, tb, K, M, N, t, G)`` -> this thread's ``frag`` float32 sums,
+        #: ``tile_origin(M, N, t)`` / ``tile_coord(o, i)`` their rows and columns, ``store_frag(Y, vals, o)`` stores
+        #: ``frag`` float32 values in that order into Y (the configuration's dtype; 16-byte stores where Y's rows
+        #: are aligned, nothing outside Y)
+        self.tile_func, self.tile_origin, self.tile_coord, self.store_frag = self._build_tiles()
 
     def _build(self):
         sn = native.load(_hspec.__file__, "block.cuh")
@@ -147,7 +154,13 @@ class FusedGemm:
         @_named.func_native(coord_text, name + "_coord")
         def coord(o: wp.vec2i, i: int) -> wp.vec2i: ...
 
-        return frag, origin, coord
+        T = wp.float16 if self.dtype == "float16" else _compat.bf16_dtype()
+        store_text = native.fill(sn["store_frag"], RC=rc, OUT_T=_hspec.PTX_TYPES[self.dtype],
+                                 OT=native.C_TYPES[self.dtype], **f)
+
+        def store(Y: wp.array2d(dtype=T), v: vec, o: wp.vec2i): ...
+
+        return frag, origin, coord, native.func(store_text, name + "_store", store)
 
     # --- host side ---------------------------------------------------------------------------------------------
     def operands(self, A: wp.array, B: wp.array, grid: int | None = None) -> Operands:
@@ -209,7 +222,7 @@ class FusedGemm:
                 self._maps[key] = (ta, tb)
                 if len(self._maps) > _MAX_OPERANDS:
                     self._maps.popitem(last=False)
-        return Operands(ta, tb, K, M, N, (a, b), items, grid)
+        return Operands(ta, tb, K, M, N, (a, b), items, grid, staged=a is not A or b is not B)
 
     def grid(self, M: int, N: int) -> tuple[int, int]:
         """The launch grid of one block per output tile: ``(ceil(M / bm), ceil(N / bn))``."""
@@ -231,24 +244,47 @@ class FusedGemm:
         kernel.options.setdefault("launch_bounds", (self.block_dim, 1))
         _compat.load_arch_specific(kernel.module, device, self.block_dim)
 
-    def launch_tiles(self, kernel, ops, inputs: list, device=None, stream=None) -> None:
+    def launch_tiles(self, kernel, ops, inputs: list, device=None, stream=None, record_cmd: bool = False):
         """``wp.launch_tiled`` of a :attr:`tile_func` kernel over ``ops.grid`` blocks (``ops``: the
         :class:`Operands`, or a block count) of ``block_dim`` threads, after :meth:`load`; ``inputs`` are the
         kernel's whole list (usually ``ops.args + [...]``). On the CPU the blocks run ``block_dim`` fibers
-        (``wp.config.enable_cpu_blocks`` is set for the launch)."""
+        (``wp.config.enable_cpu_blocks`` is set for the launch). ``record_cmd``: launch nothing, return the
+        recorded launch (Warp's ``wp.Launch`` with the arrays it points into), whose ``.launch(stream=None)``
+        replays it with the same arguments as one native launch; the descriptors and aligned copies in ``ops``
+        stay as they were made: record again when A's or B's pointer, shape or strides change, and do not record
+        where ``ops.staged`` (a copy holds the values at the ``operands`` call)."""
         device = wp.get_device(device)
         grid = int(ops.grid if isinstance(ops, Operands) else ops)
         self.load(kernel, device)
         with _cpu_blocks() if device.is_cpu else contextlib.nullcontext():
-            wp.launch_tiled(kernel, dim=(grid,), inputs=inputs, block_dim=self.block_dim, device=device,
-                            stream=stream)
+            cmd = wp.launch_tiled(kernel, dim=(grid,), inputs=inputs, block_dim=self.block_dim, device=device,
+                                  stream=stream, record_cmd=record_cmd)
+        return _Recorded(cmd, ops) if record_cmd else None
 
-    def launch(self, kernel, M: int, N: int, inputs: list, device=None, stream=None) -> None:
-        """``wp.launch_tiled`` of ``kernel`` over :meth:`grid` with ``block_dim`` threads, after :meth:`load`."""
+    def launch(self, kernel, M: int, N: int, inputs: list, device=None, stream=None, record_cmd: bool = False):
+        """``wp.launch_tiled`` of ``kernel`` over :meth:`grid` with ``block_dim`` threads, after :meth:`load`;
+        ``record_cmd``: launch nothing, return the recorded launch (:meth:`launch_tiles`)."""
         device = wp.get_device(device)
         self.load(kernel, device)
-        wp.launch_tiled(kernel, dim=self.grid(M, N), inputs=inputs, block_dim=self.block_dim, device=device,
-                        stream=stream)
+        cmd = wp.launch_tiled(kernel, dim=self.grid(M, N), inputs=inputs, block_dim=self.block_dim, device=device,
+                              stream=stream, record_cmd=record_cmd)
+        return _Recorded(cmd, inputs) if record_cmd else None
+
+
+class _Recorded:
+    """A recorded ``wp.Launch`` of a fused kernel and what its arguments point into (kept alive with it).
+    ``launch(stream=None)``: one native launch on ``stream`` (default: the device's current stream); on the CPU
+    with ``wp.config.enable_cpu_blocks`` set for it (the persistent form's 384 fibers)."""
+
+    def __init__(self, cmd, keep):
+        self.cmd, self.keep = cmd, keep
+
+    def launch(self, stream=None) -> None:
+        if self.cmd.device.is_cpu:
+            with _cpu_blocks():
+                self.cmd.launch()
+            return
+        self.cmd.launch(stream)
 
 
 class _Named:
@@ -323,11 +359,16 @@ def fused_gemm(dtype, *, layout_b: str = "N", tn: int = 128, pingpong: bool | No
     Args:
         dtype: ``wp.float16`` or ``wp.bfloat16`` (or a name); A and B have this dtype, the sums are float32.
         layout_b: ``"N"``: B stored (K, N) (``A @ B``); ``"T"``: B stored (N, K) (``A @ W.T``, ``F.linear``'s weight).
-        tn: output tile columns: 128 (6 stages, the default) or 256 (4 stages). H100, fp16 silu(A @ B) 4096^3 in the
-            fused suite: 0.457 ms with 128 against 0.911 with 256, whose 128 float32 sums per consumer thread meet the
-            register cap of a 384-thread block (ptxas: 168 registers and a 784-byte stack frame, against 72 bytes
-            at 128; the Hopper family's kernel lifts the cap with setmaxnreg, which this function does not use: the
-            caller's code after it runs on every warpgroup).
+        tn: output tile columns: 128 (6 stages, the default) or 256 (4 stages). ``g.func`` (H100, fp16 silu(A @ B)
+            4096^3 in the fused suite): 0.457 ms with 128 against 0.911 with 256, whose 128 float32 sums per consumer
+            thread meet the register cap of a 384-thread block (ptxas: 168 registers and a 784-byte stack frame,
+            against 72 bytes at 128; the Hopper family's kernel lifts the cap with setmaxnreg, which this function
+            does not use: the caller's code after it runs on every warpgroup). ``g.tile_func`` with ``g.store_frag``
+            (GPU time back to back, same product): 0.223 ms with 256, 0.234 with 128 (H200).
+        pingpong: :attr:`FusedGemm.tile_func`'s consumers each on a whole 128 x 128 tile (``tn=128`` only), one
+            multiplying while the other runs the caller's epilogue; default False (both consumers on one tile):
+            same product with ``g.store_frag``, 0.248 ms ping-pong against 0.230 on an H100 (a first version of
+            ``store_frag``), 0.234 both on an H200.
 
     CUDA: sm_90 (H100/H200) and warp-lang 1.19+. CPU: a twin of the same function (element by element) for tests.
     bfloat16 kernels need ``module_options={"enable_backward": False}`` (docs/tile_func.md).
@@ -342,7 +383,7 @@ def fused_gemm(dtype, *, layout_b: str = "N", tn: int = 128, pingpong: bool | No
     if tn not in _STAGES:
         raise ValueError(f"fused_gemm: tn must be 256 or 128, got {tn!r}")
     if pingpong is None:
-        pingpong = tn == 128
+        pingpong = False
     if pingpong and tn != 128:
         raise ValueError(f"fused_gemm: pingpong needs tn=128 (a consumer's whole 128 x {tn} tile would be "
                          f"{tn} float32 sums per thread), got tn={tn}")

@@ -9,14 +9,17 @@ the Hopper family's TMA + wgmma loop; ``warp_gemm.tile_gemm_func`` for float32) 
 Each row is one layer as a user would fuse it: ``silu(A @ B)``; ``gelu(x @ W.T + b)`` (``linear``); ``A @ B + R``
 (a residual); ``sum_j exp(s (A @ B)[i, j])`` (a softmax denominator: the product is never stored). Providers:
 ``fused`` (the user kernel of this module on ``fused_gemm``'s ``g.func``, one block per output tile, the epilogue
-in Warp tile code; its host work per call -- descriptors, aligned copies of operands whose rows TMA cannot read --
-is timed with it), ``fused_persistent`` (16-bit rows: the same layer on ``g.tile_func``, a persistent loop with
-each consumer thread's sums in registers; ``--tn-regs``, ``--pingpong`` choose its configuration), ``warp_gemm+ew`` (warp_gemm's product, then torch's elementwise or
-reduction kernel on its output; ``linear`` rows: ``warp_gemm.linear(..., activation=)``, its own epilogue),
-``torch``. Every provider's result is checked first on a sample of output rows against a float64 reference; a wrong
-one is reported "WRONG" and not timed. Times: median / p20 / p80 ms of CUDA events around each call after warm-up,
-with a synchronisation between calls: the host work before a provider's first launch is part of its time
-(``scripts/fused_host_vs_kernel.py`` separates GPU time and host time).
+in Warp tile code), ``fused_persistent`` / ``fused_persistent_256`` (16-bit rows: the same layer on ``g.tile_func``
+at ``tn=128`` / 256, a persistent loop with each consumer thread's sums in registers, changed in place and stored
+with ``g.store_frag``; ``--tn-regs``, ``--pingpong`` choose the first one's configuration), ``warp_gemm+ew``
+(warp_gemm's product, then torch's elementwise or reduction kernel on its output; ``linear`` rows:
+``warp_gemm.linear(..., activation=)``, its own epilogue), ``torch``. The fused providers are called as
+docs/tile_func.md's fast pattern: operands described and the launch recorded on the first call, one replay per call
+after (an operand staged into an aligned copy: ``operands`` and the launch per call). Every provider's result is
+checked first on a sample of output rows against a float64 reference; a wrong one is reported "WRONG" and not timed.
+Times: the runner's timer, ``triton.testing.do_bench`` (calls back to back, the L2 flushed before each, the host's
+work overlapping the GPU's: median / p20 / p80 ms), every provider of a row in one process; ``ms_sync``: the median
+of CUDA events around each call with a synchronisation between calls (the suite's earlier timer, for the record).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import math
 import sys
 from dataclasses import dataclass
 
+from .env import time_cuda
 from .grouped import _time
 
 
@@ -69,25 +73,41 @@ PINGPONG = None
 _CACHE: dict = {}
 
 
-def _kernels(op: str, dtype: str, layout_b: str, form: str = "tile"):
+def _kernels(op: str, dtype: str, layout_b: str, form: str = "tile", tn: int | None = None,
+             pingpong: bool | None = None):
     """``(FusedGemm, kernel)``: the fused kernel of ``op`` written as a user would, built once. ``form`` "regs":
     the persistent loop over output tiles with ``g.tile_func`` (each consumer thread's sums in registers, the
-    epilogue element by element); "tile": ``g.func`` (the tile in the shared buffer, Warp tile code on ``ER``-row
+    epilogue element by element, the stores through ``g.store_frag``) on ``fused_gemm(tn=, pingpong=)`` (default:
+    ``TN_REGS``, ``PINGPONG``); "tile": ``g.func`` (the tile in the shared buffer, Warp tile code on ``ER``-row
     steps)."""
-    key = (op, dtype, layout_b, form, TN_REGS, PINGPONG)
+    tn = TN_REGS if tn is None else tn
+    pingpong = PINGPONG if pingpong is None and tn == TN_REGS else pingpong
+    key = (op, dtype, layout_b, form, tn, pingpong)
     if key not in _CACHE:
-        _CACHE[key] = (_build_regs if form == "regs" else _build_kernel)(op, dtype, layout_b)
+        _CACHE[key] = (_build_regs(op, dtype, layout_b, tn, pingpong) if form == "regs"
+                       else _build_kernel(op, dtype, layout_b))
     return _CACHE[key]
 
 
-def _build_regs(op: str, dtype: str, layout_b: str):
+def _typed(f, T):
+    """``f`` with its annotations that name ``T`` evaluated (this module's annotations are strings, and Warp resolves
+    them from the function's closure, which holds ``T`` only where the body uses it)."""
+    import warp as wp
+
+    for k, v in f.__annotations__.items():
+        if isinstance(v, str) and "dtype=T" in v:
+            f.__annotations__[k] = eval(v, {"wp": wp, "T": T})  # noqa: S307 - this module's own annotation text
+    return f
+
+
+def _build_regs(op: str, dtype: str, layout_b: str, tn: int, pingpong: bool | None):
     import warp as wp
 
     import warp_gemm
     from warp_gemm.families.common.epilogue import activation_func
 
     T = {"float16": wp.float16, "bfloat16": wp.bfloat16}[dtype]
-    g = warp_gemm.fused_gemm(T, layout_b=layout_b, tn=TN_REGS, pingpong=PINGPONG)
+    g = warp_gemm.fused_gemm(T, layout_b=layout_b, tn=tn, pingpong=pingpong)
     frag, origin, coord, FR, R, C = g.tile_func, g.tile_origin, g.tile_coord, g.frag, g.buf_rows, g.buf_cols
     act = activation_func("gelu" if op == "linear_gelu" else "silu", wp.float32)
     S = float(SCALE)
@@ -96,18 +116,19 @@ def _build_regs(op: str, dtype: str, layout_b: str):
     RS = FR // EPR  # rows per thread
     opts = {"enable_backward": False}
 
+    store = g.store_frag
     if op == "silu":
         def r_silu(ta: wp.uint64, tb: wp.uint64, K: int, M: int, N: int, items: int, G: int, Y: wp.array2d(dtype=T)):
             buf = wp.tile_empty(shape=(R, C), dtype=float, storage="shared")
             for t in range(wp.tid(), items, G):
                 acc = frag(buf, ta, tb, K, M, N, t, G)
                 o = origin(M, N, t)
-                for i in range(FR):
-                    rc = coord(o, i)
-                    if rc[0] < M and rc[1] < N:
-                        Y[rc[0], rc[1]] = T(act(acc[i]))
+                if o[0] < M:  # a consumer thread with sums (the producer's threads: row 2^30)
+                    for i in range(FR):
+                        acc[i] = act(acc[i])
+                    store(Y, acc, o)
 
-        return g, wp.kernel(r_silu, module="unique", module_options=opts)
+        return g, wp.kernel(_typed(r_silu, T), module="unique", module_options=opts)
     if op == "linear_gelu":
         def r_lin(ta: wp.uint64, tb: wp.uint64, K: int, M: int, N: int, items: int, G: int,
                   bias: wp.array2d(dtype=T), Y: wp.array2d(dtype=T)):
@@ -115,12 +136,13 @@ def _build_regs(op: str, dtype: str, layout_b: str):
             for t in range(wp.tid(), items, G):
                 acc = frag(buf, ta, tb, K, M, N, t, G)
                 o = origin(M, N, t)
-                for i in range(FR):
-                    rc = coord(o, i)
-                    if rc[0] < M and rc[1] < N:
-                        Y[rc[0], rc[1]] = T(act(acc[i] + float(bias[0, rc[1]])))
+                if o[0] < M:
+                    for i in range(FR):
+                        c = wp.min(coord(o, i)[1], N - 1)  # columns past N: any bias (store_frag drops them)
+                        acc[i] = act(acc[i] + float(bias[0, c]))
+                    store(Y, acc, o)
 
-        return g, wp.kernel(r_lin, module="unique", module_options=opts)
+        return g, wp.kernel(_typed(r_lin, T), module="unique", module_options=opts)
     if op == "residual":
         def r_res(ta: wp.uint64, tb: wp.uint64, K: int, M: int, N: int, items: int, G: int,
                   Rm: wp.array2d(dtype=T), Y: wp.array2d(dtype=T)):
@@ -128,12 +150,14 @@ def _build_regs(op: str, dtype: str, layout_b: str):
             for t in range(wp.tid(), items, G):
                 acc = frag(buf, ta, tb, K, M, N, t, G)
                 o = origin(M, N, t)
-                for i in range(FR):
-                    rc = coord(o, i)
-                    if rc[0] < M and rc[1] < N:
-                        Y[rc[0], rc[1]] = T(acc[i] + float(Rm[rc[0], rc[1]]))
+                if o[0] < M:
+                    for i in range(FR):
+                        rc = coord(o, i)
+                        if rc[0] < M and rc[1] < N:
+                            acc[i] = acc[i] + float(Rm[rc[0], rc[1]])
+                    store(Y, acc, o)
 
-        return g, wp.kernel(r_res, module="unique", module_options=opts)
+        return g, wp.kernel(_typed(r_res, T), module="unique", module_options=opts)
 
     def r_rowsum(ta: wp.uint64, tb: wp.uint64, K: int, M: int, N: int, items: int, G: int,
                  out: wp.array(dtype=float)):
@@ -333,30 +357,49 @@ def run_row(row: Row, reps: int, device: str = "cuda", time: bool = True, persis
         wres = wp.from_torch(res)
         last = [wrs] if row.op == "rowsum" else [wy] if row.op == "silu" else [wbias if lin else wres, wy]
 
-        def fused_persistent():
-            g, kern = _kernels(row.op, row.dtype, "T" if lin else "N", "regs")
-            with scope():
-                ops = g.operands(wa, ww if lin else wb)
-                if row.op == "rowsum":
-                    rs.zero_()
-                g.launch_tiles(kern, ops, ops.args + last, device=dev)
-            return rs if row.op == "rowsum" else y
+        wB = ww if lin else wb
+        cmds: dict = {}
 
-        def fused():
-            g, kern = _kernels(row.op, row.dtype, "T" if lin else "N", "tile")
-            with scope():
-                ops = g.operands(wa, ww if lin else wb)
+        def layer(form: str, tn: int | None = None):
+            """The user's layer call (the fast pattern of docs/tile_func.md): operands whose rows TMA reads in
+            place are described once and the launch recorded once, each call replays it (one native launch);
+            an operand staged into an aligned copy is staged again per call (its values may change)."""
+            def call():
                 if row.op == "rowsum":
                     rs.zero_()
-                    g.launch(kern, M, N, [ops.a, ops.b, ops.K, N, wrs], device=dev)
-                    return rs
-                g.launch(kern, M, N, [ops.a, ops.b, ops.K] + last, device=dev)
-                return y
+                cmd = cmds.get((form, tn))
+                if cmd is not None:
+                    cmd.launch()
+                    return rs if row.op == "rowsum" else y
+                g, kern = _kernels(row.op, row.dtype, "T" if lin else "N", form, tn)
+                ops = g.operands(wa, wB)
+                if form == "regs":
+                    inputs = ops.args + last
+                    go = lambda r: g.launch_tiles(kern, ops, inputs, device=dev, record_cmd=r)  # noqa: E731
+                else:
+                    inputs = [ops.a, ops.b, ops.K] + ([N, wrs] if row.op == "rowsum" else last)
+                    go = lambda r: g.launch(kern, M, N, inputs, device=dev, record_cmd=r)  # noqa: E731
+                if not ops.staged:  # both read in place: record
+                    cmds[(form, tn)] = go(True)
+                    cmds[(form, tn)].launch()
+                else:
+                    go(False)
+                return rs if row.op == "rowsum" else y
+
+            def fn():
+                with scope():
+                    return call()
+            return fn
+
+        fused = layer("tile")
+        fused_persistent = layer("regs")
+        fused_persistent_256 = layer("regs", 256)
 
     out = []
     provs = [("fused", fused), ("warp_gemm+ew", unfused), ("torch", torch_fn)]
     if row.dtype != "float32" and persistent:
-        provs.insert(1, ("fused_persistent", fused_persistent))
+        provs[1:1] = [("fused_persistent", fused_persistent)] + (
+            [("fused_persistent_256", fused_persistent_256)] if TN_REGS != 256 and row.op != "rowsum" else [])
     for name, fn in provs:
         rec = {"row": row.name, "op": row.op, "dtype": row.dtype, "M": M, "N": N, "K": K, "provider": name,
                "target": row.target}
@@ -376,21 +419,29 @@ def run_row(row: Row, reps: int, device: str = "cuda", time: bool = True, persis
         if not time:
             out.append(dict(rec, status="ok", rel_err=err))
             continue
-        med, p20, p80 = _time(fn, reps)
-        out.append(dict(rec, status="ok", rel_err=err, ms=med, p20=p20, p80=p80, tflops=flops / med / 1e9))
+        # the runner's timer (triton.testing.do_bench: back-to-back calls, the host's work overlapping the GPU's,
+        # L2 flushed between calls), then for the record the per-call-synchronised events of earlier versions
+        t = time_cuda(fn, "cuda", warmup_ms=25.0, rep_ms=100.0)
+        ms_sync = _time(fn, reps)[0]
+        out.append(dict(rec, status="ok", rel_err=err, ms=t.median_ms, p20=t.p20_ms, p80=t.p80_ms,
+                        tflops=flops / t.median_ms / 1e9, ms_sync=ms_sync))
     return out
 
 
 def table(rows: list[dict]) -> str:
-    lines = ["| row | dtype | M×N×K | provider | ms | TFLOP/s | fused ÷ this (speed) | status |", "|---|---|---|---|---|---|---|---|"]
-    fused = {r["row"]: r.get("ms") for r in rows if r["provider"] == "fused"}
+    """Markdown: one line per provider; "pair ÷ this": the unfused pair's time over this provider's (above 1: this
+    one is faster); "sync ms": the same provider timed with a synchronisation between calls (earlier method)."""
+    lines = ["| row | dtype | M×N×K | provider | ms | TFLOP/s | pair ÷ this | sync ms | status |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    pair = {r["row"]: r.get("ms") for r in rows if r["provider"] == "warp_gemm+ew"}
     for r in rows:
         ms = r.get("ms")
-        f = fused.get(r["row"])
-        ratio = f"{ms / f:.2f}×" if ms and f and r["provider"] != "fused" else ""
+        f = pair.get(r["row"])
+        ratio = f"{f / ms:.2f}×" if ms and f and r["provider"] != "warp_gemm+ew" else ""
         t = "" if ms is None else f"{ms:.3f} | {r['tflops']:.0f}"
+        sync = f"{r['ms_sync']:.3f}" if r.get("ms_sync") else ""
         lines.append(f"| {r['row']} | {r['dtype']} | {r['M']}×{r['N']}×{r['K']} | {r['provider']} | "
-                     f"{t or ' | '} | {ratio} | {r['status']} |")
+                     f"{t or ' | '} | {ratio} | {sync} | {r['status']} |")
     return "\n".join(lines)
 
 
@@ -399,6 +450,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rows", nargs="*", default=None, help=f"row names (default: all): {[r.name for r in ROWS]}")
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--json", default=None)
+    p.add_argument("--check-only", action="store_true",
+                   help="build every provider and check it against float64, no timing (e.g. to fill Warp's kernel "
+                        "cache from parallel processes first)")
     p.add_argument("--no-persistent", action="store_true",
                    help="skip the fused_persistent provider (g.tile_func's persistent kernels)")
     p.add_argument("--tn-regs", type=int, default=TN_REGS,
@@ -417,7 +471,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = [r for r in ROWS if args.rows is None or r.name in args.rows]
     out = []
     for r in rows:
-        res = run_row(r, args.reps, persistent=not args.no_persistent)
+        res = run_row(r, args.reps, time=not args.check_only, persistent=not args.no_persistent)
         out += res
         for x in res:
             print(json.dumps(x), flush=True)

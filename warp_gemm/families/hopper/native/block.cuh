@@ -397,3 +397,84 @@ ${RC}
         }
         return s;
     };
+//! snippet store_frag template
+//! A consumer thread's ${FR} tile_frag entries (float32, wgmma's fragment order) stored into Y as ${OT}.
+//! Assumes: `v` holds entries in tile_frag's order (any values: tile_frag's sums or the caller's function of them),
+//! `o` is tile_origin's (row, col) for this thread and work item; Y a 2-D array of ${OT}, any strides; every thread
+//! of the block calls it with its own `v`, `o` (threads whose row is past Y store nothing: the producer's, 2^30).
+//! Entries on rows >= Y.shape[0] or columns >= Y.shape[1] are not stored.
+#if defined(__CUDA_ARCH__)
+    // Entry h NR + 4 j + 2 e + q lies at row o[0] + 64 h + 8 e, column o[1] + 8 j + q (frag_rc). The four threads of
+    // a quad (lanes 4 k .. 4 k + 3: one row) hold columns 8 j .. 8 j + 7 of the tile as four pairs: per 32-column
+    // chunk they exchange their packed pairs with three __shfl_sync exchanges so that each holds 8 consecutive columns,
+    // then store 16 bytes (Y's rows 16-byte aligned, columns contiguous, the chunk inside Y). Else, at the matrix's
+    // right edge or on unaligned rows, pairs or single values as they lie. ncu (H100, fp16 silu 4096^3, element
+    // stores of the persistent kernel): 8 of each 32-byte sector's bytes used; the 16-byte stores use all 32.
+    constexpr int NR = ${BN} / 2, WGM = ${FR} / NR;
+    const int r0 = o.c[0], c0 = o.c[1];
+    const int M = Y.shape.dims[0], N = Y.shape.dims[1];
+    if (r0 >= M) return;
+    const int l = WP_TILE_THREAD_IDX % 32;
+    const unsigned q = (unsigned)l & 3u, qmask = 0xFu << ((unsigned)l & 28u);
+    const int tc = c0 - 2 * (int)q;  // the tile's first column
+    char* base = (char*)Y.data;
+    const long long rs = (long long)Y.strides[0], cs = (long long)Y.strides[1];
+    const bool vec = cs == 2 && ((((unsigned long long)(size_t)base) | (unsigned long long)rs) % 16ull) == 0;
+#pragma unroll
+    for (int h = 0; h < WGM; ++h) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+            const int r = r0 + 64 * h + 8 * e;
+            if (r >= M) continue;  // the same row for the whole quad
+            char* drow = base + (long long)r * rs;
+#pragma unroll
+            for (int i = 0; i < NR / 16; ++i) {  // 32-column chunks: 8-column groups 4 i .. 4 i + 3
+                if (tc + 32 * i >= N) continue;  // the same for the whole quad
+                unsigned p0 = 0, p1 = 0, p2 = 0, p3 = 0;
+#pragma unroll
+                for (int jj = 0; jj < 4; ++jj) {
+                    const int x = h * NR + 4 * (4 * i + jj) + 2 * e;
+                    unsigned u;  // cvt packs its first source into the upper half
+                    asm("cvt.rn.${OUT_T}x2.f32 %0, %1, %2;" : "=r"(u) : "f"(v.c[x + 1]), "f"(v.c[x]));
+                    p0 = jj == 0 ? u : p0;
+                    p1 = jj == 1 ? u : p1;
+                    p2 = jj == 2 ? u : p2;
+                    p3 = jj == 3 ? u : p3;
+                }
+                // exchange s: thread q sends its pair of group 4 i + (q ^ s), receives thread (q ^ s)'s pair of group
+                // 4 i + q: afterwards o_k holds columns cb + 2 k (low half), cb + 2 k + 1 (high half)
+                unsigned o0 = 0, o1 = 0, o2 = 0, o3 = 0;
+#pragma unroll
+                for (unsigned sr = 0; sr < 4; ++sr) {
+                    const unsigned k = q ^ sr;
+                    const unsigned w = k == 0 ? p0 : k == 1 ? p1 : k == 2 ? p2 : p3;
+                    const unsigned got = sr == 0 ? w : __shfl_sync(qmask, w, (int)(((unsigned)l & 28u) | k));
+                    o0 = k == 0 ? got : o0;
+                    o1 = k == 1 ? got : o1;
+                    o2 = k == 2 ? got : o2;
+                    o3 = k == 3 ? got : o3;
+                }
+                const int cb = tc + 32 * i + 8 * (int)q;  // this thread's 8 columns
+                if (vec && cb + 8 <= N) {
+                    *(uint4*)(drow + 2ll * cb) = make_uint4(o0, o1, o2, o3);
+                } else {  // the right edge, unaligned rows or strided columns: 2-byte stores inside Y
+#pragma unroll
+                    for (int k = 0; k < 8; ++k) {
+                        const unsigned w = k / 2 == 0 ? o0 : k / 2 == 1 ? o1 : k / 2 == 2 ? o2 : o3;
+                        if (cb + k < N)
+                            *(unsigned short*)(drow + (long long)(cb + k) * cs) = (unsigned short)(k % 2 ? w >> 16 : w);
+                    }
+                }
+            }
+        }
+    }
+#else
+    // The CPU twin: entry by entry at tile_coord's (row, col), converted to ${OT} (to nearest, ties to even).
+${RC}
+    const int M = Y.shape.dims[0], N = Y.shape.dims[1];
+    for (int i = 0; i < ${FR}; ++i) {
+        const wp::vec_t<2, int> rc = frag_coord(o, i);
+        if (rc.c[0] < M && rc.c[1] < N)
+            *(${OT}*)((char*)Y.data + (size_t)rc.c[0] * Y.strides[0] + (size_t)rc.c[1] * Y.strides[1]) = ${OT}(v.c[i]);
+    }
+#endif
