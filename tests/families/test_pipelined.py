@@ -1720,10 +1720,11 @@ def test_mma_tf32_scalar_fragments_odd_tile_widths(layout, request):
 
 
 # --- float64 on the fp64 tensor cores through mma.sync (spec.mma with float64 inputs: DMMA) -----------------------
-def _dmma_spec(layout="NN", epilogue="axpby", tm=64, tn=64, tk=16, stages=3, mma=4, mma_k=8, **over) -> P.PipeSpec:
+def _dmma_spec(layout="NN", epilogue="axpby", tm=64, tn=64, tk=16, stages=3, mma=4, mma_k=8, pad_ab=4,
+               **over) -> P.PipeSpec:
     """A float64 mma.sync spec for the CPU twin (``mma_k``: the sm_90 MMA's k; 0: m8n8k4 pairs)."""
-    return _spec("float64", layout=layout, epilogue=epilogue, tm=tm, tn=tn, tk=tk, stages=stages, pad_ab=4, pad_c=0,
-                 mma=mma, mma_k=mma_k, **over)
+    return _spec("float64", layout=layout, epilogue=epilogue, tm=tm, tn=tn, tk=tk, stages=stages, pad_ab=pad_ab,
+                 pad_c=0, mma=mma, mma_k=mma_k, **over)
 
 
 def _ld2(n: int) -> int:
@@ -1762,6 +1763,41 @@ def test_dmma_warp_splits_and_instructions(tm, tn, tk, mma, mma_k, warps, reques
     _assert_close(out, ref, "float64")
 
 
+@pytest.mark.parametrize("layout,epilogue,over", [
+    ("NN", "axpby", {}), ("NT", "scale", {}), ("TN", "axpby", dict(tk=32, mma_k=16)), ("TT", "scale", dict(mma_k=4)),
+    ("NN", "scale", dict(tm=128, tn=64, stream_k=2)), ("TN", "axpby", dict(tm=32, tn=32, mma=1, mma_k=0))],
+    ids=lambda v: str(v))
+def test_dmma_swizzled_stages(layout, epilogue, over, request):
+    """Unpadded swizzled float64 stages (spec.swizzle: chunk c of stage row r at c ^ 2 (r % 4)): the copy writes and
+    the fragment reads share the permutation, so every layout (rows along k or along M / N), K depths 16 / 32, the
+    sm_90 MMAs, stream-K and a one-warp tile match float64; M, N, K edges, batch broadcast, column views."""
+    spec = _dmma_spec(layout, epilogue, **{**dict(pad_ab=0, swizzle=True), **over})
+    assert "_sw" in spec.key and P.unfit(spec) == "" and spec.stage_cols() == (spec.a_tile()[1], spec.b_tile()[1])
+    M, N, K = 2 * spec.tm - 13, 2 * spec.tn + 3, 3 * spec.tk + 6
+    lda = _ld2(M) + 2 if layout[0] == "T" else _ld2(K) + 2
+    ldb = _ld2(K) + 2 if layout[1] == "T" else _ld2(N) + 2
+    out, ref = _run(spec, M, N, K, _rng(request), batch=2, a_nb=1, b_nb=2, c_nb=2, lda=lda, ldb=ldb, ldd=N + 3)
+    _assert_close(out, ref, "float64")
+
+
+@pytest.mark.skipif(not _compat.HAS_CPU_BLOCKS, reason="CPU blocks of several threads need warp-lang >= 1.18")
+@pytest.mark.parametrize("layout", ["NN", "TT"])
+def test_dmma_swizzled_stages_on_cpu_fibers(layout, request):
+    """Swizzled stages with the CUDA block size of fibers: the copies' interior fast path (a thread's chunks 16 rows
+    apart, one permuted address) and each thread's own fragments, interior and edge tiles, against float64."""
+    spec = dataclasses.replace(_dmma_spec(layout, "scale", tm=64, tn=64, pad_ab=0, swizzle=True), block_dim=128)
+    old = wp.config.enable_cpu_blocks
+    wp.config.enable_cpu_blocks = True
+    try:
+        M, N, K = 2 * spec.tm + 24, spec.tn + 16, 4 * spec.tk + 8
+        lda = _ld2(M) if layout[0] == "T" else _ld2(K)
+        ldb = _ld2(K) if layout[1] == "T" else _ld2(N)
+        out, ref = _run(spec, M, N, K, _rng(request), lda=lda, ldb=ldb, fibers=True)
+    finally:
+        wp.config.enable_cpu_blocks = old
+    _assert_close(out, ref, "float64")
+
+
 def test_dmma_staged_store_is_exercised():
     """At least one planner tile of the DMMA kernel stores through the A stage (64x32 and 64x64x32: test above)."""
     assert P.staged_store(_dmma_spec(tm=64, tn=32, mma=2, mma_k=16, epilogue="scale"))
@@ -1775,7 +1811,10 @@ def test_dmma_staged_store_is_exercised():
     (dict(mma=0, pad_c=4), "mma_k"),
     (dict(pad_ab=1), "16-byte"),
     (dict(block_dim=64), "block_dim 128"),
-    (dict(bias=True), "registers")])
+    (dict(bias=True), "registers"),
+    (dict(swizzle=True), "unpadded"),
+    (dict(swizzle=True, pad_ab=0, tk=8), "multiples of 16"),
+    (dict(swizzle=True, pad_ab=0, mma=0, pad_c=4, mma_k=0), "swizzled stages")])
 def test_dmma_refusals_name_the_reason(over, match):
     """float64 mma.sync specs that cannot run are refused before any compile, with the reason; mma_k is float64's."""
     _assert_refused(dataclasses.replace(_dmma_spec(), **over), match)

@@ -137,6 +137,10 @@ def _dmma_fields(spec: PipeSpec) -> dict:
     ki = max(1, spec.mma_k // 4)
     a_off = "(k) * {LD} + ({R})" if spec.layout_a == "T" else "({R}) * {LD} + (k)"
     b_off = "(n) * {LD} + (k)" if spec.layout_b == "T" else "(k) * {LD} + (n)"
+    if spec.swizzle:  # element (row, col) of a swizzled stage at row * LD + (col ^ (4 (row % 4))) (SWIZZLE_COLS)
+        a_off = "(k) * {LD} + (({R}) ^ (4 * ((k) % 4)))" if spec.layout_a == "T" else \
+            "({R}) * {LD} + ((k) ^ (4 * (({R}) % 4)))"
+        b_off = "(n) * {LD} + ((k) ^ (4 * ((n) % 4)))" if spec.layout_b == "T" else "(k) * {LD} + ((n) ^ (4 * ((k) % 4)))"
     f = dict(VT=32 * spec.mma, NW=spec.mma, WM=wm, WN=wn, WTM=wtm, WTN=wtn, MI=wtm // 16, NJ=wtn // 8,
              PER=wtm * wtn // 32, TK=spec.tk, KS=spec.tk // 4, KI=ki, KI4=4 * ki, AR=ar, AC=ac, BR=br, BC=bc,
              ALD=ald, BLD=bld, SA=ar * ald, SB=br * bld, KMAP="4 * kk + t",
@@ -279,6 +283,10 @@ def _copy_snippet(spec: PipeSpec, rows: int, cols: int, dld: int, checked: bool 
         f["DST"] = _core_offset("r", "cc", cols, it)
         qoff = f"{per // 8} * {(cols * it // 16) * 128}"
         fast = fast and per % 8 == 0
+    elif getattr(spec, "swizzle", False):  # swizzled float64 stages (SWIZZLE_COLS): chunk c of row r at c ^ 2 (r % 4)
+        f["DST"] = f"((size_t)r * {dld} + (cc ^ (4 * (r % 4)))) * {it}"
+        qoff = f"{per} * {dld} * {it}"
+        fast = fast and per % 4 == 0  # a thread's chunks a multiple of 4 rows apart: the same permutation
     else:
         f["DST"] = f"((size_t)r * {dld} + cc) * {it}"
         qoff = f"{per} * {dld} * {it}"

@@ -68,6 +68,7 @@ class PipeSpec:
     wgmma: bool = False  # 16-bit NT through the _WGMMA snippet (sm_90a warpgroup MMAs on core-matrix stages)
     stream_k: int = 0  # > 0 (simt/mma): a grid of stream_k * SMs blocks sharing every tile's K steps (see _build)
     mma_k: int = 0  # float64 mma kernels: k of the sm_90 MMA (m16n8k4/8/16); 0: m8n8k4 pairs (as on sm_80)
+    swizzle: bool = False  # float64 mma kernels: unpadded stages, 16-byte chunks XOR-permuted by row (swizzled)
 
     @property
     def acc_dtype(self) -> str:
@@ -86,6 +87,7 @@ class PipeSpec:
         act += "_wgmma" if self.wgmma else ""
         act += f"_sk{self.stream_k}" if self.stream_k else ""
         act += f"_k{self.mma_k}" if self.mma_k else ""
+        act += "_sw" if self.swizzle else ""
         act += "_ts" if staged_store(self) else ""  # the epilogue through shared memory (_STAGED_STORE)
         return (f"wg_pipe_{self.in_dtype}_{self.out_dtype}_{self.layout_a}{self.layout_b}_"
                 f"{self.tm}x{self.tn}x{self.tk}_s{self.stages}_b{self.block_dim}{occ}_c{self.chunk}_"
@@ -425,6 +427,14 @@ MMA_TYPES = {"float16": "f16", "bfloat16": "bf16"}
 DMMA_K = (4, 8, 16)
 
 
+# Swizzled float64 stages (spec.swizzle): rows of whole groups of this many doubles (128 bytes, the 32 banks), in
+# which 16-byte chunk c of stage row r lies at chunk c ^ (2 (r % 4)): element (r, c) at r * cols + (c ^ (4 (r % 4))).
+# A half warp's 8-byte fragment loads (lanes 4 g + t: rows g, k t; or rows k t, columns g) then hit 16 distinct
+# 8-byte bank pairs without padding, in 16% less shared memory than rows padded by 4 doubles (128x64x16 s3: 72 against 85.5 KiB a block,
+# so three blocks fit an SM).
+SWIZZLE_COLS = 16
+
+
 # The float64 mma.sync kernels' sm_90 MMA where the planner picks it (default_spec, configurations): m16n8k8. H100,
 # 128x64x16 tiles at 4096^3: k8 47.6 TFLOP/s, k16 46.3, k4 41.9, m8n8k4 pairs 29.2; 64x64x16: k8 45.5, k16 43.9.
 DMMA_DEFAULT_K = 8
@@ -530,6 +540,8 @@ def _check(spec: PipeSpec) -> None:
                          "accumulators), without persistent blocks")
     if spec.mma_k and not spec.mma:
         raise ValueError(f"{spec}: mma_k is the float64 mma.sync kernel's (mma > 0)")
+    if spec.swizzle and not (spec.mma and spec.in_dtype == "float64"):
+        raise ValueError(f"{spec}: swizzled stages are the float64 mma.sync kernel's (mma > 0, float64 inputs)")
     if (spec.simt + bool(spec.mma) + spec.wgmma) > 1:
         raise ValueError(f"{spec}: simt, mma and wgmma are different products: give one")
     if spec.wgmma:
@@ -582,6 +594,9 @@ def _check_mma(spec: PipeSpec) -> None:
     if spec.chunk != 16 or (spec.pad_ab * ITEM_BYTES[spec.in_dtype]) % 16:
         raise ValueError(f"{spec}: the mma.sync kernel's ldmatrix reads 16-byte rows: chunk 16 and pad_ab a whole "
                          "number of 16 bytes")
+    if spec.swizzle and (spec.pad_ab or any(c % SWIZZLE_COLS for _, c in (spec.a_tile(), spec.b_tile()))):
+        raise ValueError(f"{spec}: swizzled float64 stages are unpadded (pad_ab 0) rows of whole {SWIZZLE_COLS}-element "
+                         "(128-byte) groups: tk, tm and tn multiples of 16")
 
 
 def _check_wgmma(spec: PipeSpec) -> None:

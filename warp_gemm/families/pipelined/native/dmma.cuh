@@ -7,7 +7,8 @@
 //! 1, 2 or 4 k4 slices per instruction; H100 4096^3: m8n8k4 pairs 29.2 TFLOP/s, k4 41.9, k16 46.3, k8 47.6). The float64 sums stay in the register tile's storage in the 16 x 8 order of the 16-bit mma.sync
 //! kernel, so its epilogues (_OWN_STORE, _STAGED_STORE) and the persistent loop serve both. Fragments are single
 //! 8-byte shared loads: lane l = 4 g + t holds A(row g (+ 8), k t) and B(k t, column g) of each k4 slice; with
-//! stage rows of 4 (mod 16) doubles (pad 4) a half warp's 16 loads hit 32 distinct banks in every layout.
+//! stage rows of 4 (mod 16) doubles (pad 4) a half warp's 16 loads hit 32 distinct banks in every layout; so they do
+//! in unpadded swizzled stages (spec.swizzle: element (row, col) at row * LD + (col ^ (4 (row % 4))), in A_OFF/B_OFF).
 
     // acc += A x B over stage s of the shared buffers ba (A's ${AR} x ${AC} stage, row stride ${ALD}) and bb (${BR} x
     // ${BC}, row stride ${BLD}) in float64 MMAs. The tile's ${VT} threads are ${NW} warps (${WM} x ${WN}) of ${WTM} x
