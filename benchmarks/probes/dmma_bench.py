@@ -9,7 +9,7 @@
     python benchmarks/probes/dmma_bench.py once A,B OUT    # one launch of candidates A, B at their sizes and one
                                                            # cuBLAS call per size (for Nsight Compute)
 
-DMMA_SET=2-6 takes the second to sixth candidate list; DMMA_ONLY=name,name builds only those (a candidate named twice
+DMMA_SET=2-7 takes the second to seventh candidate list; DMMA_ONLY=name,name builds only those (a candidate named twice
 is built once). Each mode appends JSON lines to OUT. Timing: CUDA events around R launches (Warp's launch on torch's stream),
 the median of 5 such loops, inputs rotated over enough sets to exceed 200 MB (cold L2), NaN-prefilled outputs; the
 check compares against float64 on the CPU (relative Frobenius error, NaN fails).
@@ -202,7 +202,31 @@ CANDIDATES6 = [
     ("s64x128o3", "float32", "NN", _f32(64, 128, 16, 3, 3), (BIG,)),
     ("s64x128sk3", "float32", "NN", _f32(64, 128, 16, 3, 3, stream_k=3), (MID,)),
 ]
-SETS = {"1": CANDIDATES, "2": CANDIDATES2, "3": CANDIDATES3, "4": CANDIDATES4, "5": CANDIDATES5, "6": CANDIDATES6}
+# The seventh pass: interleaved K steps (spec.interleave: half the product, the next stage's copies, the rest), and
+# cuBLAS's 1000^3 float64 tile (Nsight Compute: 128x64x32, 8 warps of 32 x 32, m16n8k16, 3 stages, one block per SM,
+# 147 KiB of unpadded stages, 128 blocks); defaults first and last.
+CANDIDATES7 = [
+    ("d128x64k8", "float64", "NN", _f64(128, 64, 16, 3, 4, 2, 8), (BIG,)),
+    ("d64x64k8sk3", "float64", "NN", _f64(64, 64, 16, 3, 4, 3, 8, stream_k=3), (MID,)),
+    ("s64x128o3", "float32", "NN", _f32(64, 128, 16, 3, 3), (BIG,)),
+    ("s64x128sk3", "float32", "NN", _f32(64, 128, 16, 3, 3, stream_k=3), (MID,)),
+    ("d128x64k8il", "float64", "NN", _f64(128, 64, 16, 3, 4, 2, 8, interleave=True), (BIG,)),
+    ("d128x64s4k8sw", "float64", "NN", _f64(128, 64, 16, 4, 4, 2, 8, sw=True), (BIG,)),
+    ("d128x64s4k8swil", "float64", "NN", _f64(128, 64, 16, 4, 4, 2, 8, sw=True, interleave=True), (BIG,)),
+    ("d128x64k8swil", "float64", "NN", _f64(128, 64, 16, 3, 4, 2, 8, sw=True, interleave=True), (BIG,)),
+    ("d64x64k8sk3il", "float64", "NN", _f64(64, 64, 16, 3, 4, 3, 8, stream_k=3, interleave=True), (MID,)),
+    ("d128x64x32w8k16sw", "float64", "NN", _f64(128, 64, 32, 3, 8, 1, 16, sw=True), (MID,)),
+    ("d128x64x32w8k16swil", "float64", "NN", _f64(128, 64, 32, 3, 8, 1, 16, sw=True, interleave=True), (MID,)),
+    ("d128x64x32w8k16il", "float64", "NN", _f64(128, 64, 32, 3, 8, 1, 16, interleave=True), (MID,)),
+    ("s64x128o3il", "float32", "NN", _f32(64, 128, 16, 3, 3, interleave=True), (BIG,)),
+    ("s64x128s4o3il", "float32", "NN", _f32(64, 128, 16, 4, 3, interleave=True), (BIG,)),
+    ("s64x128sk3il", "float32", "NN", _f32(64, 128, 16, 3, 3, stream_k=3, interleave=True), (MID,)),
+    ("d128x64k8", "float64", "NN", _f64(128, 64, 16, 3, 4, 2, 8), (BIG,)),
+    ("d64x64k8sk3", "float64", "NN", _f64(64, 64, 16, 3, 4, 3, 8, stream_k=3), (MID,)),
+    ("s64x128o3", "float32", "NN", _f32(64, 128, 16, 3, 3), (BIG,)),
+    ("s64x128sk3", "float32", "NN", _f32(64, 128, 16, 3, 3, stream_k=3), (MID,)),
+]
+SETS = {"1": CANDIDATES, "2": CANDIDATES2, "3": CANDIDATES3, "4": CANDIDATES4, "5": CANDIDATES5, "6": CANDIDATES6, "7": CANDIDATES7}
 
 
 def _spec(c):

@@ -2,8 +2,11 @@
 # One device call for benchmarks/probes/dmma_bench.py: parallel builds (16 processes, an empty kernel cache), the
 # timing process (cuBLAS in the same process), the built kernels' registers (cuobjdump), then Nsight Compute on the
 # defaults, named candidates and cuBLAS's kernels for the same products. Run from the folder holding warp_gemm/ and
-# benchmarks/ with PYTHONPATH set; writes under $OUT. DMMA_SET picks the candidate list, DMMA_NCU the profiled ones.
+# benchmarks/ with PYTHONPATH set; writes one archive, $OUT/dmma.tgz (the device call brings back a few files only).
+# DMMA_SET picks the candidate list, DMMA_NCU the profiled ones.
 set -u
+FINAL_OUT=$OUT
+OUT=$(mktemp -d)
 export DMMA_CACHE=${DMMA_CACHE:-/tmp/dmma-cache}
 rm -rf "$DMMA_CACHE"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw,power.limit,temperature.gpu \
@@ -32,3 +35,4 @@ echo "build $((t1 - t0)) s, time $((t2 - t1)) s, ncu $((t3 - t2)) s"
 cat "$OUT/gpu.txt"
 grep -c '"first_s"' "$OUT/build.jsonl"; grep -h error "$OUT/build.jsonl" | head -5
 tail -n 30 "$OUT/time.log"
+tar czf "$FINAL_OUT/dmma.tgz" -C "$OUT" .

@@ -1798,6 +1798,35 @@ def test_dmma_swizzled_stages_on_cpu_fibers(layout, request):
     _assert_close(out, ref, "float64")
 
 
+@pytest.mark.parametrize("kind,layout,over", [
+    ("float64", "NN", {}), ("float64", "TT", dict(tk=32, mma_k=16)), ("float64", "NT", dict(mma_k=4)),
+    ("float64", "TN", dict(pad_ab=0, swizzle=True, stream_k=2)), ("float64", "NN", dict(tk=8, mma_k=0)),
+    ("simt", "NN", {}), ("simt", "TN", dict(stream_k=3)), ("simt", "NT", dict(tk=8))], ids=lambda v: str(v))
+def test_interleaved_copies(kind, layout, over, request):
+    """Interleaved kernels (spec.interleave: the first half of a K step's product, the next stage's copies, then the
+    rest): each K step's k still summed once, in every layout, K depth and sm_90 MMA, with swizzled stages and
+    stream-K; M, N, K edges (a partial last K tile), batch broadcast, column views, the axpby epilogue; float64."""
+    M, N, K = 77, 133, 61
+    if kind == "simt":
+        spec, lda, ldb = _own_case(kind, layout, "axpby", M, N, K, interleave=True, **over)
+    else:
+        spec = _dmma_spec(layout, "axpby", interleave=True, **over)
+        lda, ldb = _ld2(M) if layout[0] == "T" else _ld2(K), _ld2(K) if layout[1] == "T" else _ld2(N)
+    assert "_il" in spec.key and P.unfit(spec) == ""
+    step = 1 if spec.simt else max(4, spec.mma_k)
+    assert 0 < P.spec.interleave_split(spec) < spec.tk and P.spec.interleave_split(spec) % step == 0
+    out, ref = _run(spec, M, N, K, _rng(request), batch=2, a_nb=1, b_nb=2, c_nb=2, lda=lda, ldb=ldb, ldd=N + 3)
+    _assert_close(out, ref, spec.out_dtype)
+
+
+@pytest.mark.parametrize("over,match", [
+    (dict(tk=8, mma_k=8), "two steps"), (dict(persistent=2), "not persistent"), (dict(mma=0, pad_c=4, mma_k=0), "SIMT")])
+def test_interleave_refusals_name_the_reason(over, match):
+    """Interleaving needs two steps of the product per K tile, a non-persistent SIMT or float64 mma.sync kernel."""
+    _assert_refused(dataclasses.replace(_dmma_spec(), interleave=True, **over), match)
+    _assert_refused(dataclasses.replace(_mma_spec(), interleave=True), "SIMT")
+
+
 def test_dmma_staged_store_is_exercised():
     """At least one planner tile of the DMMA kernel stores through the A stage (64x32 and 64x64x32: test above)."""
     assert P.staged_store(_dmma_spec(tm=64, tn=32, mma=2, mma_k=16, epilogue="scale"))

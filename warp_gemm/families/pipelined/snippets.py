@@ -5,7 +5,7 @@ import warp as wp
 
 from ..common import native
 from ..common.kernels import ITEM_BYTES, grouped_tile
-from .spec import MMA_TYPES, SIMT_TILE, PipeSpec, mma_warps, simt_threads, wgmma_threads
+from .spec import MMA_TYPES, SIMT_TILE, PipeSpec, interleave_split, mma_warps, simt_threads, wgmma_threads
 
 _SNIPPETS = {**native.load(__file__, 'copy.cuh'), **native.load(__file__, 'mma_sync.cuh'), **native.load(__file__, 'simt.cuh'), **native.load(__file__, 'store.cuh'), **native.load(__file__, 'stream_k.cuh'), **native.load(__file__, 'wgmma.cuh'), **native.load(__file__, 'dmma.cuh')}
 
@@ -115,10 +115,19 @@ def _mma_fields(spec: PipeSpec) -> dict:
     return f
 
 
-def _mma_sync_snippet(spec: PipeSpec) -> str:
+def _mma_sync_snippet(spec: PipeSpec, part: int | None = None) -> str:
+    """The mma.sync product of a K step; float64 with ``part`` 0 / 1: the first / second half of its k slices
+    (:func:`interleave_split`)."""
     if spec.in_dtype == "float64":
-        return native.fill(_DMMA, **_dmma_fields(spec))
+        f = _dmma_fields(spec)
+        lo, hi = _part_range(f["KS"], interleave_split(spec) // 4, part)
+        return native.fill(_DMMA, KS0=lo, KS1=hi, **f)
     return native.fill(_MMA_SYNC, **_mma_fields(spec))
+
+
+def _part_range(n: int, split: int, part: int | None) -> tuple[int, int]:
+    """Steps ``[0, n)`` of a K step's product, or its first (``part`` 0) / second (1) part, split at ``split``."""
+    return (0, n) if part is None else ((0, split) if part == 0 else (split, n))
 
 
 _DMMA = _SNIPPETS['dmma']
@@ -245,8 +254,10 @@ def _simt_fields(spec: PipeSpec) -> dict:
     return f
 
 
-def _simt_mma_snippet(spec: PipeSpec) -> str:
-    return native.fill(_SIMT_MMA, **_simt_fields(spec))
+def _simt_mma_snippet(spec: PipeSpec, part: int | None = None) -> str:
+    """The SIMT product of a K step; ``part`` 0 / 1: the first / second half of its k (:func:`interleave_split`)."""
+    lo, hi = _part_range(spec.tk, interleave_split(spec), part)
+    return native.fill(_SIMT_MMA, K0=lo, K1=hi, **_simt_fields(spec))
 
 
 def _copy_t_snippet(spec: PipeSpec, rows: int, cols: int, dld: int) -> str:
