@@ -899,12 +899,15 @@ def test_snippet_defaults_for_large_problems_on_cuda(monkeypatch):
     sx = P.default_spec("float32", layout="NT", **big)
     assert sx.simt and (sx.tm, sx.tn, sx.tk, sx.block_dim, sx.min_blocks) == (64, 128, 16, 128, 3)
     sd = P.default_spec("float64", layout="TN", **big)
-    assert (sd.tm, sd.tn, sd.tk, sd.stages, sd.block_dim, sd.min_blocks, sd.mma, sd.mma_k, sd.pad_ab, sd.pad_c) == \
-        (128, 64, 16, 3, 128, 2, 4, P.DMMA_DEFAULT_K, 4, 0)
+    assert (sd.tm, sd.tn, sd.tk, sd.stages, sd.block_dim, sd.min_blocks, sd.mma, sd.mma_k, sd.pad_ab, sd.pad_c,
+            sd.swizzle) == (128, 64, 16, 4, 128, 2, 4, P.DMMA_DEFAULT_K, 0, 0, True)
+    assert 2 * (P.smem_bytes(sd) + 1024) <= 228 * 1024  # two blocks per SM (1 KiB reserved each)
     small = {d: P.default_spec(d, M=1000, N=1000, K=1000) for d in ("float32", "float64")}
     assert small["float32"].simt and small["float32"].stream_k == 3 and small["float32"].tn == 128
     assert (small["float64"].tm, small["float64"].tn, small["float64"].tk, small["float64"].mma_k) == (64, 64, 16, 8)
     assert (small["float64"].stream_k, small["float64"].min_blocks, small["float64"].block_dim) == (3, 3, 128)
+    assert (small["float64"].stages, small["float64"].pad_ab, small["float64"].swizzle) == (3, 4, False)
+    assert (tiny_f64 := P.default_spec("float64", M=256, N=256, K=4096)).pad_ab == 4 and not tiny_f64.swizzle
     assert not P.default_spec("float64", M=4096, N=4096, K=4096).stream_k
     tiny = {d: P.default_spec(d, M=33, N=17, K=65) for d in ("float32", "float64")}
     assert tiny["float32"].simt and (tiny["float32"].tm, tiny["float32"].tn, tiny["float32"].stream_k) == (32, 64, 0)
@@ -1862,7 +1865,7 @@ def test_dmma_configurations_over_the_default(cfg, mma_k):
     base = P.default_spec("float64", M=4096, N=4096, K=4096)
     spec = _with_pipe_config(base, PipeConfig.parse(cfg), False)
     assert spec.mma_k == mma_k and bool(spec.mma) == bool(mma_k) and P.unfit(spec) == ""
-    assert (spec.pad_ab, spec.pad_c) == ((4, 0) if mma_k else (4, 4))
+    assert (spec.pad_ab, spec.pad_c, spec.swizzle) == ((4, 0, False) if mma_k else (4, 4, False))
 
 
 @pytest.mark.skipif(not _compat.HAS_COMPILE_AOT, reason="wp.compile_aot_module arrived in warp-lang 1.9")
@@ -1902,6 +1905,58 @@ def test_dmma_forced_on_cuda(layout, cfg, epilogue, planned, request):
     spec = planned[-1].family_spec
     assert planned[-1].family == "pipelined" and spec.mma and spec.in_dtype == "float64", spec
     assert spec.layout_a + spec.layout_b == layout
+
+
+def _launch_on_cuda(spec: P.PipeSpec, M, N, K, rng, batch=2, alpha=1.25, beta=-0.5, device="cuda"):
+    """``spec``'s kernel launched on ``device`` (CUDA) on fresh operands stored in its layouts (B broadcast over ``batch``; C for
+    the axpby epilogue), a NaN-prefilled D (and stream-K workspace); returns (D as float64, float64 reference)."""
+    dt, dev = spec.in_dtype, wp.get_device(device)
+    a, b = random_operands(M, N, K, dt, rng, batch=batch)
+    a_st = np.swapaxes(a, 1, 2) if spec.layout_a == "T" else a
+    b_st = np.swapaxes(b[:1], 1, 2) if spec.layout_b == "T" else b[:1]
+
+    def put(x, d=dt):
+        return wp.array(np.ascontiguousarray(x.astype(NP[d])), dtype=WP_DTYPES[d], device=dev)
+
+    c = round_to(rng.standard_normal((batch, M, N)), spec.out_dtype) if spec.epilogue == "axpby" else None
+    A, B, D = put(a_st), put(b_st), put(np.full((batch, M, N), np.nan), spec.out_dtype)
+    C = put(c, spec.out_dtype) if c is not None else None
+    grid, n_ws, n_flags = P.stream_k_sizes(spec, M, N, K, batch, dev)
+    sk = {}
+    if grid:
+        sk = {"workspace": put(np.full(n_ws, np.nan), spec.acc_dtype), "flags": wp.zeros(n_flags, dtype=wp.int32,
+                                                                                         device=dev)}
+    k, dim, inputs, block = P.launch_args(spec, A, B, C, D, alpha, beta, M, N, K, batch, batch, 1,
+                                          batch if C is not None else 1, **sk)
+    wp.launch_tiled(k, dim=dim, inputs=inputs, block_dim=block, device=dev)
+    ref = alpha * np.matmul(a, b[:1]) + (beta * c if c is not None else 0.0)
+    return D.numpy().astype(np.float64), ref
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind,layout,over", [
+    ("float64", "NN", dict(stages=4, swizzle=True)), ("float64", "NT", dict(stages=4, swizzle=True)),
+    ("float64", "TN", dict(stages=4, swizzle=True)), ("float64", "TT", dict(stages=4, swizzle=True)),
+    ("float64", "NN", dict(stages=4, swizzle=True, interleave=True)), ("float64", "TN", dict(interleave=True)),
+    ("float64", "NT", dict(tm=64, stream_k=3, interleave=True)), ("simt", "NN", dict(interleave=True)),
+    ("simt", "TT", dict(stream_k=3, interleave=True))], ids=lambda v: str(v))
+@pytest.mark.parametrize("epilogue", ["scale", "axpby"])
+def test_swizzled_and_interleaved_on_cuda(kind, layout, over, epilogue, request):
+    """Swizzled float64 stages (the 4096^3 default's) in every layout, and interleaved K steps (float64 and SIMT, with
+    stream-K) launched on CUDA: two batch entries of 1000x1000 (M and N edges), K 520 (a partial K tile), alpha and
+    beta * C, NaN-prefilled, against float64."""
+    if kind == "simt":
+        spec = dataclasses.replace(P.default_spec("float32", layout=layout, epilogue=epilogue, M=4096, N=4096, K=4096),
+                                   **over)
+    else:
+        base = P.default_spec("float64", layout=layout, epilogue=epilogue, M=4096, N=4096, K=4096)
+        pad = dict(pad_ab=0) if over.get("swizzle") else dict(pad_ab=4, swizzle=False, stages=3)
+        spec = dataclasses.replace(base, **{**pad, **over})
+        if spec.stream_k:
+            spec = dataclasses.replace(spec, tn=64, min_blocks=3)
+    assert P.unfit(spec) == "", spec
+    out, ref = _launch_on_cuda(spec, 1000, 1000, 520, _rng(request))
+    _assert_close(out, ref, spec.out_dtype)
 
 
 @pytest.mark.gpu

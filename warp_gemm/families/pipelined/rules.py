@@ -49,6 +49,7 @@ def choose_pipe_spec(dev, in_dtype: str, out_dtype: str, tf32: bool, layout: str
 
 def _with_pipe_config(spec, cfg: PipeConfig, device_is_cpu: bool):
     fields = cfg.fields()
+    fields.update(swizzle=False)  # a configuration's stages are padded rows (PAD_AB), as tuned and named
     # float64 mma.sync: the default's sm_90 MMA where the K tile holds whole ones (else m8n8k4 pairs); others: none
     mk = DMMA_DEFAULT_K if cfg.mma and spec.in_dtype == "float64" and cfg.tk % DMMA_DEFAULT_K == 0 else 0
     fields.update(mma_k=mk)

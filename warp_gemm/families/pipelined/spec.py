@@ -278,23 +278,29 @@ def _mma_tf32(g: _Grid) -> dict:
 def _base_fp64(g: _Grid, snippets: bool) -> dict:
     """float64 (H100, TFLOP/s at 4096^3 / us at 1000^3; benchmarks/results/tuning/dmma_simt_probe_2026-11-26.txt)."""
     if snippets:
-        # The DMMA kernel (mma.sync .f64; DMMA_DEFAULT_K): 128x64x16 s3, 4 warps of 64 x 32, two blocks/SM: 4096^3
-        # 47.6 (0.87x cuBLAS's 54.8; NT 46.2 = 0.95x, TN 0.91x, TT 0.87x with m16n8k16); 128x128 with 8 warps
-        # 45.3, 64x64 45.5, 128x64x32 s2 45.7, 4 stages 36.6 (one block/SM); the tile_matmul kernels 31.3 (runner).
-        # Stream-K over two blocks per SM (6 whole waves of tiles, the last 1.8 waves shared) 45.0 against 44.9-47.7
-        # for this kernel timed first and last in the same process (H200: the same kernel moved 6% between the two).
-        base = dict(tm=128, tn=64, tk=16, stages=3, block_dim=128, min_blocks=2, pad_ab=4, pad_c=0, mma=4,
-                    mma_k=DMMA_DEFAULT_K)
+        # The DMMA kernel (mma.sync .f64; DMMA_DEFAULT_K): 128x64x16, 4 warps of 64 x 32, two blocks/SM, 4 stages
+        # of swizzled unpadded rows (spec.swizzle: 96 KiB a block; padded rows would take 114 and one block/SM):
+        # 4096^3 49.0 TFLOP/s (0.894x cuBLAS's 54.8) against 47.4-47.7 (0.864-0.870x) for 3 padded stages timed first
+        # and last in the same process, 48.4 for 3 swizzled stages, 48.5 for 128x128 of 8 warps on 4 swizzled stages
+        # (H200, benchmarks/results/tuning/dmma_swizzle_2026-11-27.txt). cuBLAS runs the same tile, stages and warps
+        # (sm90_xmma_gemm_f64f64_..._tilesize128x64x16_stage3_warpsize2x2x1_tensor16x8x8, unpadded 72 KiB stages,
+        # Nsight Compute). Earlier (3 padded stages, H100): NT 46.2 = 0.95x, TN 0.91x, TT 0.87x with m16n8k16; 128x128
+        # with 8 warps 45.3, 64x64 45.5, 128x64x32 s2 45.7, padded 4 stages 36.6 (one block/SM); stream-K over two
+        # blocks per SM 45.0; the tile_matmul kernels 31.3 (runner).
+        base = dict(tm=128, tn=64, tk=16, stages=4, block_dim=128, min_blocks=2, pad_ab=0, pad_c=0, mma=4,
+                    mma_k=DMMA_DEFAULT_K, swizzle=True)
         if g.small:
             # 128x64 tiles in one wave: 64x64x16 (4 warps of 32 x 32, m16n8k8), stream-K over three blocks per SM:
             # 1000^3 60.1-60.5 us (0.70-0.72x cuBLAS) against 65.4-70.7 for the 64x64x32 tiles one per block (0.61-0.64x);
             # m16n8k16 60.6, m16n8k4 60.9, 64x64x32 s2 61.2, two blocks per SM 72.1, 128x64 / 64x128 tiles over two
             # blocks per SM 64.4 / 64.0, 2-warp 64x32 / 32x64 tiles over four 81-83 (H200, cuBLAS in the same process;
             # benchmarks/results/tuning/dmma_stream_k_2026-11-27.txt)
-            base.update(tm=64, tn=64, tk=16, min_blocks=3, mma_k=8, stream_k=3)
+            # Swizzled stages lost here: 67.7 us on 3, 63.9 on 4 against 62.1-63.7 padded (H200, same process).
+            base.update(tm=64, tn=64, tk=16, stages=3, min_blocks=3, pad_ab=4, mma_k=8, stream_k=3, swizzle=False)
         if g.quarter:
             # grids under half the SMs: 64x32 tiles of 2 warps (four times the blocks of 128x64; not timed there)
-            base.update(tm=64, tn=32, tk=16, block_dim=64, mma=2, min_blocks=4, mma_k=16, stream_k=0)
+            base.update(tm=64, tn=32, tk=16, stages=3, block_dim=64, mma=2, min_blocks=4, pad_ab=4, mma_k=16,
+                        stream_k=0, swizzle=False)
         return base
     # tile_matmul: 64x64x32, 2 stages, block 128, two blocks/SM: 24.5/25.1 TFLOP/s at 4096^3/8192^3 (NT 25.3/25.7),
     # 1000^3 20.5; one block/SM 23.2-23.9, 3 stages 17-18, 128x64x32 23.3-24.1.
