@@ -149,9 +149,8 @@ def _dmma_fields(spec: PipeSpec) -> dict:
     if spec.swizzle:
         # Element (row, col) of a swizzled stage lies at row * LD + (col ^ (4 (row % 4))) (SWIZZLE_COLS). A fragment's
         # rows r = wr + 16 mi + g (+ 8) and n = wc + 8 nj + g are g (mod 4), its k = 4 kk + t is t (mod 4): the
-        # permutation is written with the lane's g & 3 and t, so that the compiler sees one lane term per k slice
-        # (or column block) instead of a row % 4 per fragment (the latter: 244 registers against 226 unswizzled,
-        # 128x64x16 NN, local ptxas 13).
+        # permutation is written with the lane's g & 3 and t. The lane-dependent offsets cost registers: 128x64x16 NN
+        # takes 255 against 226 with padded rows (ptxas 13, sm_90; with row % 4 per fragment instead: 244).
         a_off = "(k) * {LD} + (({R}) ^ (4 * t))" if spec.layout_a == "T" else "({R}) * {LD} + ((k) ^ (4 * (g & 3)))"
         b_off = "(n) * {LD} + ((k) ^ (4 * (g & 3)))" if spec.layout_b == "T" else "(k) * {LD} + ((n) ^ (4 * t))"
     f = dict(VT=32 * spec.mma, NW=spec.mma, WM=wm, WN=wn, WTM=wtm, WTN=wtn, MI=wtm // 16, NJ=wtn // 8,
