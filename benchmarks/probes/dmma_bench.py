@@ -175,7 +175,8 @@ CANDIDATES5 = [
 # The sixth pass: swizzled unpadded float64 stages (16% less shared memory: 128x64x16 s4 96 KiB, two blocks per SM
 # where padded rows take 114), 8 and 16 warps of 32 x 32 outputs, four SIMT blocks per SM (126 registers, no spill);
 # defaults first and last. (Three 128x64 DMMA blocks or four 64x64 ones per SM cap the registers at 168 / 128, where
-# the kernels need 206-255 / 148-168: they spill, partly inside the K loop; one candidate of each shows the cost.)
+# the 128x64 kernels take 206-255 at two blocks and a 32 x 32 warp tile 148 uncapped: they spill, partly inside the K
+# loop; one candidate of each shows the cost.)
 CANDIDATES6 = [
     ("d128x64k8", "float64", "NN", _f64(128, 64, 16, 3, 4, 2, 8), (BIG,)),
     ("d64x64k8sk3", "float64", "NN", _f64(64, 64, 16, 3, 4, 3, 8, stream_k=3), (MID,)),
