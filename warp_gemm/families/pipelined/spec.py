@@ -276,7 +276,8 @@ def _mma_tf32(g: _Grid) -> dict:
 
 
 def _base_fp64(g: _Grid, snippets: bool) -> dict:
-    """float64 (H100, TFLOP/s at 4096^3 / us at 1000^3; benchmarks/results/tuning/dmma_simt_probe_2026-11-26.txt)."""
+    """float64 (TFLOP/s at 4096^3 / us at 1000^3; benchmarks/results/tuning/dmma_simt_probe_2026-11-26.txt on an H100,
+    dmma_stream_k_2026-11-27.txt and dmma_swizzle_2026-11-27.txt on an H200)."""
     if snippets:
         # The DMMA kernel (mma.sync .f64; DMMA_DEFAULT_K): 128x64x16, 4 warps of 64 x 32, two blocks/SM, 4 stages
         # of swizzled unpadded rows (spec.swizzle: 96 KiB a block; padded rows would take 114 and one block/SM):
