@@ -227,7 +227,8 @@ CANDIDATES7 = [
     ("s64x128o3", "float32", "NN", _f32(64, 128, 16, 3, 3), (BIG,)),
     ("s64x128sk3", "float32", "NN", _f32(64, 128, 16, 3, 3, stream_k=3), (MID,)),
 ]
-SETS = {"1": CANDIDATES, "2": CANDIDATES2, "3": CANDIDATES3, "4": CANDIDATES4, "5": CANDIDATES5, "6": CANDIDATES6, "7": CANDIDATES7}
+SETS = {"1": CANDIDATES, "2": CANDIDATES2, "3": CANDIDATES3, "4": CANDIDATES4, "5": CANDIDATES5, "6": CANDIDATES6,
+        "7": CANDIDATES7}
 
 
 def _spec(c):

@@ -1823,7 +1823,8 @@ def test_interleaved_copies(kind, layout, over, request):
 
 
 @pytest.mark.parametrize("over,match", [
-    (dict(tk=8, mma_k=8), "two steps"), (dict(persistent=2), "not persistent"), (dict(mma=0, pad_c=4, mma_k=0), "SIMT")])
+    (dict(tk=8, mma_k=8), "two steps"), (dict(persistent=2), "not persistent"),
+    (dict(mma=0, pad_c=4, mma_k=0), "SIMT")])
 def test_interleave_refusals_name_the_reason(over, match):
     """Interleaving needs two steps of the product per K tile, a non-persistent SIMT or float64 mma.sync kernel."""
     _assert_refused(dataclasses.replace(_dmma_spec(), interleave=True, **over), match)
@@ -1908,8 +1909,9 @@ def test_dmma_forced_on_cuda(layout, cfg, epilogue, planned, request):
 
 
 def _launch_on_cuda(spec: P.PipeSpec, M, N, K, rng, batch=2, alpha=1.25, beta=-0.5, device="cuda"):
-    """``spec``'s kernel launched on ``device`` (CUDA) on fresh operands stored in its layouts (B broadcast over ``batch``; C for
-    the axpby epilogue), a NaN-prefilled D (and stream-K workspace); returns (D as float64, float64 reference)."""
+    """``spec``'s kernel launched on ``device`` (CUDA) on fresh operands stored in its layouts (B broadcast over
+    ``batch``; C for the axpby epilogue), a NaN-prefilled D (and stream-K workspace); returns (D as float64, float64
+    reference)."""
     dt, dev = spec.in_dtype, wp.get_device(device)
     a, b = random_operands(M, N, K, dt, rng, batch=batch)
     a_st = np.swapaxes(a, 1, 2) if spec.layout_a == "T" else a

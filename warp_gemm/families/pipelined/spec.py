@@ -69,7 +69,7 @@ class PipeSpec:
     stream_k: int = 0  # > 0 (simt/mma): a grid of stream_k * SMs blocks sharing every tile's K steps (see _build)
     mma_k: int = 0  # float64 mma kernels: k of the sm_90 MMA (m16n8k4/8/16); 0: m8n8k4 pairs (as on sm_80)
     swizzle: bool = False  # float64 mma kernels: unpadded stages, 16-byte chunks XOR-permuted by row (swizzled)
-    interleave: bool = False  # simt / float64 mma: the next stage's copies issued between two halves of a K step's product
+    interleave: bool = False  # simt / float64 mma: the next stage's copies between two halves of a K step's product
 
     @property
     def acc_dtype(self) -> str:
@@ -450,8 +450,8 @@ def interleave_split(spec: PipeSpec) -> int:
 # Swizzled float64 stages (spec.swizzle): rows of whole groups of this many doubles (128 bytes, the 32 banks), in
 # which 16-byte chunk c of stage row r lies at chunk c ^ (2 (r % 4)): element (r, c) at r * cols + (c ^ (4 (r % 4))).
 # A half warp's 8-byte fragment loads (lanes 4 g + t: rows g, k t; or rows k t, columns g) then hit 16 distinct
-# 8-byte bank pairs without padding, in 16% less shared memory than rows padded by 4 doubles (128x64x16 s3: 72 against 85.5 KiB a block,
-# so three blocks fit an SM).
+# 8-byte bank pairs without padding, in 16% less shared memory than rows padded by 4 doubles (128x64x16: 72 against
+# 85.5 KiB a block on 3 stages, 96 against 114 on 4, where two blocks of 4 stages fit an SM only swizzled).
 SWIZZLE_COLS = 16
 
 
@@ -619,8 +619,8 @@ def _check_mma(spec: PipeSpec) -> None:
         raise ValueError(f"{spec}: the mma.sync kernel's ldmatrix reads 16-byte rows: chunk 16 and pad_ab a whole "
                          "number of 16 bytes")
     if spec.swizzle and (spec.pad_ab or any(c % SWIZZLE_COLS for _, c in (spec.a_tile(), spec.b_tile()))):
-        raise ValueError(f"{spec}: swizzled float64 stages are unpadded (pad_ab 0) rows of whole {SWIZZLE_COLS}-element "
-                         "(128-byte) groups: tk, tm and tn multiples of 16")
+        raise ValueError(f"{spec}: swizzled float64 stages are unpadded (pad_ab 0) rows of whole {SWIZZLE_COLS}-"
+                         "element (128-byte) groups: tk, tm and tn multiples of 16")
 
 
 def _check_wgmma(spec: PipeSpec) -> None:

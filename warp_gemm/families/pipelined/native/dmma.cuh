@@ -11,11 +11,12 @@
 //! in unpadded swizzled stages (spec.swizzle: element (row, col) at row * LD + (col ^ (4 (row % 4))), in A_OFF/B_OFF).
 
     // acc += A x B over k slices ${KS0} .. ${KS1} - 1 of stage s of the shared buffers ba (A's ${AR} x ${AC} stage,
-    // row stride ${ALD}) and bb (${BR} x ${BC}, row stride ${BLD}) in float64 MMAs. The tile's ${VT} threads are ${NW}
-    // warps (${WM} x ${WN}) of ${WTM} x ${WTN} outputs: ${MI} x ${NJ} MMA tiles of 16 x 8 whose 4 outputs per thread are
-    // acc.data[4 (mi ${NJ} + nj) + c]: row wr + 16 mi + l / 4 + 8 (c / 2), column wc + 8 nj + 2 (l % 4) + c % 2 (l: the
-    // lane). The K tile's ${TK} values of k are ${KS} slices of 4: slice kk's k of lane t is ${KMAP}. A(r, k) is
-    // ba[${A_OFF}], B(k, n) is bb[${B_OFF}] (stage s). No barrier: the caller syncs before it refills a stage.
+    // row stride ${ALD}) and bb (${BR} x ${BC}, row stride ${BLD}) in float64 MMAs. The tile's ${VT} threads are
+    // ${NW} warps (${WM} x ${WN}) of ${WTM} x ${WTN} outputs: ${MI} x ${NJ} MMA tiles of 16 x 8 whose 4 outputs per
+    // thread are acc.data[4 (mi ${NJ} + nj) + c]: row wr + 16 mi + l / 4 + 8 (c / 2), column wc + 8 nj + 2 (l % 4) +
+    // c % 2 (l: the lane). The K tile's ${TK} values of k are ${KS} slices of 4: slice kk's k of lane t is ${KMAP}.
+    // A(r, k) is ba[${A_OFF}], B(k, n) is bb[${B_OFF}] (stage s). No barrier: the caller syncs before it refills a
+    // stage.
     const double* As = (const double*)ba.data.ptr + (size_t)s * ${SA};
     const double* Bs = (const double*)bb.data.ptr + (size_t)s * ${SB};
 #if defined(__CUDA_ARCH__)
