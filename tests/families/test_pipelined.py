@@ -1854,19 +1854,26 @@ def test_dmma_refusals_name_the_reason(over, match):
     _assert_refused(dataclasses.replace(_mma_spec(), mma_k=8), "mma_k")
 
 
-@pytest.mark.parametrize("cfg,mma_k", [("pipe/128x64x16/s3/b128/o2/mma", P.DMMA_DEFAULT_K),
-                                       ("pipe/64x64x32/s3/b128/o2/p1/mma", P.DMMA_DEFAULT_K),
-                                       ("pipe/64x64x32/s2/b128/o2", 0)])
-def test_dmma_configurations_over_the_default(cfg, mma_k):
+@pytest.mark.parametrize("cfg,mma_k,swizzle", [("pipe/128x64x16/s3/b128/o2/mma", P.DMMA_DEFAULT_K, True),
+                                               ("pipe/128x64x16/s4/b128/o2/mma", P.DMMA_DEFAULT_K, True),
+                                               ("pipe/64x64x32/s3/b128/o2/p1/mma", P.DMMA_DEFAULT_K, False),
+                                               ("pipe/64x64x32/s2/b128/o2", 0, False)])
+def test_dmma_configurations_over_the_default(cfg, mma_k, swizzle):
     """A configuration applied over the float64 default (as the planner and tuner do): /mma takes the DMMA kernel
-    with the default's sm_90 MMA, float64 padding and a register accumulator; a tile_matmul one drops mma_k."""
+    with the default's sm_90 MMA and a register accumulator, on the default's swizzled stages where its tile allows
+    and it has no persistent loop (else rows padded for float64); the default itself among them; a tile_matmul one
+    drops mma_k."""
     from warp_gemm.config.configs import PipeConfig
     from warp_gemm.families.pipelined.rules import _with_pipe_config
 
     base = P.default_spec("float64", M=4096, N=4096, K=4096)
     spec = _with_pipe_config(base, PipeConfig.parse(cfg), False)
     assert spec.mma_k == mma_k and bool(spec.mma) == bool(mma_k) and P.unfit(spec) == ""
-    assert (spec.pad_ab, spec.pad_c, spec.swizzle) == ((4, 0, False) if mma_k else (4, 4, False))
+    assert (spec.pad_ab, spec.pad_c, spec.swizzle) == ((0, 0, True) if swizzle else (4, 0, False) if mma_k
+                                                      else (4, 4, False))
+    assert (spec == base) == (cfg == "pipe/128x64x16/s4/b128/o2/mma")
+    small = P.default_spec("float64", M=1000, N=1000, K=1000)  # padded stages: configurations keep them
+    assert not _with_pipe_config(small, PipeConfig.parse(cfg), False).swizzle
 
 
 @pytest.mark.skipif(not _compat.HAS_COMPILE_AOT, reason="wp.compile_aot_module arrived in warp-lang 1.9")
