@@ -6,8 +6,10 @@
                                                            # process, kernels from the cache the builds filled
     python benchmarks/probes/dmma_bench.py first CASE OUT  # one fresh process, an empty kernel cache: the first
                                                            # warp_gemm.matmul call of CASE ("fp64:1000x1000x1000")
+    python benchmarks/probes/dmma_bench.py once A,B OUT    # one launch of candidates A, B at their sizes and one
+                                                           # cuBLAS call per size (for Nsight Compute)
 
-DMMA_SET=2-5 takes the second to fifth candidate list; DMMA_ONLY=name,name builds only those (a candidate named twice
+DMMA_SET=2-7 takes the second to seventh candidate list; DMMA_ONLY=name,name builds only those (a candidate named twice
 is built once). Each mode appends JSON lines to OUT. Timing: CUDA events around R launches (Warp's launch on torch's stream),
 the median of 5 such loops, inputs rotated over enough sets to exceed 200 MB (cold L2), NaN-prefilled outputs; the
 check compares against float64 on the CPU (relative Frobenius error, NaN fails).
@@ -26,9 +28,10 @@ DEV = os.environ.get("DMMA_DEV", "cuda")  # "cpu": a dry run of the script on th
 BIG, MID = (4096, 4096, 4096), (1000, 1000, 1000)
 
 
-def _f64(tm, tn, tk, st, w, o, mk, **kw):
-    return dict(tm=tm, tn=tn, tk=tk, stages=st, block_dim=32 * w, min_blocks=o, pad_ab=4, pad_c=0, mma=w, mma_k=mk,
-                **kw)
+def _f64(tm, tn, tk, st, w, o, mk, sw=False, **kw):
+    """A float64 DMMA candidate; ``sw``: unpadded swizzled stages (spec.swizzle) instead of rows padded by 4."""
+    return dict(tm=tm, tn=tn, tk=tk, stages=st, block_dim=32 * w, min_blocks=o, pad_ab=0 if sw else 4, pad_c=0, mma=w,
+                mma_k=mk, **(dict(swizzle=True) if sw else {}), **kw)
 
 
 def _f32(tm, tn, tk, st, o, **kw):
@@ -169,7 +172,63 @@ CANDIDATES5 = [
     ("d64x64x32k16", "float64", "NN", _f64(64, 64, 32, 3, 4, 2, 16), (MID,)),
     ("d64x64k8sk3", "float64", "NN", _f64(64, 64, 16, 3, 4, 3, 8, stream_k=3), (MID,)),
 ]
-SETS = {"1": CANDIDATES, "2": CANDIDATES2, "3": CANDIDATES3, "4": CANDIDATES4, "5": CANDIDATES5}
+# The sixth pass: swizzled unpadded float64 stages (16% less shared memory: 128x64x16 s4 96 KiB, two blocks per SM
+# where padded rows take 114), 8 and 16 warps of 32 x 32 outputs, four SIMT blocks per SM (126 registers, no spill);
+# defaults first and last. (Three 128x64 DMMA blocks or four 64x64 ones per SM cap the registers at 168 / 128, where
+# the 128x64 kernels take 206-255 at two blocks and a 32 x 32 warp tile 148 uncapped: they spill, partly inside the K
+# loop; one candidate of each shows the cost.)
+CANDIDATES6 = [
+    ("d128x64k8", "float64", "NN", _f64(128, 64, 16, 3, 4, 2, 8), (BIG,)),
+    ("d64x64k8sk3", "float64", "NN", _f64(64, 64, 16, 3, 4, 3, 8, stream_k=3), (MID,)),
+    ("s64x128o3", "float32", "NN", _f32(64, 128, 16, 3, 3), (BIG,)),
+    ("s64x128sk3", "float32", "NN", _f32(64, 128, 16, 3, 3, stream_k=3), (MID,)),
+    ("d128x64k8sw", "float64", "NN", _f64(128, 64, 16, 3, 4, 2, 8, sw=True), (BIG,)),
+    ("d128x64s4k8sw", "float64", "NN", _f64(128, 64, 16, 4, 4, 2, 8, sw=True), (BIG, MID)),
+    ("d128x64k4o3sw", "float64", "NN", _f64(128, 64, 16, 3, 4, 3, 4, sw=True), (BIG,)),
+    ("d128x64w8k8", "float64", "NN", _f64(128, 64, 16, 3, 8, 2, 8), (BIG, MID)),
+    ("d128x128w16k8", "float64", "NN", _f64(128, 128, 16, 3, 16, 1, 8), (BIG,)),
+    ("d128x128s4w8k8sw", "float64", "NN", _f64(128, 128, 16, 4, 8, 1, 8, sw=True), (BIG,)),
+    ("d64x64k8o4", "float64", "NN", _f64(64, 64, 16, 3, 4, 4, 8), (BIG,)),
+    ("d64x64k8sk3sw", "float64", "NN", _f64(64, 64, 16, 3, 4, 3, 8, sw=True, stream_k=3), (MID,)),
+    ("d64x64s4k8sk3sw", "float64", "NN", _f64(64, 64, 16, 4, 4, 3, 8, sw=True, stream_k=3), (MID,)),
+    ("d128x64s4k8sk2sw", "float64", "NN", _f64(128, 64, 16, 4, 4, 2, 8, sw=True, stream_k=2), (MID,)),
+    ("d128x64w8k8sk2", "float64", "NN", _f64(128, 64, 16, 3, 8, 2, 8, stream_k=2), (MID,)),
+    ("s64x128o4", "float32", "NN", _f32(64, 128, 16, 3, 4), (BIG,)),
+    ("s64x128s4o4", "float32", "NN", _f32(64, 128, 16, 4, 4), (BIG,)),
+    ("s64x128o3TN", "float32", "TN", _f32(64, 128, 16, 3, 3), (BIG,)),
+    ("s64x128o4TN", "float32", "TN", _f32(64, 128, 16, 3, 4), (BIG,)),
+    ("s64x128o4sk4", "float32", "NN", _f32(64, 128, 16, 3, 4, stream_k=4), (MID,)),
+    ("d128x64k8", "float64", "NN", _f64(128, 64, 16, 3, 4, 2, 8), (BIG,)),
+    ("d64x64k8sk3", "float64", "NN", _f64(64, 64, 16, 3, 4, 3, 8, stream_k=3), (MID,)),
+    ("s64x128o3", "float32", "NN", _f32(64, 128, 16, 3, 3), (BIG,)),
+    ("s64x128sk3", "float32", "NN", _f32(64, 128, 16, 3, 3, stream_k=3), (MID,)),
+]
+# The seventh pass: interleaved K steps (spec.interleave: half the product, the next stage's copies, the rest), and
+# cuBLAS's 1000^3 float64 tile (Nsight Compute: 128x64x32, 8 warps of 32 x 32, m16n8k16, 3 stages, one block per SM,
+# 147 KiB of unpadded stages, 128 blocks); defaults first and last.
+CANDIDATES7 = [
+    ("d128x64k8", "float64", "NN", _f64(128, 64, 16, 3, 4, 2, 8), (BIG,)),
+    ("d64x64k8sk3", "float64", "NN", _f64(64, 64, 16, 3, 4, 3, 8, stream_k=3), (MID,)),
+    ("s64x128o3", "float32", "NN", _f32(64, 128, 16, 3, 3), (BIG,)),
+    ("s64x128sk3", "float32", "NN", _f32(64, 128, 16, 3, 3, stream_k=3), (MID,)),
+    ("d128x64k8il", "float64", "NN", _f64(128, 64, 16, 3, 4, 2, 8, interleave=True), (BIG,)),
+    ("d128x64s4k8sw", "float64", "NN", _f64(128, 64, 16, 4, 4, 2, 8, sw=True), (BIG,)),
+    ("d128x64s4k8swil", "float64", "NN", _f64(128, 64, 16, 4, 4, 2, 8, sw=True, interleave=True), (BIG,)),
+    ("d128x64k8swil", "float64", "NN", _f64(128, 64, 16, 3, 4, 2, 8, sw=True, interleave=True), (BIG,)),
+    ("d64x64k8sk3il", "float64", "NN", _f64(64, 64, 16, 3, 4, 3, 8, stream_k=3, interleave=True), (MID,)),
+    ("d128x64x32w8k16sw", "float64", "NN", _f64(128, 64, 32, 3, 8, 1, 16, sw=True), (MID,)),
+    ("d128x64x32w8k16swil", "float64", "NN", _f64(128, 64, 32, 3, 8, 1, 16, sw=True, interleave=True), (MID,)),
+    ("d128x64x32w8k16il", "float64", "NN", _f64(128, 64, 32, 3, 8, 1, 16, interleave=True), (MID,)),
+    ("s64x128o3il", "float32", "NN", _f32(64, 128, 16, 3, 3, interleave=True), (BIG,)),
+    ("s64x128s4o3il", "float32", "NN", _f32(64, 128, 16, 4, 3, interleave=True), (BIG,)),
+    ("s64x128sk3il", "float32", "NN", _f32(64, 128, 16, 3, 3, stream_k=3, interleave=True), (MID,)),
+    ("d128x64k8", "float64", "NN", _f64(128, 64, 16, 3, 4, 2, 8), (BIG,)),
+    ("d64x64k8sk3", "float64", "NN", _f64(64, 64, 16, 3, 4, 3, 8, stream_k=3), (MID,)),
+    ("s64x128o3", "float32", "NN", _f32(64, 128, 16, 3, 3), (BIG,)),
+    ("s64x128sk3", "float32", "NN", _f32(64, 128, 16, 3, 3, stream_k=3), (MID,)),
+]
+SETS = {"1": CANDIDATES, "2": CANDIDATES2, "3": CANDIDATES3, "4": CANDIDATES4, "5": CANDIDATES5, "6": CANDIDATES6,
+        "7": CANDIDATES7}
 
 
 def _spec(c):
@@ -396,6 +455,37 @@ def first(case, out):
                     import_init_s=round(t_import, 2), rel_err=err, plans=fams, same=bool(torch.equal(c, c2))))
 
 
+def once(names, out):
+    """One launch of each named candidate of the set at each of its sizes, then one cuBLAS call (torch.matmul) per
+    dtype, layout and size among them: a short program for a profiler (Nsight Compute's kernel filter picks them)."""
+    import torch
+    import warp as wp
+
+    _init(wp, torch)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    want = names.split(",")
+    done, blas = set(), set()
+    for c in SETS[os.environ.get("DMMA_SET", "1")]:
+        if c[0] not in want or c[0] in done:
+            continue
+        done.add(c[0])
+        spec = _spec(c)
+        for M, N, K in c[4]:
+            a, b, A, B = _operands(torch, c[1], c[2], M, N, K)
+            D = torch.full((M, N), float("nan"), dtype=getattr(torch, c[1]), device=DEV)
+            cmd, keep = _launcher(spec, A, B, D, M, N, K)
+            cmd.launch()
+            _sync(torch)
+            ok = not D.isnan().any().item()
+            _emit(out, dict(once=c[0], key=spec.key, shape=[M, N, K], written=ok))
+            if (c[1], c[2], M, N, K) not in blas:
+                blas.add((c[1], c[2], M, N, K))
+                At = A.t() if c[2][0] == "T" else A
+                Bt = B.t() if c[2][1] == "T" else B
+                torch.matmul(At, Bt)
+                _sync(torch)
+
+
 if __name__ == "__main__":
     mode = sys.argv[1]
     if mode == "build":
@@ -404,5 +494,7 @@ if __name__ == "__main__":
         time_all(sys.argv[2])
     elif mode == "first":
         first(sys.argv[2], sys.argv[3])
+    elif mode == "once":
+        once(sys.argv[2], sys.argv[3])
     elif mode == "list":
         print(len(CANDIDATES))

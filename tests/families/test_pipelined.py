@@ -899,12 +899,15 @@ def test_snippet_defaults_for_large_problems_on_cuda(monkeypatch):
     sx = P.default_spec("float32", layout="NT", **big)
     assert sx.simt and (sx.tm, sx.tn, sx.tk, sx.block_dim, sx.min_blocks) == (64, 128, 16, 128, 3)
     sd = P.default_spec("float64", layout="TN", **big)
-    assert (sd.tm, sd.tn, sd.tk, sd.stages, sd.block_dim, sd.min_blocks, sd.mma, sd.mma_k, sd.pad_ab, sd.pad_c) == \
-        (128, 64, 16, 3, 128, 2, 4, P.DMMA_DEFAULT_K, 4, 0)
+    assert (sd.tm, sd.tn, sd.tk, sd.stages, sd.block_dim, sd.min_blocks, sd.mma, sd.mma_k, sd.pad_ab, sd.pad_c,
+            sd.swizzle) == (128, 64, 16, 4, 128, 2, 4, P.DMMA_DEFAULT_K, 0, 0, True)
+    assert 2 * (P.smem_bytes(sd) + 1024) <= 228 * 1024  # two blocks per SM (1 KiB reserved each)
     small = {d: P.default_spec(d, M=1000, N=1000, K=1000) for d in ("float32", "float64")}
     assert small["float32"].simt and small["float32"].stream_k == 3 and small["float32"].tn == 128
     assert (small["float64"].tm, small["float64"].tn, small["float64"].tk, small["float64"].mma_k) == (64, 64, 16, 8)
     assert (small["float64"].stream_k, small["float64"].min_blocks, small["float64"].block_dim) == (3, 3, 128)
+    assert (small["float64"].stages, small["float64"].pad_ab, small["float64"].swizzle) == (3, 4, False)
+    assert (tiny_f64 := P.default_spec("float64", M=256, N=256, K=4096)).pad_ab == 4 and not tiny_f64.swizzle
     assert not P.default_spec("float64", M=4096, N=4096, K=4096).stream_k
     tiny = {d: P.default_spec(d, M=33, N=17, K=65) for d in ("float32", "float64")}
     assert tiny["float32"].simt and (tiny["float32"].tm, tiny["float32"].tn, tiny["float32"].stream_k) == (32, 64, 0)
@@ -1720,10 +1723,11 @@ def test_mma_tf32_scalar_fragments_odd_tile_widths(layout, request):
 
 
 # --- float64 on the fp64 tensor cores through mma.sync (spec.mma with float64 inputs: DMMA) -----------------------
-def _dmma_spec(layout="NN", epilogue="axpby", tm=64, tn=64, tk=16, stages=3, mma=4, mma_k=8, **over) -> P.PipeSpec:
+def _dmma_spec(layout="NN", epilogue="axpby", tm=64, tn=64, tk=16, stages=3, mma=4, mma_k=8, pad_ab=4,
+               **over) -> P.PipeSpec:
     """A float64 mma.sync spec for the CPU twin (``mma_k``: the sm_90 MMA's k; 0: m8n8k4 pairs)."""
-    return _spec("float64", layout=layout, epilogue=epilogue, tm=tm, tn=tn, tk=tk, stages=stages, pad_ab=4, pad_c=0,
-                 mma=mma, mma_k=mma_k, **over)
+    return _spec("float64", layout=layout, epilogue=epilogue, tm=tm, tn=tn, tk=tk, stages=stages, pad_ab=pad_ab,
+                 pad_c=0, mma=mma, mma_k=mma_k, **over)
 
 
 def _ld2(n: int) -> int:
@@ -1762,6 +1766,71 @@ def test_dmma_warp_splits_and_instructions(tm, tn, tk, mma, mma_k, warps, reques
     _assert_close(out, ref, "float64")
 
 
+@pytest.mark.parametrize("layout,epilogue,over", [
+    ("NN", "axpby", {}), ("NT", "scale", {}), ("TN", "axpby", dict(tk=32, mma_k=16)), ("TT", "scale", dict(mma_k=4)),
+    ("NN", "scale", dict(tm=128, tn=64, stream_k=2)), ("TN", "axpby", dict(tm=32, tn=32, mma=1, mma_k=0))],
+    ids=lambda v: str(v))
+def test_dmma_swizzled_stages(layout, epilogue, over, request):
+    """Unpadded swizzled float64 stages (spec.swizzle: chunk c of stage row r at c ^ 2 (r % 4)): the copy writes and
+    the fragment reads share the permutation, so every layout (rows along k or along M / N), K depths 16 / 32, the
+    sm_90 MMAs, stream-K and a one-warp tile match float64; M, N, K edges, batch broadcast, column views."""
+    spec = _dmma_spec(layout, epilogue, **{**dict(pad_ab=0, swizzle=True), **over})
+    assert "_sw" in spec.key and P.unfit(spec) == "" and spec.stage_cols() == (spec.a_tile()[1], spec.b_tile()[1])
+    M, N, K = 2 * spec.tm - 13, 2 * spec.tn + 3, 3 * spec.tk + 6
+    lda = _ld2(M) + 2 if layout[0] == "T" else _ld2(K) + 2
+    ldb = _ld2(K) + 2 if layout[1] == "T" else _ld2(N) + 2
+    out, ref = _run(spec, M, N, K, _rng(request), batch=2, a_nb=1, b_nb=2, c_nb=2, lda=lda, ldb=ldb, ldd=N + 3)
+    _assert_close(out, ref, "float64")
+
+
+@pytest.mark.skipif(not _compat.HAS_CPU_BLOCKS, reason="CPU blocks of several threads need warp-lang >= 1.18")
+@pytest.mark.parametrize("layout", ["NN", "TT"])
+def test_dmma_swizzled_stages_on_cpu_fibers(layout, request):
+    """Swizzled stages with the CUDA block size of fibers: the copies' interior fast path (a thread's chunks 16 rows
+    apart, one permuted address) and each thread's own fragments, interior and edge tiles, against float64."""
+    spec = dataclasses.replace(_dmma_spec(layout, "scale", tm=64, tn=64, pad_ab=0, swizzle=True), block_dim=128)
+    old = wp.config.enable_cpu_blocks
+    wp.config.enable_cpu_blocks = True
+    try:
+        M, N, K = 2 * spec.tm + 24, spec.tn + 16, 4 * spec.tk + 8
+        lda = _ld2(M) if layout[0] == "T" else _ld2(K)
+        ldb = _ld2(K) if layout[1] == "T" else _ld2(N)
+        out, ref = _run(spec, M, N, K, _rng(request), lda=lda, ldb=ldb, fibers=True)
+    finally:
+        wp.config.enable_cpu_blocks = old
+    _assert_close(out, ref, "float64")
+
+
+@pytest.mark.parametrize("kind,layout,over", [
+    ("float64", "NN", {}), ("float64", "TT", dict(tk=32, mma_k=16)), ("float64", "NT", dict(mma_k=4)),
+    ("float64", "TN", dict(pad_ab=0, swizzle=True, stream_k=2)), ("float64", "NN", dict(tk=8, mma_k=0)),
+    ("simt", "NN", {}), ("simt", "TN", dict(stream_k=3)), ("simt", "NT", dict(tk=8))], ids=lambda v: str(v))
+def test_interleaved_copies(kind, layout, over, request):
+    """Interleaved kernels (spec.interleave: the first half of a K step's product, the next stage's copies, then the
+    rest): each K step's k still summed once, in every layout, K depth and sm_90 MMA, with swizzled stages and
+    stream-K; M, N, K edges (a partial last K tile), batch broadcast, column views, the axpby epilogue; float64."""
+    M, N, K = 77, 133, 61
+    if kind == "simt":
+        spec, lda, ldb = _own_case(kind, layout, "axpby", M, N, K, interleave=True, **over)
+    else:
+        spec = _dmma_spec(layout, "axpby", interleave=True, **over)
+        lda, ldb = _ld2(M) if layout[0] == "T" else _ld2(K), _ld2(K) if layout[1] == "T" else _ld2(N)
+    assert "_il" in spec.key and P.unfit(spec) == ""
+    step = 1 if spec.simt else max(4, spec.mma_k)
+    assert 0 < P.spec.interleave_split(spec) < spec.tk and P.spec.interleave_split(spec) % step == 0
+    out, ref = _run(spec, M, N, K, _rng(request), batch=2, a_nb=1, b_nb=2, c_nb=2, lda=lda, ldb=ldb, ldd=N + 3)
+    _assert_close(out, ref, spec.out_dtype)
+
+
+@pytest.mark.parametrize("over,match", [
+    (dict(tk=8, mma_k=8), "two steps"), (dict(persistent=2), "not persistent"),
+    (dict(mma=0, pad_c=4, mma_k=0), "SIMT")])
+def test_interleave_refusals_name_the_reason(over, match):
+    """Interleaving needs two steps of the product per K tile, a non-persistent SIMT or float64 mma.sync kernel."""
+    _assert_refused(dataclasses.replace(_dmma_spec(), interleave=True, **over), match)
+    _assert_refused(dataclasses.replace(_mma_spec(), interleave=True), "SIMT")
+
+
 def test_dmma_staged_store_is_exercised():
     """At least one planner tile of the DMMA kernel stores through the A stage (64x32 and 64x64x32: test above)."""
     assert P.staged_store(_dmma_spec(tm=64, tn=32, mma=2, mma_k=16, epilogue="scale"))
@@ -1775,26 +1844,36 @@ def test_dmma_staged_store_is_exercised():
     (dict(mma=0, pad_c=4), "mma_k"),
     (dict(pad_ab=1), "16-byte"),
     (dict(block_dim=64), "block_dim 128"),
-    (dict(bias=True), "registers")])
+    (dict(bias=True), "registers"),
+    (dict(swizzle=True), "unpadded"),
+    (dict(swizzle=True, pad_ab=0, tk=8), "multiples of 16"),
+    (dict(swizzle=True, pad_ab=0, mma=0, pad_c=4, mma_k=0), "swizzled stages")])
 def test_dmma_refusals_name_the_reason(over, match):
     """float64 mma.sync specs that cannot run are refused before any compile, with the reason; mma_k is float64's."""
     _assert_refused(dataclasses.replace(_dmma_spec(), **over), match)
     _assert_refused(dataclasses.replace(_mma_spec(), mma_k=8), "mma_k")
 
 
-@pytest.mark.parametrize("cfg,mma_k", [("pipe/128x64x16/s3/b128/o2/mma", P.DMMA_DEFAULT_K),
-                                       ("pipe/64x64x32/s3/b128/o2/p1/mma", P.DMMA_DEFAULT_K),
-                                       ("pipe/64x64x32/s2/b128/o2", 0)])
-def test_dmma_configurations_over_the_default(cfg, mma_k):
+@pytest.mark.parametrize("cfg,mma_k,swizzle", [("pipe/128x64x16/s3/b128/o2/mma", P.DMMA_DEFAULT_K, True),
+                                               ("pipe/128x64x16/s4/b128/o2/mma", P.DMMA_DEFAULT_K, True),
+                                               ("pipe/64x64x32/s3/b128/o2/p1/mma", P.DMMA_DEFAULT_K, False),
+                                               ("pipe/64x64x32/s2/b128/o2", 0, False)])
+def test_dmma_configurations_over_the_default(cfg, mma_k, swizzle):
     """A configuration applied over the float64 default (as the planner and tuner do): /mma takes the DMMA kernel
-    with the default's sm_90 MMA, float64 padding and a register accumulator; a tile_matmul one drops mma_k."""
+    with the default's sm_90 MMA and a register accumulator, on the default's swizzled stages where its tile allows
+    and it has no persistent loop (else rows padded for float64); the default itself among them; a tile_matmul one
+    drops mma_k."""
     from warp_gemm.config.configs import PipeConfig
     from warp_gemm.families.pipelined.rules import _with_pipe_config
 
     base = P.default_spec("float64", M=4096, N=4096, K=4096)
     spec = _with_pipe_config(base, PipeConfig.parse(cfg), False)
     assert spec.mma_k == mma_k and bool(spec.mma) == bool(mma_k) and P.unfit(spec) == ""
-    assert (spec.pad_ab, spec.pad_c) == ((4, 0) if mma_k else (4, 4))
+    assert (spec.pad_ab, spec.pad_c, spec.swizzle) == ((0, 0, True) if swizzle else (4, 0, False) if mma_k
+                                                      else (4, 4, False))
+    assert (spec == base) == (cfg == "pipe/128x64x16/s4/b128/o2/mma")
+    small = P.default_spec("float64", M=1000, N=1000, K=1000)  # padded stages: configurations keep them
+    assert not _with_pipe_config(small, PipeConfig.parse(cfg), False).swizzle
 
 
 @pytest.mark.skipif(not _compat.HAS_COMPILE_AOT, reason="wp.compile_aot_module arrived in warp-lang 1.9")
@@ -1834,6 +1913,59 @@ def test_dmma_forced_on_cuda(layout, cfg, epilogue, planned, request):
     spec = planned[-1].family_spec
     assert planned[-1].family == "pipelined" and spec.mma and spec.in_dtype == "float64", spec
     assert spec.layout_a + spec.layout_b == layout
+
+
+def _launch_on_cuda(spec: P.PipeSpec, M, N, K, rng, batch=2, alpha=1.25, beta=-0.5, device="cuda"):
+    """``spec``'s kernel launched on ``device`` (CUDA) on fresh operands stored in its layouts (B broadcast over
+    ``batch``; C for the axpby epilogue), a NaN-prefilled D (and stream-K workspace); returns (D as float64, float64
+    reference)."""
+    dt, dev = spec.in_dtype, wp.get_device(device)
+    a, b = random_operands(M, N, K, dt, rng, batch=batch)
+    a_st = np.swapaxes(a, 1, 2) if spec.layout_a == "T" else a
+    b_st = np.swapaxes(b[:1], 1, 2) if spec.layout_b == "T" else b[:1]
+
+    def put(x, d=dt):
+        return wp.array(np.ascontiguousarray(x.astype(NP[d])), dtype=WP_DTYPES[d], device=dev)
+
+    c = round_to(rng.standard_normal((batch, M, N)), spec.out_dtype) if spec.epilogue == "axpby" else None
+    A, B, D = put(a_st), put(b_st), put(np.full((batch, M, N), np.nan), spec.out_dtype)
+    C = put(c, spec.out_dtype) if c is not None else None
+    grid, n_ws, n_flags = P.stream_k_sizes(spec, M, N, K, batch, dev)
+    sk = {}
+    if grid:
+        sk = {"workspace": put(np.full(n_ws, np.nan), spec.acc_dtype), "flags": wp.zeros(n_flags, dtype=wp.int32,
+                                                                                         device=dev)}
+    k, dim, inputs, block = P.launch_args(spec, A, B, C, D, alpha, beta, M, N, K, batch, batch, 1,
+                                          batch if C is not None else 1, **sk)
+    wp.launch_tiled(k, dim=dim, inputs=inputs, block_dim=block, device=dev)
+    ref = alpha * np.matmul(a, b[:1]) + (beta * c if c is not None else 0.0)
+    return D.numpy().astype(np.float64), ref
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind,layout,over", [
+    ("float64", "NN", dict(stages=4, swizzle=True)), ("float64", "NT", dict(stages=4, swizzle=True)),
+    ("float64", "TN", dict(stages=4, swizzle=True)), ("float64", "TT", dict(stages=4, swizzle=True)),
+    ("float64", "NN", dict(stages=4, swizzle=True, interleave=True)), ("float64", "TN", dict(interleave=True)),
+    ("float64", "NT", dict(tm=64, stream_k=3, interleave=True)), ("simt", "NN", dict(interleave=True)),
+    ("simt", "TT", dict(stream_k=3, interleave=True))], ids=lambda v: str(v))
+@pytest.mark.parametrize("epilogue", ["scale", "axpby"])
+def test_swizzled_and_interleaved_on_cuda(kind, layout, over, epilogue, request):
+    """Swizzled float64 stages (the 4096^3 default's) in every layout, and interleaved K steps (float64 and SIMT, with
+    stream-K) launched on CUDA: two batch entries of 1000x1000 (M and N edges), K 520 (a partial K tile), alpha and
+    beta * C, NaN-prefilled, against float64."""
+    if kind == "simt":
+        spec = dataclasses.replace(P.default_spec("float32", layout=layout, epilogue=epilogue, M=4096, N=4096, K=4096),
+                                   **over)
+    else:
+        base = P.default_spec("float64", layout=layout, epilogue=epilogue, M=4096, N=4096, K=4096)
+        pad = dict(pad_ab=0) if over.get("swizzle") else dict(pad_ab=4, swizzle=False, stages=3)
+        spec = dataclasses.replace(base, **{**pad, **over})
+        if spec.stream_k:
+            spec = dataclasses.replace(spec, tn=64, min_blocks=3)
+    assert P.unfit(spec) == "", spec
+    out, ref = _launch_on_cuda(spec, 1000, 1000, 520, _rng(request))
+    _assert_close(out, ref, spec.out_dtype)
 
 
 @pytest.mark.gpu

@@ -60,6 +60,7 @@ def _build(spec: PipeSpec, zero_acc_snippet: bool, staged: bool):
     OWN, STAGED, ZERO_ACC, STORE = k.OWN, k.STAGED, k.ZERO_ACC, k.STORE
     copy_stage, commit, wait, wait0, wait_prev = k.copy_stage, k.commit, k.wait, k.wait0, k.wait_prev
     mma, own_store, tstore, zero_acc, store, epilogue = k.mma, k.own_store, k.tstore, k.zero_acc, k.store, k.epilogue
+    SPLIT, mma_a, mma_b = spec.interleave, k.mma_a, k.mma_b
 
     def gemm(
         A: wp.array3d(dtype=IN),
@@ -114,13 +115,19 @@ def _build(spec: PipeSpec, zero_acc_snippet: bool, staged: bool):
             # One barrier per K step (the SIMT and mma.sync products have none of their own, unlike tile_matmul):
             # wait for K tile k's group (S - 2 younger ones may stay in flight) with a block sync, after which every
             # thread is done with the stage K tile k-1 used, then refill that stage with K tile k + S - 1.
+            # Interleaved (spec.interleave): the first half of the product before the copies, the rest after them.
             for k in range(k_tiles):
                 wait_prev(0)
                 kn = k + S - 1
+                if wp.static(SPLIT):
+                    mma_a(ba, bb, acc, k % S)
                 if kn < k_tiles:
                     copy_stage(ba, bb, Ab, Bb, kn % S, kn, m0, n0)
                 commit(0)
-                mma(ba, bb, acc, k % S)
+                if wp.static(SPLIT):
+                    mma_b(ba, bb, acc, k % S)
+                else:
+                    mma(ba, bb, acc, k % S)
         else:
             # k_tiles is a runtime value on purpose: Warp unrolls short constant-trip loops and then
             # allocates every iteration's tiles in shared memory.
@@ -157,7 +164,7 @@ def _build(spec: PipeSpec, zero_acc_snippet: bool, staged: bool):
 
     bounds = (spec.block_dim, spec.min_blocks) if spec.min_blocks else None
     if spec.stream_k:
-        sk = _stream_k_kernel(spec, copy_stage, mma, own_store, commit, wait_prev, wait0)
+        sk = _stream_k_kernel(spec, copy_stage, (mma, mma_a, mma_b), own_store, commit, wait_prev, wait0)
         return _compat.make_kernel(sk, spec.key, bounds)
     if not spec.persistent:
         return _compat.make_kernel(gemm, spec.key, bounds)
@@ -168,8 +175,8 @@ def _build(spec: PipeSpec, zero_acc_snippet: bool, staged: bool):
 def _parts(spec: PipeSpec, zero_acc_snippet: bool, staged: bool) -> types.SimpleNamespace:
     """What a kernel of ``spec`` is made of: its compile-time constants and its native functions (registered in this
     order, under names unique to ``spec.key``); the ones a variant does not use are None."""
-    k = types.SimpleNamespace(mma=None, own_store=None, wait_prev=None, tstore=None, zero_acc=None, store=None,
-                              epilogue=None)
+    k = types.SimpleNamespace(mma=None, mma_a=None, mma_b=None, own_store=None, wait_prev=None, tstore=None,
+                              zero_acc=None, store=None, epilogue=None)
     k.TM, k.TN, k.S, k.TF32 = spec.tm, spec.tn, spec.stages, spec.tf32
     k.IN, k.OUT, k.ACC = WP_DTYPES[spec.in_dtype], WP_DTYPES[spec.out_dtype], WP_DTYPES[spec.acc_dtype]
     k.TRANS_A, k.TRANS_B = spec.layout_a == "T", spec.layout_b == "T"
@@ -199,6 +206,10 @@ def _parts(spec: PipeSpec, zero_acc_snippet: bool, staged: bool) -> types.Simple
         else:
             product = _simt_mma_snippet(spec) if spec.simt else _mma_sync_snippet(spec)
         k.mma = native.func(product, key + "_mma", _stub_mma(IN, k.SAR, k.ACP, k.SBR, k.BCP, ACC, TM, TN))
+        if spec.interleave:  # the product's two halves (spec.interleave)
+            half = _simt_mma_snippet if spec.simt else _mma_sync_snippet
+            k.mma_a, k.mma_b = (native.func(half(spec, p), f"{key}_mma{p}",
+                                            _stub_mma(IN, k.SAR, k.ACP, k.SBR, k.BCP, ACC, TM, TN)) for p in (0, 1))
         k.own_store = native.func(_own_store_snippet(spec), key + "_sstore", _stub_own_store(OUT, ACC, TM, TN))
         k.wait_prev = native.func(native.fill(_WAIT_PROXY if spec.wgmma else _WAIT, N=S - 2), key + "_waitp",
                                   _stub_int())

@@ -16,6 +16,7 @@ from .spec import (
     PAD_AB,
     PAD_C,
     SMEM_LIMIT,
+    SWIZZLE_COLS,
     TINY_MIN_BATCH,
     default_spec,
     smem_bytes,
@@ -49,11 +50,16 @@ def choose_pipe_spec(dev, in_dtype: str, out_dtype: str, tf32: bool, layout: str
 
 def _with_pipe_config(spec, cfg: PipeConfig, device_is_cpu: bool):
     fields = cfg.fields()
+    # float64 mma.sync over a default of swizzled stages (the 4096^3-class one): the configuration keeps them where
+    # its tile has whole 16-element rows and no persistent loop; else padded rows (PAD_AB), as every other snippet's
+    sw = bool(cfg.mma and spec.swizzle and not cfg.persistent
+              and all(x % SWIZZLE_COLS == 0 for x in (cfg.tm, cfg.tn, cfg.tk)))
+    fields.update(swizzle=sw)
     # float64 mma.sync: the default's sm_90 MMA where the K tile holds whole ones (else m8n8k4 pairs); others: none
     mk = DMMA_DEFAULT_K if cfg.mma and spec.in_dtype == "float64" and cfg.tk % DMMA_DEFAULT_K == 0 else 0
     fields.update(mma_k=mk)
     if cfg.simt or cfg.mma:  # snippet products: padded A/B rows (bank-conflict-free), the accumulator in registers
-        fields.update(pad_ab=PAD_AB.get(spec.in_dtype, 0), pad_c=0)
+        fields.update(pad_ab=0 if sw else PAD_AB.get(spec.in_dtype, 0), pad_c=0)
     if cfg.wgmma:  # unpadded core-matrix stages, the accumulator in registers
         fields.update(pad_ab=0, pad_c=0)
     if not (cfg.simt or cfg.mma or cfg.wgmma) and (spec.simt or spec.mma or spec.wgmma) and not device_is_cpu:

@@ -5,7 +5,7 @@ import warp as wp
 
 from ..common import native
 from ..common.kernels import ITEM_BYTES, grouped_tile
-from .spec import MMA_TYPES, SIMT_TILE, PipeSpec, mma_warps, simt_threads, wgmma_threads
+from .spec import MMA_TYPES, SIMT_TILE, PipeSpec, interleave_split, mma_warps, simt_threads, wgmma_threads
 
 _SNIPPETS = {**native.load(__file__, 'copy.cuh'), **native.load(__file__, 'mma_sync.cuh'), **native.load(__file__, 'simt.cuh'), **native.load(__file__, 'store.cuh'), **native.load(__file__, 'stream_k.cuh'), **native.load(__file__, 'wgmma.cuh'), **native.load(__file__, 'dmma.cuh')}
 
@@ -115,10 +115,19 @@ def _mma_fields(spec: PipeSpec) -> dict:
     return f
 
 
-def _mma_sync_snippet(spec: PipeSpec) -> str:
+def _mma_sync_snippet(spec: PipeSpec, part: int | None = None) -> str:
+    """The mma.sync product of a K step; float64 with ``part`` 0 / 1: the first / second half of its k slices
+    (:func:`interleave_split`)."""
     if spec.in_dtype == "float64":
-        return native.fill(_DMMA, **_dmma_fields(spec))
+        f = _dmma_fields(spec)
+        lo, hi = _part_range(f["KS"], interleave_split(spec) // 4, part)
+        return native.fill(_DMMA, KS0=lo, KS1=hi, **f)
     return native.fill(_MMA_SYNC, **_mma_fields(spec))
+
+
+def _part_range(n: int, split: int, part: int | None) -> tuple[int, int]:
+    """Steps ``[0, n)`` of a K step's product, or its first (``part`` 0) / second (1) part, split at ``split``."""
+    return (0, n) if part is None else ((0, split) if part == 0 else (split, n))
 
 
 _DMMA = _SNIPPETS['dmma']
@@ -137,6 +146,13 @@ def _dmma_fields(spec: PipeSpec) -> dict:
     ki = max(1, spec.mma_k // 4)
     a_off = "(k) * {LD} + ({R})" if spec.layout_a == "T" else "({R}) * {LD} + (k)"
     b_off = "(n) * {LD} + (k)" if spec.layout_b == "T" else "(k) * {LD} + (n)"
+    if spec.swizzle:
+        # Element (row, col) of a swizzled stage lies at row * LD + (col ^ (4 (row % 4))) (SWIZZLE_COLS). A fragment's
+        # rows r = wr + 16 mi + g (+ 8) and n = wc + 8 nj + g are g (mod 4), its k = 4 kk + t is t (mod 4): the
+        # permutation is written with the lane's g & 3 and t. The lane-dependent offsets cost registers: 128x64x16 NN
+        # takes 255 against 226 with padded rows (ptxas 13, sm_90; with row % 4 per fragment instead: 244).
+        a_off = "(k) * {LD} + (({R}) ^ (4 * t))" if spec.layout_a == "T" else "({R}) * {LD} + ((k) ^ (4 * (g & 3)))"
+        b_off = "(n) * {LD} + ((k) ^ (4 * (g & 3)))" if spec.layout_b == "T" else "(k) * {LD} + ((n) ^ (4 * t))"
     f = dict(VT=32 * spec.mma, NW=spec.mma, WM=wm, WN=wn, WTM=wtm, WTN=wtn, MI=wtm // 16, NJ=wtn // 8,
              PER=wtm * wtn // 32, TK=spec.tk, KS=spec.tk // 4, KI=ki, KI4=4 * ki, AR=ar, AC=ac, BR=br, BC=bc,
              ALD=ald, BLD=bld, SA=ar * ald, SB=br * bld, KMAP="4 * kk + t",
@@ -237,8 +253,10 @@ def _simt_fields(spec: PipeSpec) -> dict:
     return f
 
 
-def _simt_mma_snippet(spec: PipeSpec) -> str:
-    return native.fill(_SIMT_MMA, **_simt_fields(spec))
+def _simt_mma_snippet(spec: PipeSpec, part: int | None = None) -> str:
+    """The SIMT product of a K step; ``part`` 0 / 1: the first / second half of its k (:func:`interleave_split`)."""
+    lo, hi = _part_range(spec.tk, interleave_split(spec), part)
+    return native.fill(_SIMT_MMA, K0=lo, K1=hi, **_simt_fields(spec))
 
 
 def _copy_t_snippet(spec: PipeSpec, rows: int, cols: int, dld: int) -> str:
@@ -279,6 +297,10 @@ def _copy_snippet(spec: PipeSpec, rows: int, cols: int, dld: int, checked: bool 
         f["DST"] = _core_offset("r", "cc", cols, it)
         qoff = f"{per // 8} * {(cols * it // 16) * 128}"
         fast = fast and per % 8 == 0
+    elif getattr(spec, "swizzle", False):  # swizzled float64 stages (SWIZZLE_COLS): chunk c of row r at c ^ 2 (r % 4)
+        f["DST"] = f"((size_t)r * {dld} + (cc ^ (4 * (r % 4)))) * {it}"
+        qoff = f"{per} * {dld} * {it}"
+        fast = fast and per % 4 == 0  # a thread's chunks a multiple of 4 rows apart: the same permutation
     else:
         f["DST"] = f"((size_t)r * {dld} + cc) * {it}"
         qoff = f"{per} * {dld} * {it}"

@@ -68,6 +68,8 @@ class PipeSpec:
     wgmma: bool = False  # 16-bit NT through the _WGMMA snippet (sm_90a warpgroup MMAs on core-matrix stages)
     stream_k: int = 0  # > 0 (simt/mma): a grid of stream_k * SMs blocks sharing every tile's K steps (see _build)
     mma_k: int = 0  # float64 mma kernels: k of the sm_90 MMA (m16n8k4/8/16); 0: m8n8k4 pairs (as on sm_80)
+    swizzle: bool = False  # float64 mma kernels: unpadded stages, 16-byte chunks XOR-permuted by row (swizzled)
+    interleave: bool = False  # simt / float64 mma: the next stage's copies between two halves of a K step's product
 
     @property
     def acc_dtype(self) -> str:
@@ -86,6 +88,8 @@ class PipeSpec:
         act += "_wgmma" if self.wgmma else ""
         act += f"_sk{self.stream_k}" if self.stream_k else ""
         act += f"_k{self.mma_k}" if self.mma_k else ""
+        act += "_sw" if self.swizzle else ""
+        act += "_il" if self.interleave else ""
         act += "_ts" if staged_store(self) else ""  # the epilogue through shared memory (_STAGED_STORE)
         return (f"wg_pipe_{self.in_dtype}_{self.out_dtype}_{self.layout_a}{self.layout_b}_"
                 f"{self.tm}x{self.tn}x{self.tk}_s{self.stages}_b{self.block_dim}{occ}_c{self.chunk}_"
@@ -272,25 +276,32 @@ def _mma_tf32(g: _Grid) -> dict:
 
 
 def _base_fp64(g: _Grid, snippets: bool) -> dict:
-    """float64 (H100, TFLOP/s at 4096^3 / us at 1000^3; benchmarks/results/tuning/dmma_simt_probe_2026-11-26.txt)."""
+    """float64 (TFLOP/s at 4096^3 / us at 1000^3; benchmarks/results/tuning/dmma_simt_probe_2026-11-26.txt on an H100,
+    dmma_stream_k_2026-11-27.txt and dmma_swizzle_2026-11-27.txt on an H200)."""
     if snippets:
-        # The DMMA kernel (mma.sync .f64; DMMA_DEFAULT_K): 128x64x16 s3, 4 warps of 64 x 32, two blocks/SM: 4096^3
-        # 47.6 (0.87x cuBLAS's 54.8; NT 46.2 = 0.95x, TN 0.91x, TT 0.87x with m16n8k16); 128x128 with 8 warps
-        # 45.3, 64x64 45.5, 128x64x32 s2 45.7, 4 stages 36.6 (one block/SM); the tile_matmul kernels 31.3 (runner).
-        # Stream-K over two blocks per SM (6 whole waves of tiles, the last 1.8 waves shared) 45.0 against 44.9-47.7
-        # for this kernel timed first and last in the same process (H200: the same kernel moved 6% between the two).
-        base = dict(tm=128, tn=64, tk=16, stages=3, block_dim=128, min_blocks=2, pad_ab=4, pad_c=0, mma=4,
-                    mma_k=DMMA_DEFAULT_K)
+        # The DMMA kernel (mma.sync .f64; DMMA_DEFAULT_K): 128x64x16, 4 warps of 64 x 32, two blocks/SM, 4 stages
+        # of swizzled unpadded rows (spec.swizzle: 96 KiB a block; padded rows would take 114 and one block/SM):
+        # 4096^3 49.0 TFLOP/s (0.894x cuBLAS's 54.8) against 47.4-47.7 (0.864-0.870x) for 3 padded stages timed first
+        # and last in the same process, 48.4 for 3 swizzled stages, 48.5 for 128x128 of 8 warps on 4 swizzled stages
+        # (H200, benchmarks/results/tuning/dmma_swizzle_2026-11-27.txt). cuBLAS runs the same tile, stages and warps
+        # (sm90_xmma_gemm_f64f64_..._tilesize128x64x16_stage3_warpsize2x2x1_tensor16x8x8, unpadded 72 KiB stages,
+        # Nsight Compute). Earlier (3 padded stages, H100): NT 46.2 = 0.95x, TN 0.91x, TT 0.87x with m16n8k16; 128x128
+        # with 8 warps 45.3, 64x64 45.5, 128x64x32 s2 45.7, padded 4 stages 36.6 (one block/SM); stream-K over two
+        # blocks per SM 45.0; the tile_matmul kernels 31.3 (runner).
+        base = dict(tm=128, tn=64, tk=16, stages=4, block_dim=128, min_blocks=2, pad_ab=0, pad_c=0, mma=4,
+                    mma_k=DMMA_DEFAULT_K, swizzle=True)
         if g.small:
             # 128x64 tiles in one wave: 64x64x16 (4 warps of 32 x 32, m16n8k8), stream-K over three blocks per SM:
             # 1000^3 60.1-60.5 us (0.70-0.72x cuBLAS) against 65.4-70.7 for the 64x64x32 tiles one per block (0.61-0.64x);
             # m16n8k16 60.6, m16n8k4 60.9, 64x64x32 s2 61.2, two blocks per SM 72.1, 128x64 / 64x128 tiles over two
             # blocks per SM 64.4 / 64.0, 2-warp 64x32 / 32x64 tiles over four 81-83 (H200, cuBLAS in the same process;
             # benchmarks/results/tuning/dmma_stream_k_2026-11-27.txt)
-            base.update(tm=64, tn=64, tk=16, min_blocks=3, mma_k=8, stream_k=3)
+            # Swizzled stages lost here: 67.7 us on 3, 63.9 on 4 against 62.1-63.7 padded (H200, same process).
+            base.update(tm=64, tn=64, tk=16, stages=3, min_blocks=3, pad_ab=4, mma_k=8, stream_k=3, swizzle=False)
         if g.quarter:
             # grids under half the SMs: 64x32 tiles of 2 warps (four times the blocks of 128x64; not timed there)
-            base.update(tm=64, tn=32, tk=16, block_dim=64, mma=2, min_blocks=4, mma_k=16, stream_k=0)
+            base.update(tm=64, tn=32, tk=16, stages=3, block_dim=64, mma=2, min_blocks=4, pad_ab=4, mma_k=16,
+                        stream_k=0, swizzle=False)
         return base
     # tile_matmul: 64x64x32, 2 stages, block 128, two blocks/SM: 24.5/25.1 TFLOP/s at 4096^3/8192^3 (NT 25.3/25.7),
     # 1000^3 20.5; one block/SM 23.2-23.9, 3 stages 17-18, 128x64x32 23.3-24.1.
@@ -425,6 +436,25 @@ MMA_TYPES = {"float16": "f16", "bfloat16": "bf16"}
 DMMA_K = (4, 8, 16)
 
 
+def interleave_split(spec: PipeSpec) -> int:
+    """The k (within a K tile) where an interleaved kernel's product is split (spec.interleave): its first half of
+    whole steps (SIMT: one k; float64 mma: one MMA's k), then the next stage's copies, then the rest; 0 where the K
+    tile holds a single step. Issued right after the barrier, the copies' address arithmetic and cp.async stand
+    between the barrier and the first MMA (SASS); cuBLAS's fp64 kernel of the same tile, stages and warps
+    (sm90_xmma_gemm_f64f64_..._tilesize128x64x16_stage3_warpsize2x2x1_tensor16x8x8) reaches 94% SM compute throughput
+    against 77% for ours in that order, at the same occupancy and issue rate (Nsight Compute, H200, 4096^3)."""
+    step = 1 if spec.simt else max(4, spec.mma_k)
+    return (spec.tk // step // 2) * step
+
+
+# Swizzled float64 stages (spec.swizzle): rows of whole groups of this many doubles (128 bytes, the 32 banks), in
+# which 16-byte chunk c of stage row r lies at chunk c ^ (2 (r % 4)): element (r, c) at r * cols + (c ^ (4 (r % 4))).
+# A half warp's 8-byte fragment loads (lanes 4 g + t: rows g, k t; or rows k t, columns g) then hit 16 distinct
+# 8-byte bank pairs without padding, in 16% less shared memory than rows padded by 4 doubles (128x64x16: 72 against
+# 85.5 KiB a block on 3 stages, 96 against 114 on 4, where two blocks of 4 stages fit an SM only swizzled).
+SWIZZLE_COLS = 16
+
+
 # The float64 mma.sync kernels' sm_90 MMA where the planner picks it (default_spec, configurations): m16n8k8. H100,
 # 128x64x16 tiles at 4096^3: k8 47.6 TFLOP/s, k16 46.3, k4 41.9, m8n8k4 pairs 29.2; 64x64x16: k8 45.5, k16 43.9.
 DMMA_DEFAULT_K = 8
@@ -530,6 +560,12 @@ def _check(spec: PipeSpec) -> None:
                          "accumulators), without persistent blocks")
     if spec.mma_k and not spec.mma:
         raise ValueError(f"{spec}: mma_k is the float64 mma.sync kernel's (mma > 0)")
+    if spec.interleave and (spec.persistent or not (spec.simt or (spec.mma and spec.in_dtype == "float64"))
+                            or interleave_split(spec) == 0):
+        raise ValueError(f"{spec}: interleaved copies are for the SIMT and float64 mma.sync kernels (not persistent), "
+                         "whose K tile holds at least two steps of their product")
+    if spec.swizzle and not (spec.mma and spec.in_dtype == "float64"):
+        raise ValueError(f"{spec}: swizzled stages are the float64 mma.sync kernel's (mma > 0, float64 inputs)")
     if (spec.simt + bool(spec.mma) + spec.wgmma) > 1:
         raise ValueError(f"{spec}: simt, mma and wgmma are different products: give one")
     if spec.wgmma:
@@ -582,6 +618,9 @@ def _check_mma(spec: PipeSpec) -> None:
     if spec.chunk != 16 or (spec.pad_ab * ITEM_BYTES[spec.in_dtype]) % 16:
         raise ValueError(f"{spec}: the mma.sync kernel's ldmatrix reads 16-byte rows: chunk 16 and pad_ab a whole "
                          "number of 16 bytes")
+    if spec.swizzle and (spec.pad_ab or any(c % SWIZZLE_COLS for _, c in (spec.a_tile(), spec.b_tile()))):
+        raise ValueError(f"{spec}: swizzled float64 stages are unpadded (pad_ab 0) rows of whole {SWIZZLE_COLS}-"
+                         "element (128-byte) groups: tk, tm and tn multiples of 16")
 
 
 def _check_wgmma(spec: PipeSpec) -> None:

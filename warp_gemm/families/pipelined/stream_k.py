@@ -10,7 +10,7 @@ from .snippets import _SK_ADD, _SK_SPILL, _SK_ZERO, _stub_sk_slot, _stub_sk_zero
 from .spec import PipeSpec
 
 
-def _stream_k_kernel(spec: PipeSpec, copy_stage, mma, own_store, commit, wait_prev, wait0):
+def _stream_k_kernel(spec: PipeSpec, copy_stage, mmas, own_store, commit, wait_prev, wait0):
     """The stream-K kernel of a simt/mma spec (``spec.stream_k``; correct on the GPU:
     tests/families/test_pipelined.py::test_stream_k_forced_on_cuda): a fixed grid of ``grid`` blocks, data-parallel
     waves first, then the last tiles' K steps shared evenly.
@@ -36,6 +36,8 @@ def _stream_k_kernel(spec: PipeSpec, copy_stage, mma, own_store, commit, wait_pr
     for the runs (H200); there, blocks at work at one time are ~8 tiles apart (A and B not held in L2: the likely
     cause, not profiled)."""
     TM, TN, S = spec.tm, spec.tn, spec.stages
+    mma, mma_a, mma_b = mmas  # the product, and its two halves where spec.interleave (else None)
+    SPLIT = spec.interleave
     IN, OUT, ACC = WP_DTYPES[spec.in_dtype], WP_DTYPES[spec.out_dtype], WP_DTYPES[spec.acc_dtype]
     AR, AC = spec.a_tile()
     BR, BC = spec.b_tile()
@@ -108,10 +110,15 @@ def _stream_k_kernel(spec: PipeSpec, copy_stage, mma, own_store, commit, wait_pr
             for k in range(n):
                 wait_prev(0)  # step k's stage is in, and every thread is done with the stage step k - 1 used
                 kn = k + S - 1
+                if wp.static(SPLIT):
+                    mma_a(ba, bb, acc, k % S)
                 if kn < n:
                     copy_stage(ba, bb, Ab, Bb, kn % S, kb + kn, m0, n0)
                 commit(0)
-                mma(ba, bb, acc, k % S)
+                if wp.static(SPLIT):
+                    mma_b(ba, bb, acc, k % S)
+                else:
+                    mma(ba, bb, acc, k % S)
             wait0(0)  # no copy in flight, and every thread is done with the stages (the next run's prologue)
             if ke == k_tiles:
                 if kb > 0:  # the finisher: the lowest block whose range holds the tile's first K step, then on

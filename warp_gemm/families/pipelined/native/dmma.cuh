@@ -7,14 +7,16 @@
 //! 1, 2 or 4 k4 slices per instruction; H100 4096^3: m8n8k4 pairs 29.2 TFLOP/s, k4 41.9, k16 46.3, k8 47.6). The float64 sums stay in the register tile's storage in the 16 x 8 order of the 16-bit mma.sync
 //! kernel, so its epilogues (_OWN_STORE, _STAGED_STORE) and the persistent loop serve both. Fragments are single
 //! 8-byte shared loads: lane l = 4 g + t holds A(row g (+ 8), k t) and B(k t, column g) of each k4 slice; with
-//! stage rows of 4 (mod 16) doubles (pad 4) a half warp's 16 loads hit 32 distinct banks in every layout.
+//! stage rows of 4 (mod 16) doubles (pad 4) a half warp's 16 loads hit 32 distinct banks in every layout; so they do
+//! in unpadded swizzled stages (spec.swizzle: element (row, col) at row * LD + (col ^ (4 (row % 4))), in A_OFF/B_OFF).
 
-    // acc += A x B over stage s of the shared buffers ba (A's ${AR} x ${AC} stage, row stride ${ALD}) and bb (${BR} x
-    // ${BC}, row stride ${BLD}) in float64 MMAs. The tile's ${VT} threads are ${NW} warps (${WM} x ${WN}) of ${WTM} x
-    // ${WTN} outputs: ${MI} x ${NJ} MMA tiles of 16 x 8 whose 4 outputs per thread are acc.data[4 (mi ${NJ} + nj) + c]:
-    // row wr + 16 mi + l / 4 + 8 (c / 2), column wc + 8 nj + 2 (l % 4) + c % 2 (l: the lane). The K tile's ${TK}
-    // values of k are ${KS} slices of 4: slice kk's k of lane t is ${KMAP}. A(r, k) is ba[${A_OFF}], B(k, n) is
-    // bb[${B_OFF}] (stage s). No barrier: the caller syncs before it refills a stage.
+    // acc += A x B over k slices ${KS0} .. ${KS1} - 1 of stage s of the shared buffers ba (A's ${AR} x ${AC} stage,
+    // row stride ${ALD}) and bb (${BR} x ${BC}, row stride ${BLD}) in float64 MMAs. The tile's ${VT} threads are
+    // ${NW} warps (${WM} x ${WN}) of ${WTM} x ${WTN} outputs: ${MI} x ${NJ} MMA tiles of 16 x 8 whose 4 outputs per
+    // thread are acc.data[4 (mi ${NJ} + nj) + c]: row wr + 16 mi + l / 4 + 8 (c / 2), column wc + 8 nj + 2 (l % 4) +
+    // c % 2 (l: the lane). The K tile's ${TK} values of k are ${KS} slices of 4: slice kk's k of lane t is ${KMAP}.
+    // A(r, k) is ba[${A_OFF}], B(k, n) is bb[${B_OFF}] (stage s). No barrier: the caller syncs before it refills a
+    // stage.
     const double* As = (const double*)ba.data.ptr + (size_t)s * ${SA};
     const double* Bs = (const double*)bb.data.ptr + (size_t)s * ${SB};
 #if defined(__CUDA_ARCH__)
@@ -23,7 +25,7 @@ ${GEOM}    const int g = l / 4;
     const int t = l % 4;
     double* d = acc.data;
 #pragma unroll
-    for (int kb = 0; kb < ${KS}; kb += ${KI}) {
+    for (int kb = ${KS0}; kb < ${KS1}; kb += ${KI}) {
         double af[${KI}][${MI}][2];
         double bf[${KI}][${NJ}];
 #pragma unroll
@@ -77,7 +79,7 @@ ${GEOM}        auto lda = [&](int L, int mi, int kk, int h) -> double {
             return Bs[${B_OFF}];
         };
         double* d = acc.data + q * ${PER};
-        for (int kk = 0; kk < ${KS}; ++kk)
+        for (int kk = ${KS0}; kk < ${KS1}; ++kk)
             for (int mi = 0; mi < ${MI}; ++mi)
                 for (int nj = 0; nj < ${NJ}; ++nj)
                     for (int c = 0; c < 4; ++c) {

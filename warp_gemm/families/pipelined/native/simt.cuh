@@ -8,12 +8,12 @@
         const int col0 = (w % ${WN}) * 64 + (l % 8) * 4;
 //! snippet simt_mma template
 
-    // acc += A x B over stage s of the K-major shared buffers ba (TK x TM, row stride ${ALD}) and bb (TK x TN, row
-    // stride ${BLD}), in float32 FMAs. The tile's ${VT} threads (CUDA: the block; the CPU runs them one after another)
-    // keep 8 x 8 outputs each in acc.data (q: the CPU's ${VT} / block_dim of them per real thread): thread v of warp
-    // w = v / 32, lane l holds rows row0 + (i % 4) + 16 (i / 4) and columns col0 + (j % 4) + 32 (j / 4), i, j < 8,
-    // row0 = (w / ${WN}) * 32 + (l / 8) * 4, col0 = (w % ${WN}) * 64 + (l % 8) * 4. No barrier: the caller syncs
-    // before it refills a stage.
+    // acc += A x B over k ${K0} .. ${K1} - 1 of stage s of the K-major shared buffers ba (${TK} x TM, row stride
+    // ${ALD}) and bb (${TK} x TN, row stride ${BLD}), in float32 FMAs. The tile's ${VT} threads (CUDA: the block; the
+    // CPU runs them one after another) keep 8 x 8 outputs each in acc.data (q: the CPU's ${VT} / block_dim of them per
+    // real thread): thread v of warp w = v / 32, lane l holds rows row0 + (i % 4) + 16 (i / 4) and columns col0 +
+    // (j % 4) + 32 (j / 4), i, j < 8, row0 = (w / ${WN}) * 32 + (l / 8) * 4, col0 = (w % ${WN}) * 64 + (l % 8) * 4. No
+    // barrier: the caller syncs before it refills a stage.
     const float* As = (const float*)ba.data.ptr + (size_t)s * ${SA};
     const float* Bs = (const float*)bb.data.ptr + (size_t)s * ${SB};
     for (int q = 0; q < ${VT} / WP_TILE_BLOCK_DIM; ++q) {
@@ -21,7 +21,7 @@ ${GEOM}        const float* pa = As + row0;
         const float* pb = Bs + col0;
         float* d = acc.data + q * 64;
 #pragma unroll
-        for (int k = 0; k < ${TK}; ++k) {
+        for (int k = ${K0}; k < ${K1}; ++k) {
             alignas(16) float a[8];
             alignas(16) float b[8];
 #if defined(__CUDA_ARCH__)
