@@ -29,6 +29,7 @@ import warp as wp
 
 from . import _compat
 from .families.common import native
+from .families.hopper import kernel as _hkernel
 from .families.hopper import spec as _hspec
 from .tile import dtype_name
 
@@ -128,7 +129,9 @@ class FusedGemm:
                 "COLS": self.buf_cols, "IN_T": _hspec.PTX_TYPES[self.dtype], "IT": native.C_TYPES[self.dtype],
                 "B_MN": int(b_mn), "B_STEP": "2048u" if b_mn else "32u", "B_LBO": "8192" if b_mn else "16",
                 "DREGS": ", ".join(f"%{i}" for i in range(nr)), "NA": nr, "NB": nr + 1, "NS": nr + 2,
-                "DOUTS": ", ".join(f'"+f"(d[h][{i}])' for i in range(nr))}
+                "DOUTS": ", ".join(f'"+f"(d[h][{i}])' for i in range(nr)),
+                "P_STAGE": _hkernel.tma_stage(self, "row", map_a="ta", map_b="tb", b_col="col", a_batch="0",
+                                              b_batch="0")}
 
     def _build_tiles(self):
         sn = native.load(_hspec.__file__, "block.cuh")

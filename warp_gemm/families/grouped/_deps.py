@@ -12,6 +12,7 @@ from warp_gemm.families.common.native import load as native_load  # noqa: F401
 from warp_gemm.families.hopper import tma  # noqa: F401
 from warp_gemm.families.hopper.kernel import __file__ as hopper_kernel_file  # noqa: F401
 from warp_gemm.families.hopper.kernel import fields as hopper_fields  # noqa: F401
+from warp_gemm.families.hopper.kernel import tma_stage as hopper_tma_stage  # noqa: F401
 from warp_gemm.families.hopper.rules import STAGES as HOPPER_STAGES  # noqa: F401
 from warp_gemm.families.hopper.spec import SMEM_LIMIT, HopperSpec  # noqa: F401
 from warp_gemm.families.hopper.spec import unfit as hopper_unfit  # noqa: F401

@@ -63,7 +63,8 @@ def snippet(spec: HopperSpec) -> str:
     f = _deps.hopper_fields(spec)
     items = {"SCHED": sn["grouped_sched"], "TILE_OF": sn["grouped_tile_of"],
              "AFTER_SYNC": _deps.fill(sn["grouped_after_sync"], OUT_BYTES=f["OUT_BYTES"]),
-             "P_ITEM": sn["grouped_p_item"], "A_ROW": "row0 + tm * BM", "C_ITEM": sn["grouped_c_item"],
+             "P_ITEM": sn["grouped_p_item"], "P_STAGE": _deps.hopper_tma_stage(spec, "row0 + tm * BM"),
+             "C_ITEM": sn["grouped_c_item"],
              "C_DRAIN": dense["dense_c_drain"], "D_OFFSET": "(size_t)row0 * (size_t)D.strides[1]", "M_END": "mg"}
     return _deps.fill(dense["gemm"], **f, **items)
 

@@ -52,6 +52,16 @@ def fields(spec: HopperSpec) -> dict:
                              if spec.setmaxnreg else "")}
 
 
+def tma_stage(spec, a_row: str, map_a: str = "tma_a", map_b: str = "tma_b", b_col: str = "tn * BN",
+              a_batch: str = "ba", b_batch: str = "bb") -> str:
+    """The producer's copies of one K tile into a stage (native/gemm.cuh's ``tma_stage``) for a kernel body whose A
+    row, B column and batch coordinates are the C++ expressions given: the dense and grouped kernels' K loop and
+    the fused functions' (fused.py) share it. ``spec``: anything with ``layout_b``."""
+    sn = native.load(__file__, "gemm.cuh")
+    return native.fill(sn["tma_stage"], B_MN=int(spec.layout_b == "N"), MAP_A=map_a, MAP_B=map_b, A_ROW=a_row,
+                       B_COL=b_col, A_BATCH=a_batch, B_BATCH=b_batch)
+
+
 def snippet(spec: HopperSpec) -> str:
     """The CUDA body of ``spec``'s kernel (native/gemm.cuh filled in with the dense work items: batch entries, tile
     rows and columns, K ranges; split-K: :attr:`HopperSpec.kernel_spec`'s)."""
@@ -61,7 +71,7 @@ def snippet(spec: HopperSpec) -> str:
     spec = spec.kernel_spec
     sn = native.load(__file__, "gemm.cuh")
     items = {"SCHED": sn["dense_sched"], "TILE_OF": sn["dense_tile_of"], "AFTER_SYNC": "", "P_ITEM": sn["dense_p_item"],
-             "A_ROW": "tm * BM", "C_ITEM": sn["dense_c_item"], "C_DRAIN": sn["dense_c_drain"],
+             "P_STAGE": tma_stage(spec, "tm * BM"), "C_ITEM": sn["dense_c_item"], "C_DRAIN": sn["dense_c_drain"],
              "D_OFFSET": "(size_t)(sp * batch + b) * (size_t)D.strides[0]", "M_END": "M"}
     return native.fill(sn["gemm"], **fields(spec), **items)
 

@@ -55,25 +55,7 @@
             asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;\n" :: "l"(tb) : "memory");
             unsigned s = 0, ph = 0;
             for (int kt = 0; kt < k_tiles; ++kt) {
-                wait(empty0 + 8 * s, ph ^ 1);  // a fresh barrier passes parity 1 at once
-                const unsigned fb = full0 + 8 * s, sa = sbase + s * STAGE, sb = sa + A_BYTES;
-                asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" :: "r"(fb), "r"(STAGE) : "memory");
-                asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
-                             " [%0], [%1, {%2, %3, %4}], [%5];\n"
-                             :: "r"(sa), "l"(ta), "r"(kt * BK), "r"(row), "r"(0), "r"(fb) : "memory");
-#if ${B_MN}
-#pragma unroll
-                for (int j = 0; j < BN / 64; ++j)
-                    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
-                                 " [%0], [%1, {%2, %3, %4}], [%5];\n"
-                                 :: "r"(sb + 8192u * j), "l"(tb), "r"(col + 64 * j), "r"(kt * BK), "r"(0), "r"(fb)
-                                 : "memory");
-#else
-                asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
-                             " [%0], [%1, {%2, %3, %4}], [%5];\n"
-                             :: "r"(sb), "l"(tb), "r"(kt * BK), "r"(col), "r"(0), "r"(fb) : "memory");
-#endif
-                if (++s == ST) { s = 0; ph ^= 1; }
+${P_STAGE}
             }
         }
     } else {
@@ -220,25 +202,7 @@ ${TWIN}
                     tile_of(x, tm, tn);
                     const int row = tm * BM, col = tn * BN;
                     for (int kt = 0; kt < k_tiles; ++kt) {
-                        wait(empty0 + 8 * s, ph ^ 1);  // a fresh barrier passes parity 1 at once
-                        const unsigned fb = full0 + 8 * s, sa = sbase + s * STAGE, sb = sa + A_BYTES;
-                        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" :: "r"(fb), "r"(STAGE) : "memory");
-                        asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
-                                     " [%0], [%1, {%2, %3, %4}], [%5];\n"
-                                     :: "r"(sa), "l"(ta), "r"(kt * BK), "r"(row), "r"(0), "r"(fb) : "memory");
-#if ${B_MN}
-#pragma unroll
-                        for (int j = 0; j < BN / 64; ++j)
-                            asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
-                                         " [%0], [%1, {%2, %3, %4}], [%5];\n"
-                                         :: "r"(sb + 8192u * j), "l"(tb), "r"(col + 64 * j), "r"(kt * BK), "r"(0),
-                                            "r"(fb) : "memory");
-#else
-                        asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
-                                     " [%0], [%1, {%2, %3, %4}], [%5];\n"
-                                     :: "r"(sb), "l"(tb), "r"(kt * BK), "r"(col), "r"(0), "r"(fb) : "memory");
-#endif
-                        if (++s == ST) { s = 0; ph ^= 1; }
+${P_STAGE}
                     }
                 }
             }

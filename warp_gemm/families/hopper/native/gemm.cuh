@@ -14,7 +14,7 @@
 //! The CPU branch is empty: the family never runs on the CPU (rules.applies refuses it).
 //! Work-item fields: SCHED (declares `items`, `k_tiles`), TILE_OF (the item -> tile mapping), AFTER_SYNC (after
 //! the barrier set-up), P_ITEM / C_ITEM (the producer's / a consumer's item t: tm, tn, kt0, kt1; ba, bb the A / B
-//! batch coordinates), A_ROW (A's row coordinate), C_DRAIN (after an item's K loop), D_OFFSET (bytes from D.data to
+//! batch coordinates), P_STAGE (the producer's copies of one K tile: tma_stage below with the item's A row and batch coordinates), C_DRAIN (after an item's K loop), D_OFFSET (bytes from D.data to
 //! the item's row 0), M_END (rows stored): the dense_* snippets below, or the grouped family's hopper_grouped.cuh.
 #if defined(__CUDA_ARCH__)
 #if !defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -78,28 +78,7 @@ ${TILE_OF}
             for (int t = t0; t < items; t += grid) {
 ${P_ITEM}
                 for (int kt = kt0; kt < kt1; ++kt) {
-                    wait(empty0 + 8 * s, ph ^ 1);  // a fresh barrier passes parity 1 at once
-                    const unsigned fb = full0 + 8 * s, sa = sbase + s * STAGE, sb = sa + A_BYTES;
-                    // the full box bytes count even where the box reaches past the tensor (zero-filled)
-                    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n"
-                                 :: "r"(fb), "r"(STAGE) : "memory");
-                    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
-                                 " [%0], [%1, {%2, %3, %4}], [%5];\n"
-                                 :: "r"(sa), "l"(tma_a), "r"(kt * BK), "r"(${A_ROW}), "r"(ba), "r"(fb) : "memory");
-#if ${B_MN}
-                    // B stored (K, N): BN / 64 boxes of 64 K rows x 64 columns (128 bytes), 8 KB apart
-#pragma unroll
-                    for (int j = 0; j < BN / 64; ++j)
-                        asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
-                                     " [%0], [%1, {%2, %3, %4}], [%5];\n"
-                                     :: "r"(sb + 8192u * j), "l"(tma_b), "r"(tn * BN + 64 * j), "r"(kt * BK),
-                                        "r"(bb), "r"(fb) : "memory");
-#else
-                    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
-                                 " [%0], [%1, {%2, %3, %4}], [%5];\n"
-                                 :: "r"(sb), "l"(tma_b), "r"(kt * BK), "r"(tn * BN), "r"(bb), "r"(fb) : "memory");
-#endif
-                    if (++s == ST) { s = 0; ph ^= 1; }
+${P_STAGE}
                 }
             }
         }
@@ -245,6 +224,35 @@ ${STORE}
         }
     }
 #endif
+//! snippet tma_stage template nonl
+//! The producer's copies of K tile `kt` into stage s (thread 0 of warpgroup 0; the gemm template's names: wait,
+//! full0, empty0, sbase, STAGE, A_BYTES, BK, BN, s, ph): wait until the consumers released the stage, expect its
+//! bytes on full[s], TMA box of A (map ${MAP_A}: K tile kt, row ${A_ROW}, batch ${A_BATCH}) and the box(es) of B
+//! (map ${MAP_B}: column ${B_COL}, batch ${B_BATCH}), then the next stage and phase.
+                    wait(empty0 + 8 * s, ph ^ 1);  // a fresh barrier passes parity 1 at once
+                    const unsigned fb = full0 + 8 * s, sa = sbase + s * STAGE, sb = sa + A_BYTES;
+                    // the full box bytes count even where the box reaches past the tensor (zero-filled)
+                    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n"
+                                 :: "r"(fb), "r"(STAGE) : "memory");
+                    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                                 " [%0], [%1, {%2, %3, %4}], [%5];\n"
+                                 :: "r"(sa), "l"(${MAP_A}), "r"(kt * BK), "r"(${A_ROW}), "r"(${A_BATCH}), "r"(fb)
+                                 : "memory");
+#if ${B_MN}
+                    // B stored (K, N): BN / 64 boxes of 64 K rows x 64 columns (128 bytes), 8 KB apart
+#pragma unroll
+                    for (int j = 0; j < BN / 64; ++j)
+                        asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                                     " [%0], [%1, {%2, %3, %4}], [%5];\n"
+                                     :: "r"(sb + 8192u * j), "l"(${MAP_B}), "r"(${B_COL} + 64 * j), "r"(kt * BK),
+                                        "r"(${B_BATCH}), "r"(fb) : "memory");
+#else
+                    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                                 " [%0], [%1, {%2, %3, %4}], [%5];\n"
+                                 :: "r"(sb), "l"(${MAP_B}), "r"(kt * BK), "r"(${B_COL}), "r"(${B_BATCH}), "r"(fb)
+                                 : "memory");
+#endif
+                    if (++s == ST) { s = 0; ph ^= 1; }
 //! snippet dense_sched nonl
 //! The dense kernel's work items (the gemm template's work-item fields; dense_* below): item t of `items` = (K
 //! range sp, batch entry b, tile row tm, tile column tn), every item with at least one K tile.
