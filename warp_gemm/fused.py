@@ -113,7 +113,11 @@ class FusedGemm:
 
     def _build(self):
         sn = native.load(_hspec.__file__, "block.cuh")
-        text = native.fill(sn["block_gemm"], TWIN=native.fill(sn["twin_dot"], **self._fields()), **self._fields())
+        f = self._fields()
+        # the sums start at zero (block_gemm zeroes them): every k16 step accumulates
+        stage = _hkernel.wgmma_stage(f, a_off="(unsigned)(c * WGM) * 8192u", b_off="0u", acc="1",
+                                     lead="tid % 128 == 0")
+        text = native.fill(sn["block_gemm"], TWIN=native.fill(sn["twin_dot"], **f), C_STAGE=stage, **f)
         R, C = self.buf_rows, self.buf_cols
 
         def stub(buf: wp.tile(dtype=wp.float32, shape=(R, C)), ta: wp.uint64, tb: wp.uint64, K: int, row: int,
@@ -130,6 +134,7 @@ class FusedGemm:
                 "B_MN": int(b_mn), "B_STEP": "2048u" if b_mn else "32u", "B_LBO": "8192" if b_mn else "16",
                 "DREGS": ", ".join(f"%{i}" for i in range(nr)), "NA": nr, "NB": nr + 1, "NS": nr + 2,
                 "DOUTS": ", ".join(f'"+f"(d[h][{i}])' for i in range(nr)),
+                "CBN": self.bn, "KI": 16, "TRANS": f", 0, {int(b_mn)}",
                 "P_STAGE": _hkernel.tma_stage(self, "row", map_a="ta", map_b="tb", b_col="col", a_batch="0",
                                               b_batch="0")}
 
@@ -139,7 +144,9 @@ class FusedGemm:
         f = {**self._fields(), "PP": int(pp), "TW": self.tiles_per_item, "NE": 1 if pp else self.consumers,
              "WGM": self.bm // (64 * (1 if pp else self.consumers))}
         rc = native.fill(sn["frag_rc"], **f)
-        frag_text = native.fill(sn["tile_frag"], RC=rc, TWIN=native.fill(sn["twin_dot"], **f), **f)
+        # arow: the consumer's first m64 block of A (ping-pong: a whole tile each); a tile's first k16 step overwrites
+        stage = _hkernel.wgmma_stage(f, a_off="arow", b_off="0u", acc="(kt != 0) | (kk != 0)", lead="tid % 128 == 0")
+        frag_text = native.fill(sn["tile_frag"], RC=rc, TWIN=native.fill(sn["twin_dot"], **f), C_STAGE=stage, **f)
         origin_text = native.fill(sn["tile_origin"], RC=rc)
         coord_text = native.fill(sn["tile_coord"], RC=rc)
         R, C = self.buf_rows, self.buf_cols

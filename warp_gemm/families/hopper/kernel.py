@@ -36,7 +36,7 @@ def fields(spec: HopperSpec) -> dict:
     if spec.epilogue == "axpby":
         axpby = sn["axpby_" + {"float16": "f16", "bfloat16": "bf16", "float32": "f32"}[spec.out_dtype]]
     b_mn = spec.layout_b == "N"
-    return {
+    f = {
         "BM": spec.bm, "BN": spec.bn, "ST": spec.stages, "NC": spec.consumers, "WGM": spec.wg_m,
         "WGN": 2 if spec.split_n else 1, "CBN": spec.wg_n, "STAGE": spec.stage_bytes,
         "SMEM": spec.smem_bytes, "IN_T": PTX_TYPES[spec.in_dtype], "OUT_BYTES": ITEM_BYTES[spec.out_dtype],
@@ -50,6 +50,21 @@ def fields(spec: HopperSpec) -> dict:
                              if spec.setmaxnreg else ""),
         "CONSUMER_SETMAXNREG": (f'asm volatile("setmaxnreg.inc.sync.aligned.u32 {spec.consumer_regs};\\n");'
                              if spec.setmaxnreg else "")}
+    # consumer c's A rows (its m64 blocks), or with split_n its B columns: CBN c 128-byte rows of a K-major B stage,
+    # or boxes CBN c / 64 .. (8 KB each) of an N-major one; an item's first k16 step overwrites the sums
+    f["C_STAGE"] = wgmma_stage(f, a_off="(unsigned)(WGN == 1 ? c * WGM : 0) * 8192u",
+                               b_off="(unsigned)(WGN == 1 ? 0 : c * CBN) * 128u", acc="(kt != kt0) | (kk != 0)",
+                               lead="lt == 0")
+    return f
+
+
+def wgmma_stage(f: dict, a_off: str, b_off: str, acc: str, lead: str) -> str:
+    """A consumer's products of one K tile from a stage (native/gemm.cuh's ``wgmma_stage``): ``f`` the tile, dtype
+    and register fields (:func:`fields`, or the fused functions'), then the C++ expressions of the warpgroup's byte
+    offsets into the stage's A and B, the accumulate flag and the thread that releases the stage. The dense and
+    grouped kernels' K loop and the fused functions' (fused.py) share it."""
+    sn = native.load(__file__, "gemm.cuh")
+    return native.fill(sn["wgmma_stage"], **f, A_OFF=a_off, B_OFF=b_off, ACC=acc, LEAD=lead)
 
 
 def tma_stage(spec, a_row: str, map_a: str = "tma_a", map_b: str = "tma_b", b_col: str = "tn * BN",

@@ -70,30 +70,7 @@ ${P_STAGE}
         unsigned s = 0, ph = 0;
         int prev = -1;
         for (int kt = 0; kt < k_tiles; ++kt) {
-            wait(full0 + 8 * s, ph);
-            const unsigned sa = sbase + s * STAGE + (unsigned)(c * WGM) * 8192u;
-            const unsigned sb = sbase + s * STAGE + A_BYTES;
-            asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-#pragma unroll
-            for (int kk = 0; kk < BK / 16; ++kk) {
-                const unsigned long long db = desc(sb + ${B_STEP} * kk, ${B_LBO});
-#pragma unroll
-                for (int h = 0; h < WGM; ++h) {
-                    const unsigned long long da = desc(sa + 8192u * h + 32u * kk, 16);
-                    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %${NS}, 0;\n"
-                                 "wgmma.mma_async.sync.aligned.m64n${BN}k16.f32.${IN_T}.${IN_T} "
-                                 "{${DREGS}}, %${NA}, %${NB}, p, 1, 1, 0, ${B_MN};\n}\n"
-                                 : ${DOUTS}
-                                 : "l"(da), "l"(db), "r"(1));
-                }
-            }
-            asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-            if (prev >= 0) {
-                asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
-                if (tid % 128 == 0) asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(empty0 + 8 * prev) : "memory");
-            }
-            prev = (int)s;
-            if (++s == ST) { s = 0; ph ^= 1; }
+${C_STAGE}
         }
         asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
 #pragma unroll
@@ -231,31 +208,7 @@ ${P_STAGE}
         const unsigned arow = PP ? 0u : (unsigned)(c * WGM) * 8192u;  // this consumer's first m64 block of A
         int prev = -1;
         for (int kt = 0; kt < k_tiles; ++kt) {
-            wait(full0 + 8 * s, ph);
-            const unsigned sa = sbase + s * STAGE + arow;
-            const unsigned sb = sbase + s * STAGE + A_BYTES;
-            asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-#pragma unroll
-            for (int kk = 0; kk < BK / 16; ++kk) {
-                const unsigned long long db = desc(sb + ${B_STEP} * kk, ${B_LBO});
-                const int acc = (kt != 0) | (kk != 0);  // the first k16 step overwrites the sums
-#pragma unroll
-                for (int h = 0; h < WGM; ++h) {
-                    const unsigned long long da = desc(sa + 8192u * h + 32u * kk, 16);
-                    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %${NS}, 0;\n"
-                                 "wgmma.mma_async.sync.aligned.m64n${BN}k16.f32.${IN_T}.${IN_T} "
-                                 "{${DREGS}}, %${NA}, %${NB}, p, 1, 1, 0, ${B_MN};\n}\n"
-                                 : ${DOUTS}
-                                 : "l"(da), "l"(db), "r"(acc));
-                }
-            }
-            asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-            if (prev >= 0) {
-                asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
-                if (tid % 128 == 0) asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(empty0 + 8 * prev) : "memory");
-            }
-            prev = (int)s;
-            if (++s == ST) { s = 0; ph ^= 1; }
+${C_STAGE}
         }
         if (PP && tid % 128 == 0) asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(ord0 + 8 * c) : "memory");
         asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");

@@ -105,33 +105,7 @@ ${P_STAGE}
 ${C_ITEM}
             int prev = -1;
             for (int kt = kt0; kt < kt1; ++kt) {
-                wait(full0 + 8 * s, ph);
-                const unsigned sa = sbase + s * STAGE + (unsigned)(WGN == 1 ? c * WGM : 0) * 8192u;
-                // a consumer's columns: rows CBN c .. of a K-major B stage, or boxes CBN c / 64 .. (8 KB each) of an
-                // N-major one: CBN c 128-byte rows on either way
-                const unsigned sb = sbase + s * STAGE + A_BYTES + (unsigned)(WGN == 1 ? 0 : c * CBN) * 128u;
-                asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-#pragma unroll
-                for (int kk = 0; kk < 4; ++kk) {  // four 32-byte K steps per 128-byte row (k16 16-bit, k8 tf32)
-                    const unsigned long long db = desc(sb + ${B_STEP} * kk, ${B_LBO});
-                    const int acc = (kt != kt0) | (kk != 0);  // the item's first k16 step overwrites the sums
-#pragma unroll
-                    for (int h = 0; h < WGM; ++h) {
-                        const unsigned long long da = desc(sa + 8192u * h + 32u * kk, 16);
-                        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %${NS}, 0;\n"
-                                     "wgmma.mma_async.sync.aligned.m64n${CBN}k${KI}.f32.${IN_T}.${IN_T} "
-                                     "{${DREGS}}, %${NA}, %${NB}, p, 1, 1${TRANS};\n}\n"
-                                     : ${DOUTS}
-                                     : "l"(da), "l"(db), "r"(acc));
-                    }
-                }
-                asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-                if (prev >= 0) {
-                    asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
-                    if (lt == 0) asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(empty0 + 8 * prev) : "memory");
-                }
-                prev = (int)s;
-                if (++s == ST) { s = 0; ph ^= 1; }
+${C_STAGE}
             }
 ${C_DRAIN}
             // the sums are written by the asynchronous wgmma: no read of them may move above its wait
@@ -253,6 +227,37 @@ ${STORE}
                                  : "memory");
 #endif
                     if (++s == ST) { s = 0; ph ^= 1; }
+//! snippet wgmma_stage template nonl
+//! A consumer warpgroup's products of K tile `kt` from stage s (the gemm template's names: wait, desc, full0, empty0,
+//! sbase, STAGE, A_BYTES, WGM, d, s, ph, prev): wait for the stage's bytes, ${WGM} wgmma per 32-byte K step on the
+//! warpgroup's A rows (${A_OFF} bytes into the stage's A) and B columns (${B_OFF} bytes into its B), the sums
+//! accumulated where ${ACC} (else overwritten), then commit; once the group after a stage is issued and the one
+//! reading it complete, the warpgroup's thread ${LEAD} releases that stage; then the next stage and phase.
+                wait(full0 + 8 * s, ph);
+                const unsigned sa = sbase + s * STAGE + ${A_OFF};
+                const unsigned sb = sbase + s * STAGE + A_BYTES + ${B_OFF};
+                asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+                for (int kk = 0; kk < 4; ++kk) {  // four 32-byte K steps per 128-byte row (k16 16-bit, k8 tf32)
+                    const unsigned long long db = desc(sb + ${B_STEP} * kk, ${B_LBO});
+                    const int acc = ${ACC};
+#pragma unroll
+                    for (int h = 0; h < WGM; ++h) {
+                        const unsigned long long da = desc(sa + 8192u * h + 32u * kk, 16);
+                        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %${NS}, 0;\n"
+                                     "wgmma.mma_async.sync.aligned.m64n${CBN}k${KI}.f32.${IN_T}.${IN_T} "
+                                     "{${DREGS}}, %${NA}, %${NB}, p, 1, 1${TRANS};\n}\n"
+                                     : ${DOUTS}
+                                     : "l"(da), "l"(db), "r"(acc));
+                    }
+                }
+                asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+                if (prev >= 0) {
+                    asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+                    if (${LEAD}) asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(empty0 + 8 * prev) : "memory");
+                }
+                prev = (int)s;
+                if (++s == ST) { s = 0; ph ^= 1; }
 //! snippet dense_sched nonl
 //! The dense kernel's work items (the gemm template's work-item fields; dense_* below): item t of `items` = (K
 //! range sp, batch entry b, tile row tm, tile column tn), every item with at least one K tile.
