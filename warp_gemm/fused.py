@@ -166,7 +166,8 @@ class FusedGemm:
 
         T = wp.float16 if self.dtype == "float16" else _compat.bf16_dtype()
         store_text = native.fill(sn["store_frag"], RC=rc, OUT_T=_hspec.PTX_TYPES[self.dtype],
-                                 OT=native.C_TYPES[self.dtype], **f)
+                                 OT=native.C_TYPES[self.dtype], QUAD=native.load(_hkernel.__file__, "gemm.cuh")[
+                                     "quad_exchange"], **f)
 
         def store(Y: wp.array2d(dtype=T), v: vec, o: wp.vec2i): ...
 

@@ -45,7 +45,7 @@ def fields(spec: HopperSpec) -> dict:
         "KI": 8 if spec.in_dtype == "float32" else 16, "TRANS": "" if spec.in_dtype == "float32" else f", 0, {int(b_mn)}",
         "DREGS": ", ".join(f"%{i}" for i in range(nr)), "NA": nr, "NB": nr + 1, "NS": nr + 2,
         "DOUTS": ", ".join(f'"+f"(d[h][{i}])' for i in range(nr)), "AXPBY": axpby, "STORE": store,
-        "VEC16": int(out_t is not None), "OUT_T": out_t or "f16",
+        "VEC16": int(out_t is not None), "OUT_T": out_t or "f16", "QUAD": sn["quad_exchange"],
         "PRODUCER_SETMAXNREG": (f'asm volatile("setmaxnreg.dec.sync.aligned.u32 {spec.producer_regs};\\n");'
                              if spec.setmaxnreg else ""),
         "CONSUMER_SETMAXNREG": (f'asm volatile("setmaxnreg.inc.sync.aligned.u32 {spec.consumer_regs};\\n");'

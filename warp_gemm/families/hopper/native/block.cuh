@@ -358,19 +358,8 @@ ${RC}
                     p2 = jj == 2 ? u : p2;
                     p3 = jj == 3 ? u : p3;
                 }
-                // exchange s: thread q sends its pair of group 4 i + (q ^ s), receives thread (q ^ s)'s pair of group
-                // 4 i + q: afterwards o_k holds columns cb + 2 k (low half), cb + 2 k + 1 (high half)
-                unsigned o0 = 0, o1 = 0, o2 = 0, o3 = 0;
-#pragma unroll
-                for (unsigned sr = 0; sr < 4; ++sr) {
-                    const unsigned k = q ^ sr;
-                    const unsigned w = k == 0 ? p0 : k == 1 ? p1 : k == 2 ? p2 : p3;
-                    const unsigned got = sr == 0 ? w : __shfl_sync(qmask, w, (int)(((unsigned)l & 28u) | k));
-                    o0 = k == 0 ? got : o0;
-                    o1 = k == 1 ? got : o1;
-                    o2 = k == 2 ? got : o2;
-                    o3 = k == 3 ? got : o3;
-                }
+                // afterwards o_k holds columns cb + 2 k (low half), cb + 2 k + 1 (high half)
+${QUAD}
                 const int cb = tc + 32 * i + 8 * (int)q;  // this thread's 8 columns
                 if (vec && cb + 8 <= N) {
                     *(uint4*)(drow + 2ll * cb) = make_uint4(o0, o1, o2, o3);

@@ -163,20 +163,8 @@ ${AXPBY}
                                 p2 = jj == 2 ? u : p2;
                                 p3 = jj == 3 ? u : p3;
                             }
-                            // round s: thread q sends its pair of group 4 i + (q ^ s) and receives thread (q ^ s)'s
-                            // pair of group 4 i + q (columns 2 (q ^ s), + 1 of it)
                             const unsigned q = (unsigned)l & 3u, qmask = 0xFu << ((unsigned)l & 28u);
-                            unsigned o0 = 0, o1 = 0, o2 = 0, o3 = 0;
-#pragma unroll
-                            for (unsigned sr = 0; sr < 4; ++sr) {
-                                const unsigned k = q ^ sr;
-                                const unsigned v = k == 0 ? p0 : k == 1 ? p1 : k == 2 ? p2 : p3;
-                                const unsigned got = sr == 0 ? v : __shfl_sync(qmask, v, (int)(((unsigned)l & 28u) | k));
-                                o0 = k == 0 ? got : o0;
-                                o1 = k == 1 ? got : o1;
-                                o2 = k == 2 ? got : o2;
-                                o3 = k == 3 ? got : o3;
-                            }
+${QUAD}
                             *(uint4*)(drow + (size_t)(cn0 + 32 * i + 8 * (int)q) * 2) = make_uint4(o0, o1, o2, o3);
                             continue;
                         }
@@ -258,6 +246,22 @@ ${STORE}
                 }
                 prev = (int)s;
                 if (++s == ST) { s = 0; ph ^= 1; }
+//! snippet quad_exchange nonl
+//! The four threads of an output row (a quad: lanes l & 28 .. + 3, this one q = l & 3, shuffle mask qmask) trade
+//! their packed column pairs p0 .. p3 (p_k: this thread's two columns of 8-column group k of a 32-column chunk): in
+//! round s thread q sends its pair of group q ^ s and receives thread (q ^ s)'s pair of group q, so that o_k holds
+//! the chunk's columns 8 q + 2 k and 8 q + 2 k + 1 (low half first): 8 consecutive columns for one 16-byte store.
+                            unsigned o0 = 0, o1 = 0, o2 = 0, o3 = 0;
+#pragma unroll
+                            for (unsigned sr = 0; sr < 4; ++sr) {
+                                const unsigned k = q ^ sr;
+                                const unsigned pk = k == 0 ? p0 : k == 1 ? p1 : k == 2 ? p2 : p3;
+                                const unsigned got = sr == 0 ? pk : __shfl_sync(qmask, pk, (int)(((unsigned)l & 28u) | k));
+                                o0 = k == 0 ? got : o0;
+                                o1 = k == 1 ? got : o1;
+                                o2 = k == 2 ? got : o2;
+                                o3 = k == 3 ? got : o3;
+                            }
 //! snippet dense_sched nonl
 //! The dense kernel's work items (the gemm template's work-item fields; dense_* below): item t of `items` = (K
 //! range sp, batch entry b, tile row tm, tile column tn), every item with at least one K tile.
