@@ -135,6 +135,7 @@ class FusedGemm:
                 "DREGS": ", ".join(f"%{i}" for i in range(nr)), "NA": nr, "NB": nr + 1, "NS": nr + 2,
                 "DOUTS": ", ".join(f'"+f"(d[h][{i}])' for i in range(nr)),
                 "CBN": self.bn, "KI": 16, "TRANS": f", 0, {int(b_mn)}",
+                "HELPERS": native.load(_hkernel.__file__, "gemm.cuh")["helpers"],
                 "P_STAGE": _hkernel.tma_stage(self, "row", map_a="ta", map_b="tb", b_col="col", a_batch="0",
                                               b_batch="0")}
 

@@ -30,13 +30,7 @@
     const int wg = tid / 128;
     const int k_tiles = (K + BK - 1) / BK;
 
-    auto wait = [](unsigned bar, unsigned parity) {
-        unsigned done;
-        do {
-            asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                         "selp.u32 %0, 1, 0, p;\n}\n" : "=r"(done) : "r"(bar), "r"(parity) : "memory");
-        } while (!done);
-    };
+${HELPERS}
 
     __syncthreads();  // every earlier reader of buf (a previous call's epilogue) is done
     if (tid == 0) {
@@ -60,9 +54,6 @@ ${P_STAGE}
         }
     } else {
         const int c = wg - 1;
-        auto desc = [](unsigned addr, unsigned long long lbo) -> unsigned long long {
-            return (unsigned long long)((addr & 0x3FFFFu) >> 4) | ((lbo >> 4) << 16) | (64ull << 32) | (1ull << 62);
-        };
 #pragma unroll
         for (int h = 0; h < WGM; ++h)
 #pragma unroll
@@ -145,13 +136,7 @@ ${TWIN}
         tm = first + (u % per) % rows;
         tn = (u % per) / rows;
     };
-    auto wait = [](unsigned bar, unsigned parity) {
-        unsigned done;
-        do {
-            asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                         "selp.u32 %0, 1, 0, p;\n}\n" : "=r"(done) : "r"(bar), "r"(parity) : "memory");
-        } while (!done);
-    };
+${HELPERS}
 
     wp::vec_t<${FR}, wp::float32> out;
     if (t < G) {
@@ -187,9 +172,6 @@ ${P_STAGE}
 #pragma unroll
         for (int i = 0; i < ${FR}; ++i) out.c[i] = 0.0f;
     } else {
-        auto desc = [](unsigned addr, unsigned long long lbo) -> unsigned long long {
-            return (unsigned long long)((addr & 0x3FFFFu) >> 4) | ((lbo >> 4) << 16) | (64ull << 32) | (1ull << 62);
-        };
         float d[WGM][NR];
         // K tiles the block consumed before this tile (ping-pong: the tiles before it in the block's sequence)
         const int m = t / G;

@@ -48,13 +48,7 @@
     const int wg = tid / 128;
 ${SCHED}
 
-    auto wait = [](unsigned bar, unsigned parity) {
-        unsigned done;
-        do {
-            asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                         "selp.u32 %0, 1, 0, p;\n}\n" : "=r"(done) : "r"(bar), "r"(parity) : "memory");
-        } while (!done);
-    };
+${HELPERS}
 ${TILE_OF}
 
     if (tid == 0) {
@@ -87,14 +81,6 @@ ${P_STAGE}
         ${CONSUMER_SETMAXNREG}
         const int c = wg - 1;
         const int lt = tid % 128, w = lt / 32, l = lt % 32;
-        // wgmma shared-memory descriptors (128-byte swizzle, bits 62-63 = 1): start / 16 in bits 0-13, the
-        // leading byte offset / 16 in 16-29, the stride byte offset / 16 in 32-45. K-major stages (A; B of
-        // layout T): rows of 128 bytes (64 K elements), 8-row groups 1024 bytes apart (SBO), LBO unused (1);
-        // a k16 step starts 32 bytes on. N-major B (layout N): K rows of 128 bytes (64 columns), 8-row groups
-        // 1024 bytes apart (SBO), the next 64 columns 8192 bytes on (LBO); a k16 step starts 2048 bytes on.
-        auto desc = [](unsigned addr, unsigned long long lbo) -> unsigned long long {
-            return (unsigned long long)((addr & 0x3FFFFu) >> 4) | ((lbo >> 4) << 16) | (64ull << 32) | (1ull << 62);
-        };
         float d[WGM][NR];
 #pragma unroll
         for (int h = 0; h < WGM; ++h)
@@ -262,6 +248,23 @@ ${STORE}
                                 o2 = k == 2 ? got : o2;
                                 o3 = k == 3 ? got : o3;
                             }
+//! snippet helpers nonl
+//! The K loops' two helpers: wait(bar, parity) spins until mbarrier `bar` has completed the phase of that parity;
+//! desc(addr, lbo) is the wgmma shared-memory descriptor of a stage address (128-byte swizzle, bits 62-63 = 1):
+//! start / 16 in bits 0-13, the leading byte offset / 16 in 16-29, the stride byte offset / 16 in 32-45. K-major
+//! stages (A; B of layout T): rows of 128 bytes (64 K elements), 8-row groups 1024 bytes apart (SBO), LBO unused
+//! (1); a k16 step starts 32 bytes on. N-major B (layout N): K rows of 128 bytes (64 columns), 8-row groups 1024
+//! bytes apart (SBO), the next 64 columns 8192 bytes on (LBO); a k16 step starts 2048 bytes on.
+    auto wait = [](unsigned bar, unsigned parity) {
+        unsigned done;
+        do {
+            asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                         "selp.u32 %0, 1, 0, p;\n}\n" : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+        } while (!done);
+    };
+    auto desc = [](unsigned addr, unsigned long long lbo) -> unsigned long long {
+        return (unsigned long long)((addr & 0x3FFFFu) >> 4) | ((lbo >> 4) << 16) | (64ull << 32) | (1ull << 62);
+    };
 //! snippet dense_sched nonl
 //! The dense kernel's work items (the gemm template's work-item fields; dense_* below): item t of `items` = (K
 //! range sp, batch entry b, tile row tm, tile column tn), every item with at least one K tile.
