@@ -15,22 +15,12 @@ from __future__ import annotations
 import argparse
 import statistics
 
+from warp_gemm.tools.bench.grouped import _time as _event_time
+
 
 def _time(fn, reps):
-    import torch
-
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(reps):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn()
-        e.record()
-        e.synchronize()
-        ts.append(s.elapsed_time(e))
-    return statistics.median(ts)
+    """Median ms of ``fn()`` between CUDA events (the grouped suite's timer)."""
+    return _event_time(fn, reps)[0]
 
 
 def _host_us(fn, reps):
