@@ -290,18 +290,67 @@ def sm_count(device) -> int:
     return int(getattr(device, "sm_count", 0) or 132)
 
 
-_arch_suffix_lock = threading.Lock()
+class _SuffixGate:
+    """Who may compile while ``wp.config.cuda_arch_suffix`` is set: one arch-specific load at a time, alone, or any
+    number of plain loads (:func:`load_plain`) at once -- so a plain module is never built with the suffix by a
+    load of ours, and its kernel-cache entry stays the one ``warp-gemm precompile`` writes."""
+
+    def __init__(self):
+        self._cond = threading.Condition()
+        self._plain = 0
+        self._arch = False
+
+    def plain(self):
+        return _Hold(self, False)
+
+    def arch(self):
+        return _Hold(self, True)
+
+
+class _Hold:
+    def __init__(self, gate: _SuffixGate, arch: bool):
+        self.gate, self.arch = gate, arch
+
+    def __enter__(self):
+        g = self.gate
+        with g._cond:
+            if self.arch:
+                g._cond.wait_for(lambda: not g._arch and g._plain == 0)
+                g._arch = True
+            else:
+                g._cond.wait_for(lambda: not g._arch)
+                g._plain += 1
+
+    def __exit__(self, *exc):
+        g = self.gate
+        with g._cond:
+            if self.arch:
+                g._arch = False
+            else:
+                g._plain -= 1
+            g._cond.notify_all()
+        return False
+
+
+_suffix_gate = _SuffixGate()
 
 
 def load_arch_specific(module, device, block_dim: int) -> None:
     """Load ``module`` on ``device`` compiled for the device's arch-specific target (sm_90a: wgmma, setmaxnreg).
-    Warp reads ``wp.config.cuda_arch_suffix`` only when it compiles, so it is "a" while the module loads, under one
-    lock for the whole process, then restored. For that moment the setting is process-wide: a module that another
-    thread compiles outside warp_gemm then would get the suffix too."""
-    with _arch_suffix_lock:
+    Warp reads ``wp.config.cuda_arch_suffix`` only when it compiles, so it is "a" while the module loads, alone among
+    warp_gemm's loads (:class:`_SuffixGate`), then restored. For that moment the setting is process-wide: a module
+    that another thread compiles outside warp_gemm then would get the suffix too."""
+    with _suffix_gate.arch():
         old = wp.config.cuda_arch_suffix
         wp.config.cuda_arch_suffix = "a"
         try:
             module.load(device, block_dim)
         finally:
             wp.config.cuda_arch_suffix = old
+
+
+def load_plain(module, device, block_dim) -> None:
+    """Load ``module`` on ``device`` for ``block_dim`` (None: the module's own), never while an arch-specific load
+    has the suffix set; plain loads run in parallel with each other (``core.launches.Deferred``)."""
+    with _suffix_gate.plain():
+        module.load(device, block_dim)

@@ -214,7 +214,8 @@ def _stream_scope(p: Problem):
 
 
 def _allocator(device, torch_stream: bool, log: list):
-    """``allocate(shape, dtype, zero=False)`` for temporaries (each recorded in ``log``). On the torch
+    """``allocate(shape, dtype, zero=False)`` for temporaries (each kept in ``log``: alive until the call's deferred
+    launches are made, whatever views the kernels get). On the torch
     path they come from torch's caching allocator, which is stream-ordered and CUDA-graph aware: Warp
     frees its own arrays at once, which is not permitted while torch captures a graph (Warp CUDA error
     900 in ``release_now``)."""
@@ -223,18 +224,19 @@ def _allocator(device, torch_stream: bool, log: list):
         tdev = torch.device("cuda", device.ordinal)
 
         def allocate(shape, dtype, zero=False):
-            log.append(shape)
             t = (torch.zeros if zero else torch.empty)(shape, dtype=torch_dtype(dtype), device=tdev)
             arr = wp.array(ptr=t.data_ptr(), dtype=WP_DTYPES[dtype], shape=tuple(shape),
                            capacity=max(t.numel(), 1) * t.element_size(), device=device)
             arr._wg_owner = t  # the tensor lives as long as the Warp view
+            log.append(arr)
             return arr
 
         return allocate
 
     def allocate(shape, dtype, zero=False):
-        log.append(shape)
-        return (wp.zeros if zero else wp.empty)(shape, dtype=WP_DTYPES[dtype], device=device)
+        arr = (wp.zeros if zero else wp.empty)(shape, dtype=WP_DTYPES[dtype], device=device)
+        log.append(arr)
+        return arr
 
     return allocate
 
@@ -247,6 +249,12 @@ def execute(plan: Plan, p: Problem, alpha: float, beta: float) -> bool:
     if plan.family == "host":
         _HostCall(p, alpha, beta, plan.activation).run(p.A.obj, p.B.obj, None if p.C is None else p.C.obj, p.D.obj)
         return False
+    with launches.Deferred():  # a first call builds the plan's kernels in parallel, then launches them in order
+        _execute(plan, p, alpha, beta, allocate)
+    return bool(temporaries)
+
+
+def _execute(plan: Plan, p: Problem, alpha: float, beta: float, allocate) -> None:
     (dnb, dr, dc), (dsb, dsr, dsc) = plan.d3
     D = plan.D
     if plan.tmp_out:
@@ -265,7 +273,6 @@ def execute(plan: Plan, p: Problem, alpha: float, beta: float) -> bool:
                         p.A.device)
     if plan.tmp_out:
         convert(wp_view(D, (dnb, dr, dc), (dsb, dsr, dsc)), Dk, D.dtype, plan.out_k)
-    return bool(temporaries)
 
 
 def _kernel_operand(op: Operand, widen: bool, allocate):

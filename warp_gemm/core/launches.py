@@ -103,6 +103,79 @@ def first_load(kernel, dev, block_dim, load) -> None:
         _ready.add(key)
 
 
+# --- a call's first loads, in parallel ------------------------------------------------------------------
+# A plan's kernels (staging copy, GEMM, finishing pass, conversion) would otherwise compile one after another
+# on a first call, each on its first launch: fp32 33x17x65 took 2.95 s (H100 host, empty kernel cache) for
+# three NVRTC builds of about 1 s. Inside ``with Deferred():`` this thread's launches are collected; on exit the
+# modules not loaded yet are built by parallel threads (Warp's own ``force_load`` loads modules in threads too),
+# then the launches are made in order. Arch-specific (sm_90a) modules are loaded by their families before their
+# launch is collected, never beside a plain build (``_compat.load_plain``).
+PRELOAD_WORKERS = 4
+
+
+class Deferred:
+    """Collect this thread's launches; on a clean exit build the missing modules in parallel, then launch them in
+    order. On an exception nothing is launched. Nested blocks hand their launches to the outer one."""
+
+    def __enter__(self):
+        self.todo = []
+        self._outer = getattr(_active, "defer", None)
+        if self._outer is None:
+            _active.defer = self
+        return self
+
+    def __exit__(self, exc_type, *exc):
+        if self._outer is not None:
+            return False
+        _active.defer = None
+        if exc_type is None:
+            todo, self.todo = self.todo, []
+            preload([(k, dev, bd) for k, _, _, dev, bd, _ in todo])
+            for kernel, dim, inputs, dev, block_dim, tiled in todo:
+                launch(kernel, dim, inputs, dev, block_dim, tiled)
+        return False
+
+
+def preload(kernels) -> int:
+    """Build the modules of ``[(kernel, device, block_dim)]`` that this process has not loaded, in parallel threads
+    (CUDA devices; at most :data:`PRELOAD_WORKERS` at once); returns how many were built. One module at a time
+    changes nothing, so then the first launch loads it as usual."""
+    todo, seen = [], set()
+    for kernel, dev, block_dim in kernels:
+        key = (id(kernel), str(dev), block_dim)
+        mkey = (id(kernel.module), str(dev), block_dim)
+        if key in _ready or mkey in seen or getattr(dev, "is_cpu", True) or not _loads_block_dim(kernel):
+            continue
+        seen.add(mkey)
+        todo.append((key, kernel, dev, block_dim))
+    if len(todo) < 2:
+        return 0
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(item):
+        key, kernel, dev, block_dim = item
+        first_load(kernel, dev, block_dim, lambda: _compat.load_plain(kernel.module, dev, block_dim))
+
+    with ThreadPoolExecutor(max_workers=min(len(todo), PRELOAD_WORKERS)) as ex:
+        for f in [ex.submit(one, item) for item in todo]:
+            f.result()  # a build error is raised here, before anything is launched
+    return len(todo)
+
+
+def _loads_block_dim(kernel) -> bool:
+    """Whether ``kernel``'s ``Module.load`` takes ``block_dim`` (Warp 1.8+); older ones load on first launch."""
+    import inspect
+
+    fn = type(kernel.module).load
+    ok = _block_dim_loads.get(fn)
+    if ok is None:
+        ok = _block_dim_loads[fn] = "block_dim" in inspect.signature(fn).parameters
+    return ok
+
+
+_block_dim_loads: dict = {}
+
+
 # --- CPU launches, one thread per module at a time ----------------------------------------------------
 # Warp's CPU tile kernels keep their "shared memory" behind a static pointer per compiled module
 # (warp/native/tile.h: ``static tile_shared_storage_t* shared_tile_storage`` -- "Ideally this would be
@@ -185,6 +258,10 @@ def launch(kernel, dim: tuple, inputs: list, dev, block_dim: int | None = None, 
     arguments where one exists. ``tiled=False``: a plain (SIMT) kernel launched with ``wp.launch``
     and ``block_dim`` threads per block where given (the GEMV family). The first launch of a kernel on
     a device is serialised (see above)."""
+    d = getattr(_active, "defer", None)
+    if d is not None:
+        d.todo.append((kernel, dim, inputs, dev, block_dim, tiled))
+        return
     if (id(kernel), str(dev), block_dim) in _ready:
         _launch(kernel, dim, inputs, dev, block_dim, tiled)
     else:
