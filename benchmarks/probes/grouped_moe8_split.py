@@ -2,9 +2,9 @@
 (G, N, K) used as W.T), with GPU time and host time apart, and the 64-expert bf16 row beside it.
 
 Cases per dtype: ``dense`` (warp_gemm.matmul of x @ W[0].T), ``cublas`` (torch), ``G1`` (grouped_mm, one group of
-all rows), ``tG1`` (F.grouped_mm, the same), ``U`` / ``tU`` (8 uneven groups, the ladder's split), and variants of
-``U`` / ``G1`` set through ``families.grouped.hopper``'s knobs (``cap64``: a group table of 64 groups, 16 KB less
-shared memory; ``grid``: one block per work-item bound instead of one per SM; ``gm16``: 16 tile rows per band).
+all rows), ``tG1`` (F.grouped_mm, the same), ``U`` / ``tU`` (8 uneven groups, the ladder's split), ``U/checked``
+(``U`` with the fast path's entries dropped before each call: the checks, problem description and rules every call);
+``--moe64``: ``E64`` / ``tE64`` / ``E64/checked``, bf16, 64 experts (6 empty), N 2048.
 Every round times each case once, interleaved (drift cancels in the medians):
 
 - ``call``: CUDA events around one call, then a synchronisation (the grouped suite's timer: host time before the
@@ -65,32 +65,24 @@ def main(argv=None) -> int:
     import torch.nn.functional as F
 
     import warp_gemm
-    from warp_gemm.families.grouped import hopper
     from warp_gemm.tools.bench.grouped import _sizes
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--dtypes", default="float16,bfloat16")
     ap.add_argument("--rounds", type=int, default=12)
     ap.add_argument("--burst", type=int, default=5)
-    ap.add_argument("--variants", default="cap64,grid,gm16")
     ap.add_argument("--moe64", type=int, default=1)
     ap.add_argument("--prof", action="store_true")
     args = ap.parse_args(argv)
     G, T, K, N = 8, 8192, 4096, 14336
     uneven = _sizes(np.random.default_rng(0), G, T, 0)
     print("split U:", uneven.tolist())
-    knobs = {"cap64": ("TABLE_CAPS", (64, hopper.MAX_GROUPS)), "grid": ("PERSISTENT", False), "gm16": ("GROUP_M", 16)}
+    from warp_gemm.core import grouped as core_grouped
 
-    def with_knob(fn, name):
-        attr, val = knobs[name]
-
+    def checked(fn):
         def call():
-            old = getattr(hopper, attr)
-            setattr(hopper, attr, val)
-            try:
-                return fn()
-            finally:
-                setattr(hopper, attr, old)
+            core_grouped._fast_mm.clear()
+            return fn()
 
         return call
 
@@ -112,15 +104,12 @@ def main(argv=None) -> int:
             "U": lambda x=x, wt=wt: warp_gemm.grouped_mm(x, wt, offs=ou),
             "tU": lambda x=x, wt=wt: F.grouped_mm(x, wt, offs=ou),
         }
-        for v in [v for v in args.variants.split(",") if v]:
-            cases["U/" + v] = with_knob(cases["U"], v)
-            if v == "cap64":
-                cases["G1/" + v] = with_knob(cases["G1"], v)
+        cases["U/checked"] = checked(cases["U"])
         ref_u = cases["tU"]().double()
         ref_1 = (x.double() @ wt[0].double())
         for name, fn in cases.items():
             out = fn().double()
-            ref = ref_1 if name in ("dense", "cublas", "G1", "tG1") or name.startswith("G1/") else ref_u
+            ref = ref_1 if name in ("dense", "cublas", "G1", "tG1") else ref_u
             err = float((out - ref).norm() / ref.norm())
             assert err < 1e-2, (dt, name, err)
         del ref_u, ref_1
@@ -134,9 +123,8 @@ def main(argv=None) -> int:
         w = (torch.randn(G64, N64, K, device="cuda", generator=gen) * K ** -0.25).to(torch.bfloat16)
         wt = w.transpose(-2, -1)
         o64 = torch.tensor(np.cumsum(s64), dtype=torch.int32, device="cuda")
-        c64 = {"E64": lambda: warp_gemm.grouped_mm(x, wt, offs=o64), "tE64": lambda: F.grouped_mm(x, wt, offs=o64),
-               "E64/cap64": with_knob(lambda: warp_gemm.grouped_mm(x, wt, offs=o64), "cap64"),
-               "E64/grid": with_knob(lambda: warp_gemm.grouped_mm(x, wt, offs=o64), "grid")}
+        c64 = {"E64": lambda: warp_gemm.grouped_mm(x, wt, offs=o64), "tE64": lambda: F.grouped_mm(x, wt, offs=o64)}
+        c64["E64/checked"] = checked(c64["E64"])
         ref = c64["tE64"]().double()
         for name, fn in c64.items():
             err = float((fn().double() - ref).norm() / ref.norm())
