@@ -5,7 +5,7 @@ Cases per dtype: ``dense`` (warp_gemm.matmul of x @ W[0].T), ``cublas`` (torch),
 all rows), ``tG1`` (F.grouped_mm, the same), ``U`` / ``tU`` (8 uneven groups, the ladder's split), ``U/checked``
 (``U`` with the fast path's entries dropped before each call: the checks, problem description and rules every call);
 ``--moe64``: ``E64`` / ``tE64`` / ``E64/checked``, bf16, 64 experts (6 empty), N 2048.
-Every round times each case once, interleaved (drift cancels in the medians):
+Every sweep times each case once, interleaved (drift cancels in the medians):
 
 - ``call``: CUDA events around one call, then a synchronisation (the grouped suite's timer: host time before the
   launch counts);
@@ -15,7 +15,7 @@ Every round times each case once, interleaved (drift cancels in the medians):
 
 ``--prof``: each case once between cudaProfilerStart / Stop (for ``ncu --profile-from-start off``).
 
-    python benchmarks/probes/grouped_moe8_split.py --dtypes float16,bfloat16 --rounds 12
+    python benchmarks/probes/grouped_moe8_split.py --dtypes float16,bfloat16 --sweeps 12
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ def main(argv=None) -> int:
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--dtypes", default="float16,bfloat16")
-    ap.add_argument("--rounds", type=int, default=12)
+    ap.add_argument("--sweeps", type=int, default=12)
     ap.add_argument("--burst", type=int, default=5)
     ap.add_argument("--moe64", type=int, default=1)
     ap.add_argument("--prof", action="store_true")
@@ -99,10 +99,10 @@ def main(argv=None) -> int:
         cases = {
             "dense": lambda x=x, wt=wt: warp_gemm.matmul(x, wt[0]),
             "cublas": lambda x=x, wt=wt: x @ wt[0],
-            "G1": lambda x=x, wt=wt: warp_gemm.grouped_mm(x, wt[:1], offs=o1),
-            "tG1": lambda x=x, wt=wt: F.grouped_mm(x, wt[:1], offs=o1),
-            "U": lambda x=x, wt=wt: warp_gemm.grouped_mm(x, wt, offs=ou),
-            "tU": lambda x=x, wt=wt: F.grouped_mm(x, wt, offs=ou),
+            "G1": lambda x=x, wt=wt, o1=o1: warp_gemm.grouped_mm(x, wt[:1], offs=o1),
+            "tG1": lambda x=x, wt=wt, o1=o1: F.grouped_mm(x, wt[:1], offs=o1),
+            "U": lambda x=x, wt=wt, ou=ou: warp_gemm.grouped_mm(x, wt, offs=ou),
+            "tU": lambda x=x, wt=wt, ou=ou: F.grouped_mm(x, wt, offs=ou),
         }
         cases["U/checked"] = checked(cases["U"])
         ref_u = cases["tU"]().double()
@@ -151,7 +151,7 @@ def main(argv=None) -> int:
         for _d, _n, fn, _ in allcases:
             fn()
     torch.cuda.synchronize()
-    for _ in range(args.rounds):
+    for _ in range(args.sweeps):
         for dt, name, fn, _ in allcases:
             r = res[(dt, name)]
             s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -175,7 +175,7 @@ def main(argv=None) -> int:
             samp.label = None
             r["burst"].append(s.elapsed_time(e) / args.burst)
     samp.stop = True
-    print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, rounds {args.rounds}, burst {args.burst}")
+    print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, sweeps {args.sweeps}, burst {args.burst}")
     print(f"{'dtype':<9} {'case':<10} {'call ms':>8} {'burst ms':>8} {'p20':>7} {'p80':>7} {'TFLOP/s':>8} "
           f"{'host us':>8} {'MHz':>6} {'W':>6}")
     for dt, name, _, fl in allcases:

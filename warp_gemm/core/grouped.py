@@ -253,7 +253,7 @@ _fast_mm = LRU(64)
 
 
 class _FastMM:
-    __slots__ = ("p", "spec", "shape", "dev", "sm", "op")
+    __slots__ = ("dev", "op", "p", "shape", "sm", "spec")
 
     def __init__(self, p, spec, shape, dev, sm, tdev):
         self.p, self.spec, self.shape, self.dev, self.sm = p, spec, shape, dev, sm
@@ -264,7 +264,7 @@ class _TorchRef:
     """What :func:`stream_scope` and ``empty_like_caller`` read of a torch operand (kind, Warp device, the torch
     device as ``obj.device``), holding no tensor."""
 
-    __slots__ = ("kind", "device", "obj")
+    __slots__ = ("device", "kind", "obj")
 
     def __init__(self, dev, tdev):
         self.kind, self.device, self.obj = "torch", dev, _TorchDevice(tdev)
