@@ -876,8 +876,9 @@ def test_fast_path_launches_what_the_checked_path_launches(rng, monkeypatch):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("b_t", [True, False], ids=["W.T", "GKN"])
-def test_hopper_grouped_fast_path_rebinds(b_t, rng, monkeypatch, nan_results):
+@pytest.mark.parametrize("G,b_t", [(6, True), (6, False), (1, True), (300, True)],
+                         ids=["W.T", "GKN", "one-group", "300-groups"])
+def test_hopper_grouped_fast_path_rebinds(G, b_t, rng, monkeypatch, nan_results):
     """Repeated torch calls of one signature on the Hopper kernel (threshold lowered) take the fast path: new
     activations, new weights and new offs each call (pointer re-binding, other group sizes, empty groups, rows
     after offs[-1]), each result NaN-filled before and checked against float64."""
@@ -886,11 +887,11 @@ def test_hopper_grouped_fast_path_rebinds(b_t, rng, monkeypatch, nan_results):
     monkeypatch.setattr(rules, "HOPPER_MIN_WORK", 0)
     core_grouped._fast_mm.clear()
     seen = _spy_checks(monkeypatch)
-    G, K, N = 6, 136, 264
+    K, N = 136, 264
     total = None
     for i in range(3):
-        a, b, offs, a64, b64, ends = operands("2d3d", rng, "bfloat16", "torch", "cuda", G=G, K=K, N=N, avg=70,
-                                              b_t=b_t, tail=0)
+        a, b, offs, a64, b64, ends = operands("2d3d", rng, "bfloat16", "torch", "cuda", G=G, K=K, N=N,
+                                              avg=70 if G < 100 else 5, b_t=b_t, tail=0)
         if total is None:
             total = a.shape[0]
         # one row count for every call (one signature): the groups' ends vary, the rows after offs[-1] too
