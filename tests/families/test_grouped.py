@@ -787,5 +787,123 @@ def test_hopper_grouped_bias_bad_offs_and_route(rng, monkeypatch, nan_results):
     check(warp_gemm.grouped_mm(a, b, offs=offs), reference("2d3d", a64, b64, ends, G), "float16")
     assert calls == [1]
     monkeypatch.setattr(rules, "HOPPER_MIN_WORK", 2**62)
+    core_grouped._fast_mm.clear()  # the fast path keeps the rules' decision for this signature
     check(warp_gemm.grouped_mm(a, b, offs=offs), reference("2d3d", a64, b64, ends, G), "float16")
     assert calls == [1]
+
+
+# --- the fast path of repeated torch MoE calls (core/grouped.py: _fast_mm) ---------------------------------------------
+def _spy_checks(monkeypatch):
+    """Count the calls that go through the checks (core_grouped.validate)."""
+    seen = []
+    real = core_grouped.validate
+    monkeypatch.setattr(core_grouped, "validate", lambda *x, **k: seen.append(1) or real(*x, **k))
+    return seen
+
+
+@pytest.mark.skipif(torch is None, reason="needs torch")
+def test_fast_path_launches_what_the_checked_path_launches(rng, monkeypatch):
+    """A Hopper-eligible torch call (faked on the CPU: CUDA tensors, an sm_90 device, no launch) keeps its decision;
+    a second call of the same signature on new tensors and new offs skips the checks and launches the same kernel
+    configuration with the new addresses; any change of signature (shape, strides, dtype, offs dtype or length,
+    out_dtype, allow_tf32, bias, options, address alignment) goes through the checks again, and bad operands still
+    raise before anything is launched."""
+    from warp_gemm.families.grouped import launch as glaunch
+
+    if not (_compat.HAS_CUDA_ARCH_SUFFIX and _compat.HAS_TILE_FUNC_ARGS):
+        pytest.skip(f"warp-lang {_compat.WARP_VERSION} builds no sm_90a kernels")
+    core_grouped._fast_mm.clear()
+    monkeypatch.setattr(core_grouped, "_on_cuda", lambda t: True)
+    real_reason = rules.hopper_reason
+    monkeypatch.setattr(rules, "hopper_reason", lambda p, a, b, dev, tf32: real_reason(p, a, b, _FakeSm90(), tf32))
+
+    def hopper_spec(p, A, B, dev, allow_tf32, spec):
+        tf32 = bool(allow_tf32 and p.in_dtype == "float32")
+        if not core_grouped.options().hopper or rules.hopper_reason(p, A.ptr, B.ptr, dev, tf32):
+            return None
+        return rules.hopper_choice(p, 132)
+
+    monkeypatch.setattr(core_grouped, "_hopper_spec", hopper_spec)
+    launched = []
+    monkeypatch.setattr(glaunch, "hopper_launch", lambda *x: launched.append(x) or ("k", (1,), [], 384))
+    monkeypatch.setattr(core_grouped, "launch", lambda *x, **k: None)
+    seen = _spy_checks(monkeypatch)
+    G, T, K, N = 4, 96, 64, 48
+
+    def ops(dtype=torch.float16, t=T, k=K, b_t=True):
+        a = torch.randn(t, k).to(dtype)
+        b = torch.randn(G, N, k).to(dtype).transpose(-2, -1) if b_t else torch.randn(G, k, N).to(dtype)
+        offs = torch.tensor(np.sort(rng.integers(0, t + 1, G)), dtype=torch.int32)
+        return a, b, offs
+
+    with warp_gemm.options(cpu_backend="tiles"):
+        a, b, offs = ops()
+        out = warp_gemm.grouped_mm(a, b, offs=offs)
+        assert len(seen) == 1 and len(launched) == 1 and len(core_grouped._fast_mm) == 1
+        a2, b2, offs2 = ops()
+        out2 = warp_gemm.grouped_mm(a2, b2, offs=offs2)
+        assert len(seen) == 1 and len(launched) == 2  # no checks: the kept decision
+        (p1, s1, pa1, pb1, pd1, o1, *_), (p2, s2, pa2, pb2, pd2, o2, *_) = launched
+        assert (p2, s2) == (p1, s1) and s1.key.startswith("hopper_f16_f16_NT")
+        assert (pa1, pb1, pd1, o1.ptr) == (a.data_ptr(), b.data_ptr(), out.data_ptr(), offs.data_ptr())
+        assert (pa2, pb2, pd2, o2.ptr) == (a2.data_ptr(), b2.data_ptr(), out2.data_ptr(), offs2.data_ptr())
+        assert out2.shape == (T, N) and out2.dtype == torch.float16 and out2.data_ptr() != out.data_ptr()
+        n = len(seen)
+        def mm(a, b, offs, **kw):
+            return warp_gemm.grouped_mm(a, b, offs=offs, **kw)
+
+        others = [lambda: mm(*ops(t=T + 8)),  # shape
+                  lambda: mm(*ops(b_t=False)),  # strides (B stored (G, K, N))
+                  lambda: mm(*ops(dtype=torch.bfloat16)),  # dtype
+                  lambda: mm(a2, b2, offs2, out_dtype=torch.float32),
+                  lambda: mm(a2, b2, offs2, allow_tf32=True),
+                  lambda: mm(a2, b2, offs2, bias=torch.zeros(N, dtype=torch.float16)),
+                  lambda: mm(torch.randn(T * K + 1).half()[1:].view(T, K), b2, offs2),  # A 2 bytes off 16
+                  lambda: mm(a2, torch.randn(G * N * K + 1).half()[1:].view(G, N, K).transpose(-2, -1), offs2)]
+        for i, call in enumerate(others):
+            call()
+            assert len(seen) == n + i + 1, i
+        with warp_gemm.options(hopper=False):
+            warp_gemm.grouped_mm(a2, b2, offs=offs2)
+        assert len(seen) == n + len(others) + 1
+        with pytest.raises(TypeError, match="offs must be int32"):
+            warp_gemm.grouped_mm(a2, b2, offs=offs2.long())
+        with pytest.raises(ValueError, match="group counts differ"):
+            warp_gemm.grouped_mm(a2, b2, offs=offs2[:-1])
+        with pytest.raises(TypeError, match="one dtype"):
+            warp_gemm.grouped_mm(a2.bfloat16(), b2, offs=offs2)
+    core_grouped._fast_mm.clear()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("G,b_t", [(6, True), (6, False), (1, True), (300, True)],
+                         ids=["W.T", "GKN", "one-group", "300-groups"])
+def test_hopper_grouped_fast_path_rebinds(G, b_t, rng, monkeypatch, nan_results):
+    """Repeated torch calls of one signature on the Hopper kernel (threshold lowered) take the fast path: new
+    activations, new weights and new offs each call (pointer re-binding, other group sizes, empty groups, rows
+    after offs[-1]), each result NaN-filled before and checked against float64."""
+    if not _sm90():
+        pytest.skip("needs an sm_90 GPU")
+    monkeypatch.setattr(rules, "HOPPER_MIN_WORK", 0)
+    core_grouped._fast_mm.clear()
+    seen = _spy_checks(monkeypatch)
+    K, N = 136, 264
+    total = None
+    for i in range(3):
+        a, b, offs, a64, b64, ends = operands("2d3d", rng, "bfloat16", "torch", "cuda", G=G, K=K, N=N,
+                                              avg=70 if G < 100 else 5, b_t=b_t, tail=0)
+        if total is None:
+            total = a.shape[0]
+        # one row count for every call (one signature): the groups' ends vary, the rows after offs[-1] too
+        pad = total - a.shape[0]
+        if pad < 0:
+            ends = np.minimum(ends, total).astype(np.int32)
+            offs = torch.tensor(ends, dtype=torch.int32, device="cuda")
+            a, a64 = a[:total], a64[:total]
+        elif pad > 0:
+            a64 = np.concatenate([a64, round_to(rng.standard_normal((pad, K)) * K ** -0.25, "bfloat16")])
+            a = torch.tensor(a64, dtype=torch.bfloat16, device="cuda")
+        out = warp_gemm.grouped_mm(a, b, offs=offs)
+        check(out, reference("2d3d", a64, b64, ends, G), "bfloat16")
+        assert len(seen) == 1, i  # the checks ran for the first call only
+    core_grouped._fast_mm.clear()
