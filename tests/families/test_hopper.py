@@ -511,7 +511,7 @@ def test_cuda_build_offline_sm90a(spec, tmp_path):
     clustered = spec.cluster == 2
     assert (".reqnctapercluster 2, 1, 1" in ptx) == clustered
     assert ("complete_tx::bytes.multicast::cluster" in ptx) == clustered
-    assert ("mbarrier.arrive.release.cluster.shared::cluster.b64" in ptx) == clustered
+    assert ("mbarrier.arrive.shared::cluster.b64" in ptx) == clustered
     assert ptx.count("barrier.cluster.arrive.release") == (2 if clustered else 0)
     assert ptx.count("barrier.cluster.wait.acquire") == (2 if clustered else 0)
     if t == "tf32":
