@@ -450,6 +450,33 @@ def test_split_n_rule():
     assert core is None or not core[0].split_n
 
 
+def test_cluster_rule():
+    """Clusters of two (64x128 split_n tiles sharing the B tile) where 128x128 tiles leave half the SMs idle, rows
+    are off 128 bytes and K is long enough; never on 128-byte rows (split_n alone), short K, K splits, tf32, more
+    tiles, or a Warp without clusters; a peeled core drops the cluster."""
+    from warp_gemm.families.hopper import rules as R
+
+    cl = R.default_spec("float16", "float16", "N", 1000, 1000, 4000, 1, 132)
+    assert (cl.bm, cl.bn, cl.stages, cl.split_n, cl.cluster, cl.pair, cl.splits) == (64, 128, 8, True, 2, "M", 1)
+    assert not H.unfit(cl)
+    assert R.default_spec("bfloat16", "bfloat16", "T", 777, 1000, 3000, 1, 132).cluster == 2
+    assert R.default_spec("float16", "float16", "N", 1000, 1000, R.CLUSTER_MIN_K - 8, 1, 132).cluster == 1
+    assert R.default_spec("float16", "float16", "N", 1024, 1024, 4096, 1, 132, rows_128=True).cluster == 1
+    assert R.default_spec("float16", "float16", "N", 1536, 1000, 4000, 1, 132).cluster == 1  # 96 tiles
+    assert R.default_spec("float16", "float16", "N", 128, 128, 65536, 1, 132).splits > 1  # split-K, no cluster
+    assert R.default_spec("float16", "float16", "N", 128, 128, 65536, 1, 132).cluster == 1
+    assert R.default_spec("float32", "float32", "T", 1000, 1000, 4000, 1, 132).cluster == 1
+    core = R.peel_choice(cl, 1001, 1000, 4000, 1, 132)
+    assert core is None or core[0].cluster == 1
+
+
+def test_cluster_rule_needs_warp_clusters(monkeypatch):
+    from warp_gemm.families.hopper import rules as R
+
+    monkeypatch.setattr(_compat, "HAS_CLUSTER_DIM", False)
+    assert R.default_spec("float16", "float16", "N", 1000, 1000, 4000, 1, 132).cluster == 1
+
+
 def test_peel_choice_model():
     """hopper.rules.peel_choice: one-wide edges where the persistent grid saves a round (132 SMs), none where it does
     not or the problem is split over K; the column only where B is stored (N, K) (a contiguous GEMV vector)."""

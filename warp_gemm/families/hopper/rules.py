@@ -68,6 +68,22 @@ def wants_split_n(bm: int, bn: int, splits: int, M: int, N: int, batch: int, sm_
             and batch * cdiv(M, 128) * cdiv(N, 128) <= sm_count // 2)
 
 
+#: K from which :func:`wants_cluster` takes clusters (below it they measured a tie with 128x128 tiles).
+CLUSTER_MIN_K = 2000
+
+
+def wants_cluster(bm: int, bn: int, splits: int, M: int, N: int, K: int, batch: int, sm_count: int,
+                  rows_128: bool) -> bool:
+    """Whether 64x128 ``split_n`` tiles in clusters of two blocks sharing their B tile (``cluster=2``, pair M: each
+    block multicasts half of it) replace unsplit 128x128 tiles: at most half the SMs busy with 128x128 tiles, rows of
+    A or B off 128-byte boundaries (where ``split_n`` alone loses), K of at least ``CLUSTER_MIN_K``, a Warp with
+    clusters. Measured (H100, fp16, kernels with cuBLAS in the same process, TFLOP/s): 1000x1000x4000 271.4 against
+    252.3 for 128x128 (split_n alone 197.0); 1000^3 127.0 / 126.5 against 128.9 / 126.8 (a tie); with rows on 128
+    bytes it lost to split_n alone (1024^3 152.2 against 168.2)."""
+    return (_compat.HAS_CLUSTER_DIM and not rows_128 and (bm, bn, splits) == (128, 128, 1) and K >= CLUSTER_MIN_K
+            and batch * cdiv(M, 128) * cdiv(N, 128) <= sm_count // 2)
+
+
 #: Peeling (composite/peel.py's edges): a side one past a multiple of the tile (4097) costs a whole row or column of
 #: output tiles, each a full K loop for one useful row. The model: rounds of the persistent grid (``ceil(items /
 #: SMs)``) times PEEL_KT_S per 64-deep K tile of a 128x256 tile (scaled by tile area), against the same over the core
@@ -101,7 +117,7 @@ def peel_choice(spec: HopperSpec, M: int, N: int, K: int, batch: int, sm_count: 
             edge = batch * K * (N if pr else M) * item / peel.PEEL_GEMV_BYTES_PER_S + peel.PEEL_LAUNCH_S
             total = t(bm, bn, M - pr, N - pc) + edge
             if total <= (1 - peel.PEEL_MIN_GAIN) * full and (best is None or total < best[0]):
-                best = (total, replace(spec, bm=bm, bn=bn, stages=STAGES[(bm, bn)], split_n=False), pr, pc)
+                best = (total, replace(spec, bm=bm, bn=bn, stages=STAGES[(bm, bn)], split_n=False, cluster=1), pr, pc)
     return None if best is None else best[1:]
 
 
@@ -120,6 +136,9 @@ def default_spec(in_dtype: str, out_dtype: str, layout_b: str, M: int, N: int, K
     if in_dtype != "float32" and wants_split_n(bm, bn, s, M, N, batch, sm_count, rows_128):
         return HopperSpec(in_dtype, out_dtype, "N", layout_b, bm=64, bn=128, stages=STAGES[(64, 128)], epilogue=epi,
                           split_n=True)
+    if in_dtype != "float32" and wants_cluster(bm, bn, s, M, N, K, batch, sm_count, rows_128):
+        return HopperSpec(in_dtype, out_dtype, "N", layout_b, bm=64, bn=128, stages=STAGES[(64, 128)], epilogue=epi,
+                          split_n=True, cluster=2)
     return HopperSpec(in_dtype, out_dtype, "N", "T" if transpose else layout_b, bm=bm, bn=bn, stages=STAGES[(bm, bn)],
                       epilogue=epi, splits=s, transpose_b=transpose)
 
