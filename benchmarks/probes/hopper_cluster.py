@@ -6,6 +6,7 @@ kernel level, cuBLAS in the same process (an sm_90 GPU).
     python hopper_cluster.py smoke         # each cluster shape once on an odd shape, float64-checked
     python hopper_cluster.py time          # the table: JSON rows to $OUT/hopper_cluster_time.json, a short table last
     python hopper_cluster.py confirm       # the rule's domain over K (twice in turn) and the public call as planned
+    python hopper_cluster.py final         # the public call as planned on the rule's shapes, 128x128 kernels beside
 
 Rows: fp16 / bf16 1000^3, fp16 1024^3, 1000x1000x4000, 2048^3, 4096^3 (B stored (K, N)) and bf16 333x4096x4096
 (B = W.T) with 128x128, 64x128 (split_n, and one consumer) and 128x256 tiles, cluster 1 against cluster 2 sharing
@@ -62,6 +63,7 @@ def test_specs():
     for dt in ("float16", "bfloat16"):
         for lb in ("T", "N"):
             out.append(H.HopperSpec(in_dtype=dt, out_dtype=dt, layout_b=lb, **SN, cluster=2))
+            out.append(H.HopperSpec(in_dtype=dt, out_dtype=dt, layout_b=lb, **C1, cluster=2))
     for pair in ("M", "N"):
         for s in (1, 3):
             out.append(H.HopperSpec(in_dtype="float16", out_dtype="float16", layout_b="N", **SN, cluster=2, pair=pair,
@@ -77,11 +79,6 @@ SWEEP_TILES = [T128, SN, dict(SN, cluster=2), dict(C1, cluster=2)]
 
 
 def confirm(hb):
-    import torch
-
-    import warp_gemm
-    from warp_gemm.core import execute
-
     for rep in range(2):
         for dt, M, N, K, lb in SWEEP:
             for t in SWEEP_TILES:
@@ -90,23 +87,44 @@ def confirm(hb):
         if rep == 0:
             s = H.HopperSpec(bm=128, bn=64, stages=8, cluster=2, pair="N", layout_b="N")
             hb.time_spec("float16 1000x1000x1000 NN 128x64", s, 1000, 1000, 1000, "N")
+    public(hb, [("float16", 1000, 1000, 4000, "N"), ("float16", 1000, 1000, 4000, "T"),
+                ("bfloat16", 1000, 1000, 4000, "N"), ("float16", 1000, 1000, 1000, "N"),
+                ("float16", 777, 1000, 3000, "T")])
+
+
+# final: the public call as planned on the cluster rule's shapes (and 1000^3, outside it), the old default (128x128
+# tiles) at kernel level beside it
+FINAL = [("float16", 1000, 1000, K, "N") for K in (1000, 2000, 4000, 8000)] + [
+    ("float16", 1000, 1000, K, "T") for K in (3000, 4000, 8000)] + [
+    ("bfloat16", 1000, 1000, 4000, "N"), ("bfloat16", 1000, 1000, 4000, "T"), ("float16", 500, 1000, 4000, "N"),
+    ("float16", 777, 1000, 3000, "T")]
+
+
+def public(hb, shapes, baseline=False):
+    import torch
+
+    import warp_gemm
+    from warp_gemm.core import execute
+
     planned = []
-    make_plan = execute.make_plan
+    make_plan = getattr(execute.make_plan, "orig", execute.make_plan)
 
     def spy(*args, **kw):
         plan = make_plan(*args, **kw)
         planned.append(getattr(plan.family_spec, "key", plan.family))
         return plan
 
+    spy.orig = make_plan
     execute.make_plan = spy
     wp.set_stream(wp.stream_from_torch(torch.cuda.current_stream()))
 
     def wa(t):
         return wp.from_torch(t, dtype={torch.bfloat16: wp.bfloat16}.get(t.dtype))
 
-    for dt, M, N, K, lb in [("float16", 1000, 1000, 4000, "N"), ("float16", 1000, 1000, 4000, "T"),
-                            ("bfloat16", 1000, 1000, 4000, "N"), ("float16", 1000, 1000, 1000, "N"),
-                            ("float16", 777, 1000, 3000, "T")]:
+    for dt, M, N, K, lb in shapes:
+        if baseline:
+            hb.time_spec(f"kernel {dt} {M}x{N}x{K} N{lb}", H.HopperSpec(in_dtype=dt, out_dtype=dt, layout_b=lb, **T128),
+                         M, N, K, lb)
         a, b_st, b = hb.operands(M, N, K, dt, lb)
         A, B = wa(a[0].contiguous()), wa(b[0])
         out = torch.full((M, N), float("nan"), device="cuda", dtype=hb.TORCH[dt])
@@ -131,6 +149,8 @@ def main():
         i, n = int(sys.argv[2]), int(sys.argv[3])
         sweep = [H.HopperSpec(in_dtype=dt, out_dtype=dt, layout_b=lb, **t) for dt, _, _, _, lb in SWEEP
                  for t in SWEEP_TILES] + [H.HopperSpec(bm=128, bn=64, stages=8, cluster=2, pair="N", layout_b="N")]
+        sweep += [H.HopperSpec(in_dtype=dt, out_dtype=dt, layout_b=lb, **t) for dt, _, _, _, lb in FINAL
+                  for t in (T128, dict(C1, cluster=2))]
         todo = list(dict.fromkeys([s.kernel_spec for *_, s in specs()] + [s.kernel_spec for s in test_specs()]
                                   + [s.kernel_spec for s in sweep]))
         for s in todo[i::n]:
@@ -149,6 +169,9 @@ def main():
         return
     if mode == "confirm":
         confirm(hb)
+    if mode == "final":
+        public(hb, FINAL, baseline=True)
+        public(hb, FINAL)  # again: the spread
     for dt, M, N, K, lb, s in (specs() if mode == "time" else []):
         name = f"{dt} {M}x{N}x{K} N{lb}"
         try:

@@ -200,10 +200,12 @@ def test_clusters_against_float64(over, layout_b, request):
 @pytest.mark.parametrize("in_dtype", _IN)
 @pytest.mark.parametrize("layout_b", ["T", "N"])
 @pytest.mark.parametrize("M,N,K", [(1000, 1000, 1000), (1023, 1025, 1027), (1, 333, 520), (257, 1, 129)])
-def test_cluster_shapes_16bit_output(M, N, K, layout_b, in_dtype, request):
-    """The 64x128 clusters (pair M, the 1000^3 candidate) with the input dtype as output: 1000^3, tile +- 1,
-    a single row (every pair's second tile masked) and a single column."""
-    spec = _spec(in_dtype, in_dtype, layout_b, bm=64, bn=128, stages=8, split_n=True, cluster=2)
+@pytest.mark.parametrize("consumers", [1, 2])
+def test_cluster_shapes_16bit_output(M, N, K, layout_b, in_dtype, consumers, request):
+    """The 64x128 clusters (pair M; one consumer as the planner takes them, or two splitting the columns) with the
+    input dtype as output: 1000^3, tile +- 1, a single row (every pair's second tile masked) and a single column."""
+    spec = _spec(in_dtype, in_dtype, layout_b, bm=64, bn=128, stages=8, consumers=consumers,
+                 split_n=consumers == 2, cluster=2)
     out, ref = _run(spec, M, N, K, _rng(request))
     _check(out, ref, in_dtype)
 
@@ -451,16 +453,19 @@ def test_split_n_rule():
 
 
 def test_cluster_rule():
-    """Clusters of two (64x128 split_n tiles sharing the B tile) where 128x128 tiles leave half the SMs idle, rows
-    are off 128 bytes and K is long enough; never on 128-byte rows (split_n alone), short K, K splits, tf32, more
-    tiles, or a Warp without clusters; a peeled core drops the cluster."""
+    """Clusters of two (64x128 tiles of one consumer sharing the B tile) where 128x128 tiles leave half the SMs
+    idle, rows are off 128 bytes and K is long enough for the B layout; never on 128-byte rows (split_n alone), short
+    K, K splits, tf32, more tiles, or a Warp without clusters; a peeled core drops the cluster."""
     from warp_gemm.families.hopper import rules as R
 
     cl = R.default_spec("float16", "float16", "N", 1000, 1000, 4000, 1, 132)
-    assert (cl.bm, cl.bn, cl.stages, cl.split_n, cl.cluster, cl.pair, cl.splits) == (64, 128, 8, True, 2, "M", 1)
+    assert (cl.bm, cl.bn, cl.stages, cl.consumers, cl.split_n, cl.cluster, cl.pair, cl.splits) == (
+        64, 128, 8, 1, False, 2, "M", 1)
     assert not H.unfit(cl)
     assert R.default_spec("bfloat16", "bfloat16", "T", 777, 1000, 3000, 1, 132).cluster == 2
-    assert R.default_spec("float16", "float16", "N", 1000, 1000, R.CLUSTER_MIN_K - 8, 1, 132).cluster == 1
+    for lb, k in R.CLUSTER_MIN_K.items():
+        assert R.default_spec("float16", "float16", lb, 1000, 1000, k, 1, 132).cluster == 2
+        assert R.default_spec("float16", "float16", lb, 1000, 1000, k - 8, 1, 132).cluster == 1
     assert R.default_spec("float16", "float16", "N", 1024, 1024, 4096, 1, 132, rows_128=True).cluster == 1
     assert R.default_spec("float16", "float16", "N", 1536, 1000, 4000, 1, 132).cluster == 1  # 96 tiles
     assert R.default_spec("float16", "float16", "N", 128, 128, 65536, 1, 132).splits > 1  # split-K, no cluster
