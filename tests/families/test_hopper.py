@@ -215,7 +215,7 @@ def test_cluster_shapes_16bit_output(M, N, K, layout_b, in_dtype, consumers, req
 @pytest.mark.parametrize("pair", ["M", "N"])
 @pytest.mark.parametrize("grid,splits", [(2, 1), (5, 1), (6, 3), (None, 3)])
 def test_cluster_persistent_grids_and_split_k(grid, splits, pair, request):
-    """Clusters walking several pair items each (one cluster for all; 5 blocks rounded up to 3 clusters; fewer
+    """Clusters walking several pair items each (one cluster for all; 5 blocks asked, 3 clusters launched; fewer
     clusters than items with K splits) and split-K partial slabs (NaN-prefilled workspace), batch 2, A broadcast."""
     spec = _spec("float16", "float16", "N", bm=64, bn=128, stages=8, split_n=True, cluster=2, pair=pair, splits=splits)
     out, ref = _run(spec, 777, 1100, 19 * 64 - 5, _rng(request), batch=2, a_nb=1, b_nb=2, grid=grid)

@@ -51,7 +51,7 @@ def launch_args(spec: HopperSpec, A, B, C, D, alpha: float, beta: float, M: int,
     C ``(c_nb, M, N)`` or None (``spec.epilogue == "scale"``); D ``(batch, M, N)``; a/b/c_nb the batch count or
     1 (broadcast). The operands must pass :func:`rules.applies` (sm_90, 16-byte aligned rows). ``grid``: blocks
     (default :func:`grid_size`, one per SM; ``batch * tiles`` gives one block per output tile; clusters of two: an
-    even count, rounded up). Loads the module
+    even count: an odd one gets one more block). Loads the module
     (sm_90a) and builds or finds the two tensor maps.
     """
     if (C is not None) != (spec.epilogue == "axpby"):
