@@ -455,7 +455,8 @@ def test_split_n_rule():
 def test_cluster_rule():
     """Clusters of two (64x128 tiles of one consumer sharing the B tile) where 128x128 tiles leave half the SMs
     idle, rows are off 128 bytes and K is long enough for the B layout; never on 128-byte rows (split_n alone), short
-    K, K splits, tf32, more tiles, or a Warp without clusters; a peeled core drops the cluster."""
+    K, K splits, tf32, more tiles, one tile row, batches, or a Warp without clusters; a peeled core drops the
+    cluster."""
     from warp_gemm.families.hopper import rules as R
 
     cl = R.default_spec("float16", "float16", "N", 1000, 1000, 4000, 1, 132)
@@ -468,6 +469,8 @@ def test_cluster_rule():
         assert R.default_spec("float16", "float16", lb, 1000, 1000, k - 8, 1, 132).cluster == 1
     assert R.default_spec("float16", "float16", "N", 1024, 1024, 4096, 1, 132, rows_128=True).cluster == 1
     assert R.default_spec("float16", "float16", "N", 1536, 1000, 4000, 1, 132).cluster == 1  # 96 tiles
+    assert R.default_spec("float16", "float16", "N", 64, 1000, 8000, 1, 132).cluster == 1  # one tile row
+    assert R.default_spec("float16", "float16", "N", 500, 500, 4000, 4, 132).cluster == 1  # a batch
     assert R.default_spec("float16", "float16", "N", 128, 128, 65536, 1, 132).splits > 1  # split-K, no cluster
     assert R.default_spec("float16", "float16", "N", 128, 128, 65536, 1, 132).cluster == 1
     assert R.default_spec("float32", "float32", "T", 1000, 1000, 4000, 1, 132).cluster == 1

@@ -75,9 +75,10 @@ CLUSTER_MIN_K = {"N": 2000, "T": 3000}
 def wants_cluster(bm: int, bn: int, splits: int, M: int, N: int, K: int, batch: int, sm_count: int,
                   rows_128: bool, layout_b: str) -> bool:
     """Whether 64x128 tiles of one consumer warpgroup in clusters of two blocks sharing their B tile (``cluster=2``,
-    pair M: each block multicasts half of it) replace unsplit 128x128 tiles: at most half the SMs busy with 128x128
-    tiles, rows of A or B off 128-byte boundaries (where ``split_n`` alone is not taken), K of at least
-    ``CLUSTER_MIN_K[layout_b]``, a Warp with clusters. Measured (H100, kernels with cuBLAS in the same process, two
+    pair M: each block multicasts half of it) replace unsplit 128x128 tiles: one product (batch 1) of more than 64
+    rows (a partner tile always past the edge would only copy) with at most half the SMs busy with 128x128 tiles,
+    rows of A or B off 128-byte boundaries (where ``split_n`` alone is not taken), K of at least
+    ``CLUSTER_MIN_K[layout_b]``, a Warp with clusters (batches and M <= 64 are not measured). Measured (H100, kernels with cuBLAS in the same process, two
     runs each, TFLOP/s, against 128x128 tiles): fp16 B stored (K, N) 1000x1000xK, K = 1000: 125.8 / 126.5 against
     128.1 / 125.5 (a tie: not taken), 2000: 199.7 / 197.5 against 193.2 / 193.2, 4000: 273.8 / 273.5 against 251.8 /
     251.3, 8000: 334.2 / 334.0 against 283.3 / 283.4; bf16 1000x1000x4000 274.1 / 274.1 against 248.5 / 250.5;
@@ -86,8 +87,8 @@ def wants_cluster(bm: int, bn: int, splits: int, M: int, N: int, K: int, batch: 
     176.8 / 176.6 against 165.9 / 165.6. The two consumers splitting the columns (``split_n``) in the same clusters
     measured the same or up to 4% slower; with rows on 128 bytes clusters lost to split_n alone (1024^3 152.2
     against 168.2)."""
-    return (_compat.HAS_CLUSTER_DIM and not rows_128 and (bm, bn, splits) == (128, 128, 1)
-            and K >= CLUSTER_MIN_K.get(layout_b, 1 << 62) and batch * cdiv(M, 128) * cdiv(N, 128) <= sm_count // 2)
+    return (_compat.HAS_CLUSTER_DIM and not rows_128 and (bm, bn, splits) == (128, 128, 1) and batch == 1 and M > 64
+            and K >= CLUSTER_MIN_K.get(layout_b, 1 << 62) and cdiv(M, 128) * cdiv(N, 128) <= sm_count // 2)
 
 
 #: Peeling (composite/peel.py's edges): a side one past a multiple of the tile (4097) costs a whole row or column of
