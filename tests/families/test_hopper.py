@@ -342,6 +342,7 @@ def test_rules_accept_aligned_operands_with_the_default_spec():
     ({"bm": 96}, "bm 96"), ({"bn": 320}, "bn 320"), ({"bm": 256, "bn": 256}, "bn 256"),
     ({"stages": 5}, "shared memory"), ({"cluster": 3}, "cluster 3"), ({"cluster": 2, "pair": "K"}, "pair 'K'"),
     ({"cluster": 2, "layout_b": "N", "bn": 192, "stages": 3}, "multiple of 128"),
+    ({"cluster": 2, "in_dtype": "float32", "out_dtype": "float32"}, "16-bit inputs only"),
     ({"consumer_regs": 248}, "setmaxnreg"),
     ({"split_n": True, "consumers": 1, "bm": 64, "bn": 128, "stages": 8}, "split_n"),
     ({"split_n": True, "bm": 64, "bn": 64, "stages": 8}, "split_n")])

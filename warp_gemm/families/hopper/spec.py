@@ -72,6 +72,8 @@ class HopperSpec:
     def kernel_spec(self) -> HopperSpec:
         """The spec of the compiled kernel: this one, or with split-K its float32 ``scale`` kernel (splits 1); the
         B transposition is the launcher's, not the kernel's."""
+        if self.cluster == 1 and self.pair != "M":  # pair means nothing without a cluster: one kernel
+            return dataclasses.replace(self, pair="M").kernel_spec
         if self.splits == 1 and not self.transpose_b:
             return self
         if self.splits == 1:
@@ -158,6 +160,8 @@ def unfit(spec: HopperSpec) -> str:
         if not _compat.HAS_CLUSTER_DIM:
             return (f"cluster 2: warp-lang {_compat.WARP_VERSION} has no cluster_dim kernel option (thread-block "
                     f"clusters; 1.19 has it)")
+        if spec.in_dtype == "float32":
+            return "cluster 2: 16-bit inputs only (tf32 kernels in clusters are not tested)"
         if spec.pair not in ("M", "N"):
             return f"pair {spec.pair!r}: 'M' (the cluster's blocks share the B tile) or 'N' (the A tile)"
         if spec.pair == "M" and spec.layout_b == "N" and spec.bn % 128:
