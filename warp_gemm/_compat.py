@@ -109,6 +109,8 @@ def _context_module():
 WARP_CONTEXT = _context_module()
 #: 1.19+: ``@wp.kernel(launch_bounds=(block_dim, min_blocks))``.
 HAS_LAUNCH_BOUNDS: bool = "launch_bounds" in _kernel_params
+#: 1.19+: ``@wp.kernel(cluster_dim=n)``: thread-block clusters of n blocks (CUDA ``__cluster_dims__``, sm_90+).
+HAS_CLUSTER_DIM: bool = "cluster_dim" in _kernel_params
 #: 1.18+: CPU tile kernels may use several threads per block.
 HAS_CPU_BLOCKS: bool = hasattr(wp.config, "enable_cpu_blocks")
 # sm_90a compiles (wgmma) through wp.config.cuda_arch_suffix = "a" (warp-lang 1.19 has it)
@@ -251,16 +253,22 @@ _MODULE_OPTIONS = {
 }
 
 
-def make_kernel(func, key: str, launch_bounds: tuple[int, int] | None = None):
+def make_kernel(func, key: str, launch_bounds: tuple[int, int] | None = None, cluster_dim: int = 1):
     """``@wp.kernel`` for ``func`` in a module of its own, forward-only.
 
     ``key`` names the configuration; it becomes the kernel's name so logs and caches are readable.
-    ``launch_bounds`` (CUDA ``__launch_bounds__``) is passed only where Warp has it (1.19+).
+    ``launch_bounds`` (CUDA ``__launch_bounds__``) is passed only where Warp has it (1.19+). ``cluster_dim`` > 1
+    (thread-block clusters of that many blocks) needs ``HAS_CLUSTER_DIM``: a ValueError without it.
     """
     init()
     func.__name__ = func.__qualname__ = key
+    if cluster_dim != 1 and not HAS_CLUSTER_DIM:
+        raise ValueError(f"make_kernel: {key} asks for clusters of {cluster_dim} blocks; warp-lang {WARP_VERSION} "
+                         f"has no cluster_dim kernel option (1.19 has it)")
     if HAS_MODULE_OPTIONS_KW:
         extra = {"launch_bounds": launch_bounds} if launch_bounds and HAS_LAUNCH_BOUNDS else {}
+        if cluster_dim != 1:
+            extra["cluster_dim"] = int(cluster_dim)
         return wp.kernel(func, module="unique", enable_backward=False, module_options=dict(_MODULE_OPTIONS),
                          **extra)
     if HAS_UNIQUE_MODULE:

@@ -173,6 +173,55 @@ def test_other_tiles(over, layout_b, request):
     _check(out, ref, "float32")
 
 
+CLUSTERS = [  # clusters of two blocks: the tile shapes the benchmarks compare, sharing B (pair M) or A (pair N)
+    {"bm": 64, "bn": 128, "stages": 8, "split_n": True, "cluster": 2},
+    {"bm": 64, "bn": 128, "stages": 8, "split_n": True, "cluster": 2, "pair": "N"},
+    {"bm": 64, "bn": 128, "stages": 8, "consumers": 1, "cluster": 2},
+    {"bm": 128, "bn": 128, "stages": 6, "cluster": 2},
+    {"bm": 128, "bn": 128, "stages": 6, "cluster": 2, "pair": "N"},
+    {"bm": 128, "bn": 256, "stages": 4, "cluster": 2}]
+
+
+@pytest.mark.gpu
+@needs_sm90
+@pytest.mark.parametrize("over", CLUSTERS, ids=lambda o: H.HopperSpec(**o).key)
+@pytest.mark.parametrize("layout_b", ["T", "N"])
+def test_clusters_against_float64(over, layout_b, request):
+    """Clusters of two on odd M, N, K (515 x 771: an odd number of tile rows and columns, so the last pair item's
+    second tile lies past the edge: copied, not stored), batch 2 with C broadcast, float32 output and axpby, D a
+    column view of a wider array (nothing written past N)."""
+    spec = _spec("float16", "float32", layout_b, "axpby", **over)
+    out, ref = _run(spec, 515, 771, 333, _rng(request), batch=2, a_nb=2, b_nb=2, c_nb=1, ldd=771 + 5)
+    _check(out, ref, "float32")
+
+
+@pytest.mark.gpu
+@needs_sm90
+@pytest.mark.parametrize("in_dtype", _IN)
+@pytest.mark.parametrize("layout_b", ["T", "N"])
+@pytest.mark.parametrize("M,N,K", [(1000, 1000, 1000), (1023, 1025, 1027), (1, 333, 520), (257, 1, 129)])
+@pytest.mark.parametrize("consumers", [1, 2])
+def test_cluster_shapes_16bit_output(M, N, K, layout_b, in_dtype, consumers, request):
+    """The 64x128 clusters (pair M; one consumer as the planner takes them, or two splitting the columns) with the
+    input dtype as output: 1000^3, tile +- 1, a single row (every pair's second tile masked) and a single column."""
+    spec = _spec(in_dtype, in_dtype, layout_b, bm=64, bn=128, stages=8, consumers=consumers,
+                 split_n=consumers == 2, cluster=2)
+    out, ref = _run(spec, M, N, K, _rng(request))
+    _check(out, ref, in_dtype)
+
+
+@pytest.mark.gpu
+@needs_sm90
+@pytest.mark.parametrize("pair", ["M", "N"])
+@pytest.mark.parametrize("grid,splits", [(2, 1), (5, 1), (6, 3), (None, 3)])
+def test_cluster_persistent_grids_and_split_k(grid, splits, pair, request):
+    """Clusters walking several pair items each (one cluster for all; 5 blocks asked, 3 clusters launched; fewer
+    clusters than items with K splits) and split-K partial slabs (NaN-prefilled workspace), batch 2, A broadcast."""
+    spec = _spec("float16", "float16", "N", bm=64, bn=128, stages=8, split_n=True, cluster=2, pair=pair, splits=splits)
+    out, ref = _run(spec, 777, 1100, 19 * 64 - 5, _rng(request), batch=2, a_nb=1, b_nb=2, grid=grid)
+    _check(out, ref, "float16")
+
+
 @pytest.mark.gpu
 @needs_sm90
 @pytest.mark.parametrize("grid", [1, 7, None])
@@ -291,7 +340,10 @@ def test_rules_accept_aligned_operands_with_the_default_spec():
     ({"in_dtype": "float64"}, "float16, bfloat16 and float32"), ({"in_dtype": "float32", "layout_b": "N"}, "K-major"),
     ({"transpose_b": True}, "transpose_b"), ({"layout_a": "T"}, "layout_a"),
     ({"bm": 96}, "bm 96"), ({"bn": 320}, "bn 320"), ({"bm": 256, "bn": 256}, "bn 256"),
-    ({"stages": 5}, "shared memory"), ({"cluster": 2}, "cluster"), ({"consumer_regs": 248}, "setmaxnreg"),
+    ({"stages": 5}, "shared memory"), ({"cluster": 3}, "cluster 3"), ({"cluster": 2, "pair": "K"}, "pair 'K'"),
+    ({"cluster": 2, "layout_b": "N", "bn": 192, "stages": 3}, "multiple of 128"),
+    ({"cluster": 2, "in_dtype": "float32", "out_dtype": "float32"}, "16-bit inputs only"),
+    ({"consumer_regs": 248}, "setmaxnreg"),
     ({"split_n": True, "consumers": 1, "bm": 64, "bn": 128, "stages": 8}, "split_n"),
     ({"split_n": True, "bm": 64, "bn": 64, "stages": 8}, "split_n")])
 def test_unfit_specs_are_refused_before_any_compile(over, match):
@@ -299,6 +351,33 @@ def test_unfit_specs_are_refused_before_any_compile(over, match):
     assert match in H.unfit(spec)
     with pytest.raises(ValueError, match=re.escape(match)):
         H.snippet(spec)
+
+
+def test_cluster_refused_without_warp_cluster_dim(monkeypatch):
+    """A Warp without the ``cluster_dim`` kernel option: clusters are refused with the reason (spec and kernel
+    factory), before anything is compiled; cluster 1 still builds."""
+    monkeypatch.setattr(_compat, "HAS_CLUSTER_DIM", False)
+    spec = H.HopperSpec(bm=64, bn=128, stages=8, split_n=True, cluster=2)
+    assert "no cluster_dim kernel option" in H.unfit(spec)
+    with pytest.raises(ValueError, match="cluster_dim"):
+        H.snippet(spec)
+    with pytest.raises(ValueError, match="cluster_dim"):
+        _compat.make_kernel(lambda x: None, "cluster_probe_kernel", cluster_dim=2)
+    assert H.unfit(dataclasses.replace(spec, cluster=1)) == ""
+
+
+@pytest.mark.parametrize("pair,M,N,splits,want", [
+    ("M", 1000, 1000, 1, 128),  # 64x128 tiles: 16 x 8; pair items 8 x 8: 64 clusters
+    ("N", 1000, 1000, 1, 128),  # pair items 16 x 4
+    ("M", 900, 1000, 1, 128),  # 15 tile rows: 8 pair rows (the last pair's second tile masked) x 8
+    ("M", 64, 128, 1, 2),  # one tile: one cluster, the partner masked
+    ("M", 4096, 4096, 1, 132),  # 1024 pair items: one cluster per two SMs
+    ("M", 900, 1000, 3, 132)])  # 3 K ranges: 192 pair items
+def test_cluster_grid_is_whole_clusters_of_pair_items(pair, M, N, splits, want):
+    """The persistent grid of clusters of two: two blocks per pair item (K splits included), at most one cluster
+    per two of the 132 SMs."""
+    spec = H.HopperSpec(bm=64, bn=128, stages=8, split_n=True, cluster=2, pair=pair, splits=splits)
+    assert H.grid_size(spec, M, N, 1, CudaLike()) == want
 
 
 def test_launch_refuses_on_the_cpu():
@@ -374,6 +453,39 @@ def test_split_n_rule():
     assert core is None or not core[0].split_n
 
 
+def test_cluster_rule():
+    """Clusters of two (64x128 tiles of one consumer sharing the B tile) where 128x128 tiles leave half the SMs
+    idle, rows are off 128 bytes and K is long enough for the B layout; never on 128-byte rows (split_n alone), short
+    K, K splits, tf32, more tiles, one tile row, batches, or a Warp without clusters; a peeled core drops the
+    cluster."""
+    from warp_gemm.families.hopper import rules as R
+
+    cl = R.default_spec("float16", "float16", "N", 1000, 1000, 4000, 1, 132)
+    assert (cl.bm, cl.bn, cl.stages, cl.consumers, cl.split_n, cl.cluster, cl.pair, cl.splits) == (
+        64, 128, 8, 1, False, 2, "M", 1)
+    assert not H.unfit(cl)
+    assert R.default_spec("bfloat16", "bfloat16", "T", 777, 1000, 3000, 1, 132).cluster == 2
+    for lb, k in R.CLUSTER_MIN_K.items():
+        assert R.default_spec("float16", "float16", lb, 1000, 1000, k, 1, 132).cluster == 2
+        assert R.default_spec("float16", "float16", lb, 1000, 1000, k - 8, 1, 132).cluster == 1
+    assert R.default_spec("float16", "float16", "N", 1024, 1024, 4096, 1, 132, rows_128=True).cluster == 1
+    assert R.default_spec("float16", "float16", "N", 1536, 1000, 4000, 1, 132).cluster == 1  # 96 tiles
+    assert R.default_spec("float16", "float16", "N", 64, 1000, 8000, 1, 132).cluster == 1  # one tile row
+    assert R.default_spec("float16", "float16", "N", 500, 500, 4000, 4, 132).cluster == 1  # a batch
+    assert R.default_spec("float16", "float16", "N", 128, 128, 65536, 1, 132).splits > 1  # split-K, no cluster
+    assert R.default_spec("float16", "float16", "N", 128, 128, 65536, 1, 132).cluster == 1
+    assert R.default_spec("float32", "float32", "T", 1000, 1000, 4000, 1, 132).cluster == 1
+    core = R.peel_choice(cl, 1001, 1000, 4000, 1, 132)
+    assert core is None or core[0].cluster == 1
+
+
+def test_cluster_rule_needs_warp_clusters(monkeypatch):
+    from warp_gemm.families.hopper import rules as R
+
+    monkeypatch.setattr(_compat, "HAS_CLUSTER_DIM", False)
+    assert R.default_spec("float16", "float16", "N", 1000, 1000, 4000, 1, 132).cluster == 1
+
+
 def test_peel_choice_model():
     """hopper.rules.peel_choice: one-wide edges where the persistent grid saves a round (132 SMs), none where it does
     not or the problem is split over K; the column only where B is stored (N, K) (a contiguous GEMV vector)."""
@@ -397,7 +509,11 @@ _OFFLINE = [H.HopperSpec(), H.HopperSpec(layout_b="N", out_dtype="float32", epil
             H.HopperSpec(bn=128, stages=6, splits=8),
             H.HopperSpec(in_dtype="float32", out_dtype="float32", epilogue="axpby"),
             H.HopperSpec(bm=64, bn=128, stages=8, split_n=True, layout_b="N"),
-            H.HopperSpec(bm=64, bn=128, stages=8, split_n=True, out_dtype="float32", epilogue="axpby")] + (
+            H.HopperSpec(bm=64, bn=128, stages=8, split_n=True, out_dtype="float32", epilogue="axpby"),
+            H.HopperSpec(bm=64, bn=128, stages=8, split_n=True, cluster=2, layout_b="N"),
+            H.HopperSpec(bm=64, bn=128, stages=8, split_n=True, cluster=2, pair="N", out_dtype="float32",
+                         epilogue="axpby"),
+            H.HopperSpec(bn=128, stages=6, cluster=2, splits=3)] + (
     [H.HopperSpec(in_dtype="bfloat16", out_dtype="bfloat16", bm=256, bn=128, epilogue="axpby")] if HAS_BF16 else [])
 
 
@@ -426,6 +542,14 @@ def test_cuda_build_offline_sm90a(spec, tmp_path):
     assert ".target sm_90a" in ptx and ".local" not in ptx
     assert "setmaxnreg.dec.sync.aligned.u32 40" in ptx and "setmaxnreg.inc.sync.aligned.u32 232" in ptx
     assert "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes" in ptx
+    # clusters of two: the kernel declares them, multicasts the shared half, releases stages on both blocks and
+    # meets its partner at a cluster barrier after the set-up and before exit; other kernels have none of it
+    clustered = spec.cluster == 2
+    assert (".reqnctapercluster 2, 1, 1" in ptx) == clustered
+    assert ("complete_tx::bytes.multicast::cluster" in ptx) == clustered
+    assert ("mbarrier.arrive.shared::cluster.b64" in ptx) == clustered
+    assert ptx.count("barrier.cluster.arrive.release") == (2 if clustered else 0)
+    assert ptx.count("barrier.cluster.wait.acquire") == (2 if clustered else 0)
     if t == "tf32":
         wg = re.findall(r"wgmma\.mma_async\.sync\.aligned\.m64n(\d+)k8\.f32\.tf32\.tf32[^;]*, 1, 1;", ptx)
         assert wg and {int(n) for n in wg} == {spec.wg_n}, wg[:2]

@@ -41,8 +41,8 @@ def unfit(spec: HopperSpec) -> str:
     why = _deps.hopper_unfit(spec)
     if why:
         return why
-    if spec.splits != 1 or spec.transpose_b or spec.epilogue != "scale":
-        return "the grouped Hopper kernel takes splits 1, no B transposition and the 'scale' epilogue"
+    if spec.splits != 1 or spec.transpose_b or spec.epilogue != "scale" or spec.cluster != 1:
+        return "the grouped Hopper kernel takes splits 1, no B transposition, the 'scale' epilogue and no cluster"
     if spec.smem_bytes + TABLE_BYTES > _deps.SMEM_LIMIT:
         return (f"{spec.stages} stages of {spec.stage_bytes} bytes and the group table ({TABLE_BYTES}): "
                 f"{spec.smem_bytes + TABLE_BYTES} > {_deps.SMEM_LIMIT} bytes of shared memory")

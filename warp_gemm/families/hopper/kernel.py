@@ -46,7 +46,8 @@ def fields(spec: HopperSpec) -> dict:
         "DREGS": ", ".join(f"%{i}" for i in range(nr)), "NA": nr, "NB": nr + 1, "NS": nr + 2,
         "DOUTS": ", ".join(f'"+f"(d[h][{i}])' for i in range(nr)), "AXPBY": axpby, "STORE": store,
         "VEC16": int(out_t is not None), "OUT_T": out_t or "f16", "QUAD": sn["quad_exchange"],
-        "HELPERS": sn["helpers"],
+        "HELPERS": sn["helpers"], "EMPTY_COUNT": "2 * NC" if spec.cluster == 2 else "NC",
+        "CLUSTER_EXIT": sn["cluster_sync"] if spec.cluster == 2 else "",
         "PRODUCER_SETMAXNREG": (f'asm volatile("setmaxnreg.dec.sync.aligned.u32 {spec.producer_regs};\\n");'
                              if spec.setmaxnreg else ""),
         "CONSUMER_SETMAXNREG": (f'asm volatile("setmaxnreg.inc.sync.aligned.u32 {spec.consumer_regs};\\n");'
@@ -55,17 +56,19 @@ def fields(spec: HopperSpec) -> dict:
     # or boxes CBN c / 64 .. (8 KB each) of an N-major one; an item's first k16 step overwrites the sums
     f["C_STAGE"] = wgmma_stage(f, a_off="(unsigned)(WGN == 1 ? c * WGM : 0) * 8192u",
                                b_off="(unsigned)(WGN == 1 ? 0 : c * CBN) * 128u", acc="(kt != kt0) | (kk != 0)",
-                               lead="lt == 0")
+                               lead="lt == 0", cluster=spec.cluster == 2)
     return f
 
 
-def wgmma_stage(f: dict, a_off: str, b_off: str, acc: str, lead: str) -> str:
+def wgmma_stage(f: dict, a_off: str, b_off: str, acc: str, lead: str, cluster: bool = False) -> str:
     """A consumer's products of one K tile from a stage (native/gemm.cuh's ``wgmma_stage``): ``f`` the tile, dtype
     and register fields (:func:`fields`, or the fused functions'), then the C++ expressions of the warpgroup's byte
-    offsets into the stage's A and B, the accumulate flag and the thread that releases the stage. The dense and
-    grouped kernels' K loop and the fused functions' (fused.py) share it."""
+    offsets into the stage's A and B, the accumulate flag and the thread that releases the stage (``cluster``: on
+    both blocks of a cluster of two). The dense and grouped kernels' K loop and the fused functions' (fused.py)
+    share it."""
     sn = native.load(__file__, "gemm.cuh")
-    return native.fill(sn["wgmma_stage"], **f, A_OFF=a_off, B_OFF=b_off, ACC=acc, LEAD=lead)
+    release = sn["release_cluster" if cluster else "release_cta"]
+    return native.fill(sn["wgmma_stage"], **f, A_OFF=a_off, B_OFF=b_off, ACC=acc, LEAD=lead, RELEASE=release)
 
 
 def tma_stage(spec, a_row: str, map_a: str = "tma_a", map_b: str = "tma_b", b_col: str = "tn * BN",
@@ -78,9 +81,18 @@ def tma_stage(spec, a_row: str, map_a: str = "tma_a", map_b: str = "tma_b", b_co
                        B_COL=b_col, A_BATCH=a_batch, B_BATCH=b_batch)
 
 
+def tma_stage_cluster(spec: HopperSpec, a_row: str, b_col: str) -> str:
+    """The producer's copies of one K tile for clusters of two (native/gemm.cuh's ``tma_stage_cluster``): the
+    unshared tile alone, this block's half of the shared one multicast into both blocks."""
+    sn = native.load(__file__, "gemm.cuh")
+    return native.fill(sn["tma_stage_cluster"], B_MN=int(spec.layout_b == "N"), SHARE_B=int(spec.pair == "M"),
+                       MAP_A="tma_a", MAP_B="tma_b", A_ROW=a_row, B_COL=b_col, A_BATCH="ba", B_BATCH="bb")
+
+
 def snippet(spec: HopperSpec) -> str:
     """The CUDA body of ``spec``'s kernel (native/gemm.cuh filled in with the dense work items: batch entries, tile
-    rows and columns, K ranges; split-K: :attr:`HopperSpec.kernel_spec`'s)."""
+    rows and columns, K ranges; split-K: :attr:`HopperSpec.kernel_spec`'s; clusters of two: pair items, see
+    :class:`HopperSpec`)."""
     why = unfit(spec)
     if why:
         raise ValueError(f"hopper.kernel: cannot build {spec}: {why}")
@@ -89,6 +101,13 @@ def snippet(spec: HopperSpec) -> str:
     items = {"SCHED": sn["dense_sched"], "TILE_OF": sn["dense_tile_of"], "AFTER_SYNC": "", "P_ITEM": sn["dense_p_item"],
              "P_STAGE": tma_stage(spec, "tm * BM"), "C_ITEM": sn["dense_c_item"], "C_DRAIN": sn["dense_c_drain"],
              "D_OFFSET": "(size_t)(sp * batch + b) * (size_t)D.strides[0]", "M_END": "M"}
+    if spec.cluster == 2:
+        # a partner tile past the edge copies tile row (column) 0 instead: its bytes are expected, its sums not stored
+        pick = native.fill(sn["cluster_item"], PAIR_M=int(spec.pair == "M"))
+        items.update(SCHED=sn["dense_sched"] + "\n" + sn["cluster_sched"], AFTER_SYNC=sn["cluster_sync"],
+                     P_ITEM=sn["dense_p_item"] + "\n" + pick, C_ITEM=sn["dense_c_item"] + "\n" + pick,
+                     C_DRAIN=sn["cluster_c_drain"],
+                     P_STAGE=tma_stage_cluster(spec, "(tm * BM < M ? tm * BM : 0)", "(tn * BN < N ? tn * BN : 0)"))
     return native.fill(sn["gemm"], **fields(spec), **items)
 
 
@@ -121,7 +140,7 @@ def _build(spec: HopperSpec):
         body(buf, tma_a, tma_b, C, D, alpha, beta, M, N, K, batch, a_nb, b_nb, c_nb, tiles_m, tiles_n, group_m,
              splits, kt_per, wp.tid(), grid)
 
-    return _compat.make_kernel(kern, spec.key, launch_bounds=(spec.block_dim, 1))
+    return _compat.make_kernel(kern, spec.key, launch_bounds=(spec.block_dim, 1), cluster_dim=spec.cluster)
 
 
 def get_kernel(spec: HopperSpec):

@@ -24,8 +24,20 @@ def grid_size(spec: HopperSpec, M: int, N: int, batch: int, device) -> int:
     """Blocks of the persistent grid: one per SM, fewer where there are fewer work items (output tiles times K
     splits). (One block per output tile, ``grid = batch * tiles``, is the same kernel: 647 / 633 TFLOP/s against
     624 / 625 persistent at fp16 4096^3 / 8192^3 on an H200, inside the run-to-run spread.)"""
+    if spec.cluster == 2:  # clusters of two blocks, one per pair item (two tiles sharing an operand tile)
+        tm, tn = _pair_tiles(spec, M, N)
+        return 2 * max(1, min(int(batch) * tm * tn * spec.splits, _compat.sm_count(device) // 2))
     tiles = int(batch) * _cdiv(M, spec.bm) * _cdiv(N, spec.bn) * spec.splits
     return max(1, min(tiles, _compat.sm_count(device)))
+
+
+def _pair_tiles(spec: HopperSpec, M: int, N: int) -> tuple[int, int]:
+    """The kernel's grid of work tiles: output tiles, or with clusters of two pair items (tile rows, or with pair
+    "N" tile columns, two by two)."""
+    tm, tn = _cdiv(M, spec.bm), _cdiv(N, spec.bn)
+    if spec.cluster == 2:
+        return (_cdiv(tm, 2), tn) if spec.pair == "M" else (tm, _cdiv(tn, 2))
+    return tm, tn
 
 
 def launch_args(spec: HopperSpec, A, B, C, D, alpha: float, beta: float, M: int, N: int, K: int, batch: int,
@@ -38,7 +50,8 @@ def launch_args(spec: HopperSpec, A, B, C, D, alpha: float, beta: float, M: int,
     A: Warp 3-D view ``(a_nb, M, K)``; B ``(b_nb, K, N)`` (``spec.layout_b == "N"``) or ``(b_nb, N, K)`` ("T");
     C ``(c_nb, M, N)`` or None (``spec.epilogue == "scale"``); D ``(batch, M, N)``; a/b/c_nb the batch count or
     1 (broadcast). The operands must pass :func:`rules.applies` (sm_90, 16-byte aligned rows). ``grid``: blocks
-    (default :func:`grid_size`, one per SM; ``batch * tiles`` gives one block per output tile). Loads the module
+    (default :func:`grid_size`, one per SM; ``batch * tiles`` gives one block per output tile; clusters of two: an
+    even count: an odd one gets one more block). Loads the module
     (sm_90a) and builds or finds the two tensor maps.
     """
     if (C is not None) != (spec.epilogue == "axpby"):
@@ -65,10 +78,15 @@ def launch_args(spec: HopperSpec, A, B, C, D, alpha: float, beta: float, M: int,
     device = D.device
     k = get_kernel(spec)
     load(spec, device)
-    ta = tma.tensor_map(A, spec.bm)
-    tb = tma.tensor_map(B, 64 if spec.layout_b == "N" else spec.bn)
-    tiles_m, tiles_n = _cdiv(M, spec.bm), _cdiv(N, spec.bn)
+    # clusters: the shared tile is copied in halves (pair M: B's rows of layout T; layout N copies whole boxes)
+    half_a = spec.cluster == 2 and spec.pair == "N"
+    half_b = spec.cluster == 2 and spec.pair == "M" and spec.layout_b == "T"
+    ta = tma.tensor_map(A, spec.bm // 2 if half_a else spec.bm)
+    tb = tma.tensor_map(B, 64 if spec.layout_b == "N" else spec.bn // 2 if half_b else spec.bn)
+    tiles_m, tiles_n = _pair_tiles(spec, M, N)
     g = grid_size(spec, M, N, batch, device) if grid is None else max(1, int(grid))
+    if spec.cluster == 2:
+        g = 2 * _cdiv(g, 2)  # whole clusters
     tail = [max(1, int(group_m)), splits, kt_per, g]
     if W is None:
         inputs = [ta, tb, C if C is not None else D, D, float(alpha), float(beta), int(M), int(N), int(K), int(batch),

@@ -68,6 +68,29 @@ def wants_split_n(bm: int, bn: int, splits: int, M: int, N: int, batch: int, sm_
             and batch * cdiv(M, 128) * cdiv(N, 128) <= sm_count // 2)
 
 
+#: K from which :func:`wants_cluster` takes clusters, per B layout (below it they measured a tie or a loss).
+CLUSTER_MIN_K = {"N": 2000, "T": 3000}
+
+
+def wants_cluster(bm: int, bn: int, splits: int, M: int, N: int, K: int, batch: int, sm_count: int,
+                  rows_128: bool, layout_b: str) -> bool:
+    """Whether 64x128 tiles of one consumer warpgroup in clusters of two blocks sharing their B tile (``cluster=2``,
+    pair M: each block multicasts half of it) replace unsplit 128x128 tiles: one product (batch 1) of more than 64
+    rows (a partner tile always past the edge would only copy) with at most half the SMs busy with 128x128 tiles,
+    rows of A or B off 128-byte boundaries (where ``split_n`` alone is not taken), K of at least
+    ``CLUSTER_MIN_K[layout_b]``, a Warp with clusters (batches and M <= 64 are not measured). Measured (H100, kernels with cuBLAS in the same process, two
+    runs each, TFLOP/s, against 128x128 tiles): fp16 B stored (K, N) 1000x1000xK, K = 1000: 125.8 / 126.5 against
+    128.1 / 125.5 (a tie: not taken), 2000: 199.7 / 197.5 against 193.2 / 193.2, 4000: 273.8 / 273.5 against 251.8 /
+    251.3, 8000: 334.2 / 334.0 against 283.3 / 283.4; bf16 1000x1000x4000 274.1 / 274.1 against 248.5 / 250.5;
+    500x1000x4000 157.8 / 158.0 against 125.5 / 126.0. B = W.T: 1000x1000x2000 202.6 / 203.9 against 206.6 / 207.0
+    (not taken), 4000: 289.4 / 291.4 against 278.7 / 279.6, 8000: 388.2 / 386.1 against 339.0 / 342.2; 777x1000x3000
+    176.8 / 176.6 against 165.9 / 165.6. The two consumers splitting the columns (``split_n``) in the same clusters
+    measured the same or up to 4% slower; with rows on 128 bytes clusters lost to split_n alone (1024^3 152.2
+    against 168.2)."""
+    return (_compat.HAS_CLUSTER_DIM and not rows_128 and (bm, bn, splits) == (128, 128, 1) and batch == 1 and M > 64
+            and K >= CLUSTER_MIN_K.get(layout_b, 1 << 62) and cdiv(M, 128) * cdiv(N, 128) <= sm_count // 2)
+
+
 #: Peeling (composite/peel.py's edges): a side one past a multiple of the tile (4097) costs a whole row or column of
 #: output tiles, each a full K loop for one useful row. The model: rounds of the persistent grid (``ceil(items /
 #: SMs)``) times PEEL_KT_S per 64-deep K tile of a 128x256 tile (scaled by tile area), against the same over the core
@@ -101,7 +124,7 @@ def peel_choice(spec: HopperSpec, M: int, N: int, K: int, batch: int, sm_count: 
             edge = batch * K * (N if pr else M) * item / peel.PEEL_GEMV_BYTES_PER_S + peel.PEEL_LAUNCH_S
             total = t(bm, bn, M - pr, N - pc) + edge
             if total <= (1 - peel.PEEL_MIN_GAIN) * full and (best is None or total < best[0]):
-                best = (total, replace(spec, bm=bm, bn=bn, stages=STAGES[(bm, bn)], split_n=False), pr, pc)
+                best = (total, replace(spec, bm=bm, bn=bn, stages=STAGES[(bm, bn)], split_n=False, cluster=1), pr, pc)
     return None if best is None else best[1:]
 
 
@@ -120,6 +143,9 @@ def default_spec(in_dtype: str, out_dtype: str, layout_b: str, M: int, N: int, K
     if in_dtype != "float32" and wants_split_n(bm, bn, s, M, N, batch, sm_count, rows_128):
         return HopperSpec(in_dtype, out_dtype, "N", layout_b, bm=64, bn=128, stages=STAGES[(64, 128)], epilogue=epi,
                           split_n=True)
+    if in_dtype != "float32" and wants_cluster(bm, bn, s, M, N, K, batch, sm_count, rows_128, layout_b):
+        return HopperSpec(in_dtype, out_dtype, "N", layout_b, bm=64, bn=128, stages=STAGES[(64, 128)], consumers=1,
+                          epilogue=epi, cluster=2)
     return HopperSpec(in_dtype, out_dtype, "N", "T" if transpose else layout_b, bm=bm, bn=bn, stages=STAGES[(bm, bn)],
                       epilogue=epi, splits=s, transpose_b=transpose)
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from warp_gemm import _compat
+
 #: Input dtypes: float16, bfloat16, and float32 multiplied on tf32 tensor cores (``tf32=True`` calls only; both
 #: operands K-major: wgmma reads 32-bit operands in no other order).
 IN_DTYPES = ("float16", "bfloat16", "float32")
@@ -30,7 +32,13 @@ class HopperSpec:
     ``bm / consumers`` rows each (wgmma m64nBNk16, ``bm / consumers / 64`` per k16 step), or with ``split_n`` two
     consumers of all ``bm`` rows and half the columns each (wgmma m64n(BN/2)k16: a 64 x 128 tile keeps both consumer
     warpgroups busy, twice the blocks of 128 x 128 tiles on small grids). ``setmaxnreg``: the
-    producer gives registers to the consumers (40 / 232 per thread). ``cluster`` is 1 (no multicast).
+    producer gives registers to the consumers (40 / 232 per thread).
+
+    ``cluster`` 2: thread-block clusters of two blocks that take neighbouring output tiles sharing one operand tile
+    (``pair`` "M": tile rows 2 p and 2 p + 1 of one tile column, sharing the B tile; "N": tile columns 2 p and
+    2 p + 1, sharing the A tile). Each block copies its own unshared tile and one half of the shared tile, the
+    half multicast into both blocks' stages; a stage is overwritten only once the consumers of both blocks released
+    it. The persistent grid walks pair items per cluster (a partner tile past the edge loads and is not stored).
 
     ``splits`` > 1 (split-K): the K tiles are cut into ``splits`` consecutive ranges; each (output tile, range) is
     one work item of the persistent grid, whose float32 partial sums the kernel stores (alpha 1, no C) into slab
@@ -47,6 +55,8 @@ class HopperSpec:
     stages: int = 4
     consumers: int = 2
     cluster: int = 1
+    #: the direction of a cluster's two tiles ("M": they share the B tile, "N": the A tile); ignored for cluster 1
+    pair: str = "M"
     epilogue: str = "scale"
     setmaxnreg: bool = True
     producer_regs: int = 40
@@ -62,6 +72,8 @@ class HopperSpec:
     def kernel_spec(self) -> HopperSpec:
         """The spec of the compiled kernel: this one, or with split-K its float32 ``scale`` kernel (splits 1); the
         B transposition is the launcher's, not the kernel's."""
+        if self.cluster == 1 and self.pair != "M":  # pair means nothing without a cluster: one kernel
+            return dataclasses.replace(self, pair="M").kernel_spec
         if self.splits == 1 and not self.transpose_b:
             return self
         if self.splits == 1:
@@ -103,6 +115,7 @@ class HopperSpec:
         tail = ("" if self.setmaxnreg else "_nosetmaxnreg") + (f"_split{self.splits}" if self.splits > 1 else "")
         tail += "_bt" if self.transpose_b else ""
         tail += "_sn" if self.split_n else ""
+        tail += f"_cl{self.cluster}{self.pair.lower()}" if self.cluster > 1 else ""
         return (f"hopper_{PTX_TYPES[self.in_dtype] if self.in_dtype == 'float32' else short[self.in_dtype]}_{short[self.out_dtype]}_{self.layout_a}{self.layout_b}_"
                 f"{self.bm}x{self.bn}_s{self.stages}_c{self.consumers}_{self.epilogue}{tail}")
 
@@ -141,8 +154,19 @@ def unfit(spec: HopperSpec) -> str:
         return f"{spec.stages} stages of {spec.stage_bytes} bytes: {spec.smem_bytes} > {SMEM_LIMIT} bytes of shared memory"
     if not 1 <= spec.splits <= MAX_SPLITS:
         return f"splits {spec.splits}: 1..{MAX_SPLITS} K ranges per output tile"
-    if spec.cluster != 1:
-        return f"cluster {spec.cluster}: thread-block clusters (TMA multicast) are not built"
+    if spec.cluster not in (1, 2):
+        return f"cluster {spec.cluster}: 1 (no cluster) or 2 (two blocks sharing one operand tile by TMA multicast)"
+    if spec.cluster == 2:
+        if not _compat.HAS_CLUSTER_DIM:
+            return (f"cluster 2: warp-lang {_compat.WARP_VERSION} has no cluster_dim kernel option (thread-block "
+                    f"clusters; 1.19 has it)")
+        if spec.in_dtype == "float32":
+            return "cluster 2: 16-bit inputs only (tf32 kernels in clusters are not tested)"
+        if spec.pair not in ("M", "N"):
+            return f"pair {spec.pair!r}: 'M' (the cluster's blocks share the B tile) or 'N' (the A tile)"
+        if spec.pair == "M" and spec.layout_b == "N" and spec.bn % 128:
+            return (f"cluster 2, pair 'M', layout_b 'N': bn {spec.bn} must be a multiple of 128 (each block copies "
+                    f"half of the B tile's 64-column boxes)")
     regs = 128 * spec.producer_regs + 128 * spec.consumers * spec.consumer_regs
     if spec.setmaxnreg and (regs > 65536 or spec.producer_regs % 8 or spec.consumer_regs % 8
                             or not 24 <= spec.producer_regs <= spec.consumer_regs <= 256):
