@@ -227,8 +227,46 @@ CANDIDATES7 = [
     ("s64x128o3", "float32", "NN", _f32(64, 128, 16, 3, 3), (BIG,)),
     ("s64x128sk3", "float32", "NN", _f32(64, 128, 16, 3, 3, stream_k=3), (MID,)),
 ]
+# The eighth pass (H100): interleaved K steps timed at last, stage counts of the swizzled 128x64 default, cuBLAS's
+# 1000^3 tile (128x64x32, 8 warps of 32 x 32, one block per SM) with and without swizzle, interleave and stream-K, and
+# the defaults against the best of those at 2048^3, 1024^3, 333x4096x4096 and 4095^3; defaults first and last.
+B2, B1, N333, O4095 = (2048, 2048, 2048), (1024, 1024, 1024), (333, 4096, 4096), (4095, 4095, 4095)
+_ELSE_BIG = (BIG, B2, N333, O4095)
+_ELSE_MID = (MID, B1)
+CANDIDATES8 = [
+    ("d128x64s4k8sw", "float64", "NN", _f64(128, 64, 16, 4, 4, 2, 8, sw=True), _ELSE_BIG),
+    ("d64x64k8sk3", "float64", "NN", _f64(64, 64, 16, 3, 4, 3, 8, stream_k=3), _ELSE_MID),
+    ("s64x128o3", "float32", "NN", _f32(64, 128, 16, 3, 3), (BIG,)),
+    ("d128x64s4k8swil", "float64", "NN", _f64(128, 64, 16, 4, 4, 2, 8, sw=True, interleave=True), _ELSE_BIG),
+    ("d128x64k8swil", "float64", "NN", _f64(128, 64, 16, 3, 4, 2, 8, sw=True, interleave=True), (BIG,)),
+    ("d128x64k8il", "float64", "NN", _f64(128, 64, 16, 3, 4, 2, 8, interleave=True), (BIG,)),
+    ("d128x64x32s2k8swil", "float64", "NN", _f64(128, 64, 32, 2, 4, 2, 8, sw=True, interleave=True), (BIG,)),
+    ("d128x64x32s2k16swil", "float64", "NN", _f64(128, 64, 32, 2, 4, 2, 16, sw=True, interleave=True), (BIG,)),
+    ("d128x128s4w8k8swil", "float64", "NN", _f64(128, 128, 16, 4, 8, 1, 8, sw=True, interleave=True), (BIG,)),
+    ("d64x64k8sk3il", "float64", "NN", _f64(64, 64, 16, 3, 4, 3, 8, stream_k=3, interleave=True), _ELSE_MID),
+    ("d64x64s4k8sk3swil", "float64", "NN", _f64(64, 64, 16, 4, 4, 3, 8, sw=True, stream_k=3, interleave=True),
+     (MID,)),
+    ("d128x64x32w8k16sw", "float64", "NN", _f64(128, 64, 32, 3, 8, 1, 16, sw=True), _ELSE_MID),
+    ("d128x64x32w8k16swil", "float64", "NN", _f64(128, 64, 32, 3, 8, 1, 16, sw=True, interleave=True), _ELSE_MID),
+    ("d128x64x32w8k16il", "float64", "NN", _f64(128, 64, 32, 3, 8, 1, 16, interleave=True), _ELSE_MID),
+    ("d128x64x32w8k8swil", "float64", "NN", _f64(128, 64, 32, 3, 8, 1, 8, sw=True, interleave=True), (MID,)),
+    ("d128x64x32s4w8k16sw", "float64", "NN", _f64(128, 64, 32, 4, 8, 1, 16, sw=True), (MID,)),
+    ("d128x64x32w8k16swsk1", "float64", "NN", _f64(128, 64, 32, 3, 8, 1, 16, sw=True, stream_k=1), (MID,)),
+    ("d128x64x32w8k16swilsk1", "float64", "NN",
+     _f64(128, 64, 32, 3, 8, 1, 16, sw=True, interleave=True, stream_k=1), (MID,)),
+    ("d128x64s4w8k8sw", "float64", "NN", _f64(128, 64, 16, 4, 8, 1, 8, sw=True), (MID,)),
+    ("d64x64x32w4k16swo2", "float64", "NN", _f64(64, 64, 32, 3, 4, 2, 16, sw=True), (MID,)),
+    ("d64x64x32w4k16swil", "float64", "NN", _f64(64, 64, 32, 3, 4, 2, 16, sw=True, interleave=True), (MID,)),
+    ("s64x128o3il", "float32", "NN", _f32(64, 128, 16, 3, 3, interleave=True), (BIG,)),
+    ("s64x128s4o3il", "float32", "NN", _f32(64, 128, 16, 4, 3, interleave=True), (BIG,)),
+    ("s64x128sk3", "float32", "NN", _f32(64, 128, 16, 3, 3, stream_k=3), (MID,)),
+    ("s64x128sk3il", "float32", "NN", _f32(64, 128, 16, 3, 3, stream_k=3, interleave=True), (MID,)),
+    ("d128x64s4k8sw", "float64", "NN", _f64(128, 64, 16, 4, 4, 2, 8, sw=True), _ELSE_BIG),
+    ("d64x64k8sk3", "float64", "NN", _f64(64, 64, 16, 3, 4, 3, 8, stream_k=3), _ELSE_MID),
+    ("s64x128o3", "float32", "NN", _f32(64, 128, 16, 3, 3), (BIG,)),
+]
 SETS = {"1": CANDIDATES, "2": CANDIDATES2, "3": CANDIDATES3, "4": CANDIDATES4, "5": CANDIDATES5, "6": CANDIDATES6,
-        "7": CANDIDATES7}
+        "7": CANDIDATES7, "8": CANDIDATES8}
 
 
 def _spec(c):
