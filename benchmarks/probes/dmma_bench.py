@@ -265,8 +265,45 @@ CANDIDATES8 = [
     ("d64x64k8sk3", "float64", "NN", _f64(64, 64, 16, 3, 4, 3, 8, stream_k=3), _ELSE_MID),
     ("s64x128o3", "float32", "NN", _f32(64, 128, 16, 3, 3), (BIG,)),
 ]
+# The ninth pass (H100): predicated edge copies (spec.edge_copy, ec) on the 1000^3 candidates and at 4095^3 /
+# 333x4096x4096; 1000 against 1024 per dimension for cuBLAS's 1000^3 tile; the interleaved large-grid candidates in
+# every layout; defaults first and last.
+_MK = ((1000, 1000, 1024), (1024, 1024, 1000), (1000, 1024, 1024), (1024, 1000, 1024))
+CANDIDATES9 = [
+    ("d128x64s4k8sw", "float64", "NN", _f64(128, 64, 16, 4, 4, 2, 8, sw=True), _ELSE_BIG),
+    ("d64x64k8sk3", "float64", "NN", _f64(64, 64, 16, 3, 4, 3, 8, stream_k=3), _ELSE_MID),
+    ("d64x64k8sk3il", "float64", "NN", _f64(64, 64, 16, 3, 4, 3, 8, stream_k=3, interleave=True), _ELSE_MID),
+    ("d64x64k8sk3ilec", "float64", "NN",
+     _f64(64, 64, 16, 3, 4, 3, 8, stream_k=3, interleave=True, edge_copy=True), _ELSE_MID),
+    ("d128x64x32w8k16sw", "float64", "NN", _f64(128, 64, 32, 3, 8, 1, 16, sw=True), _ELSE_MID + _MK),
+    ("d128x64x32w8k16swec", "float64", "NN", _f64(128, 64, 32, 3, 8, 1, 16, sw=True, edge_copy=True),
+     _ELSE_MID + _MK),
+    ("d128x64x32w8k16swilec", "float64", "NN",
+     _f64(128, 64, 32, 3, 8, 1, 16, sw=True, interleave=True, edge_copy=True), _ELSE_MID),
+    ("d128x64x32w8k16ilec", "float64", "NN", _f64(128, 64, 32, 3, 8, 1, 16, interleave=True, edge_copy=True),
+     _ELSE_MID),
+    ("d128x64x32w8k8swec", "float64", "NN", _f64(128, 64, 32, 3, 8, 1, 8, sw=True, edge_copy=True), (MID,)),
+    ("d128x64x32s4w8k16swec", "float64", "NN", _f64(128, 64, 32, 4, 8, 1, 16, sw=True, edge_copy=True), (MID,)),
+    ("d128x64s4w8k8swec", "float64", "NN", _f64(128, 64, 16, 4, 8, 1, 8, sw=True, edge_copy=True), (MID,)),
+    ("d64x64x32w4k16swec", "float64", "NN", _f64(64, 64, 32, 3, 4, 2, 16, sw=True, edge_copy=True), (MID,)),
+    ("d128x64x32w8k16swecsk1", "float64", "NN",
+     _f64(128, 64, 32, 3, 8, 1, 16, sw=True, edge_copy=True, stream_k=1), (MID,)),
+    ("d128x64s4k8swil", "float64", "NN", _f64(128, 64, 16, 4, 4, 2, 8, sw=True, interleave=True), _ELSE_BIG),
+    ("d128x64x32s2k16swil", "float64", "NN", _f64(128, 64, 32, 2, 4, 2, 16, sw=True, interleave=True), _ELSE_BIG),
+    ("d128x64s4k8swilec", "float64", "NN",
+     _f64(128, 64, 16, 4, 4, 2, 8, sw=True, interleave=True, edge_copy=True), (N333, O4095)),
+    ("d128x64x32s2k16swilec", "float64", "NN",
+     _f64(128, 64, 32, 2, 4, 2, 16, sw=True, interleave=True, edge_copy=True), (N333, O4095)),
+    ("d64x64k8sk3ilN333", "float64", "NN", _f64(64, 64, 16, 3, 4, 3, 8, stream_k=3, interleave=True), (N333,)),
+] + [(f"{n}{lay}", "float64", lay, f, (BIG,)) for lay in ("NT", "TN", "TT") for n, f in (
+    ("d128x64s4k8sw", _f64(128, 64, 16, 4, 4, 2, 8, sw=True)),
+    ("d128x64s4k8swil", _f64(128, 64, 16, 4, 4, 2, 8, sw=True, interleave=True)),
+    ("d128x64x32s2k16swil", _f64(128, 64, 32, 2, 4, 2, 16, sw=True, interleave=True)))] + [
+    ("d128x64s4k8sw", "float64", "NN", _f64(128, 64, 16, 4, 4, 2, 8, sw=True), _ELSE_BIG),
+    ("d64x64k8sk3", "float64", "NN", _f64(64, 64, 16, 3, 4, 3, 8, stream_k=3), _ELSE_MID),
+]
 SETS = {"1": CANDIDATES, "2": CANDIDATES2, "3": CANDIDATES3, "4": CANDIDATES4, "5": CANDIDATES5, "6": CANDIDATES6,
-        "7": CANDIDATES7, "8": CANDIDATES8}
+        "7": CANDIDATES7, "8": CANDIDATES8, "9": CANDIDATES9}
 
 
 def _spec(c):

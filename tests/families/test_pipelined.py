@@ -1801,6 +1801,42 @@ def test_dmma_swizzled_stages_on_cpu_fibers(layout, request):
     _assert_close(out, ref, "float64")
 
 
+@pytest.mark.skipif(not _compat.HAS_CPU_BLOCKS, reason="CPU blocks of several threads need warp-lang >= 1.18")
+@pytest.mark.parametrize("kind,layout,over", [
+    ("float64", "NN", dict(tm=128, tn=64, tk=32, mma=8, mma_k=16, pad_ab=0, swizzle=True)),
+    ("float64", "TT", dict(tm=128, tn=64, tk=32, mma=8, mma_k=16, pad_ab=0, swizzle=True, interleave=True)),
+    ("float64", "NT", dict(stream_k=3, interleave=True)), ("float64", "TN", {}),
+    ("float16", "NN", dict(mma=4, block_dim=128, tm=64, tn=64, tk=32, pad_ab=8)),
+    ("simt", "TN", dict(block_dim=64, tm=64, tn=64, tk=16))], ids=lambda v: str(v))
+def test_edge_copies_on_cpu_fibers(kind, layout, over, request):
+    """Predicated edge copies (spec.edge_copy: a tile crossing an operand's last row or column copied in the interior
+    path's chunks, each with its source size, zero-filled past the edge) with the CUDA block size of fibers: M, N and
+    K edges inside a 16-byte chunk and past whole chunks, rows of odd length (16-byte multiples), swizzled and padded
+    stages, interleave, stream-K, the 16-bit mma.sync and SIMT kernels' copies; against float64."""
+    M, N, K = 2 * 128 + 37, 2 * 64 + 27, 3 * 32 + 21
+    if kind == "float16":
+        spec = P.default_spec("float16", "float32", layout=layout, epilogue="axpby", device_is_cpu=True, stages=3,
+                              pad_c=0, edge_copy=True, **over)
+        ld = _ld8
+        lda, ldb = ld(M) if layout[0] == "T" else ld(K), ld(K) if layout[1] == "T" else ld(N)
+    elif kind == "simt":
+        spec, lda, ldb = _own_case(kind, layout, "axpby", M, N, K, edge_copy=True, **over)
+    else:
+        spec = _dmma_spec(layout, "axpby", edge_copy=True, **over)
+        spec = dataclasses.replace(spec, block_dim=32 * spec.mma)
+        lda, ldb = _ld2(M) if layout[0] == "T" else _ld2(K), _ld2(K) if layout[1] == "T" else _ld2(N)
+    assert "_ec" in spec.key and P.unfit(spec) == ""
+    # the edge path is in the copy of B's stages (the generic chunk loop stays for tiles the fast path does not fit)
+    assert "crossing src's edge" in P.snippets._copy_snippet(spec, *spec.b_tile(), spec.stage_cols()[1])
+    old = wp.config.enable_cpu_blocks
+    wp.config.enable_cpu_blocks = True
+    try:
+        out, ref = _run(spec, M, N, K, _rng(request), lda=lda, ldb=ldb, fibers=True)
+    finally:
+        wp.config.enable_cpu_blocks = old
+    _assert_close(out, ref, spec.out_dtype)
+
+
 @pytest.mark.parametrize("kind,layout,over", [
     ("float64", "NN", {}), ("float64", "TT", dict(tk=32, mma_k=16)), ("float64", "NT", dict(mma_k=4)),
     ("float64", "TN", dict(pad_ab=0, swizzle=True, stream_k=2)), ("float64", "NN", dict(tk=8, mma_k=0)),

@@ -70,6 +70,7 @@ class PipeSpec:
     mma_k: int = 0  # float64 mma kernels: k of the sm_90 MMA (m16n8k4/8/16); 0: m8n8k4 pairs (as on sm_80)
     swizzle: bool = False  # float64 mma kernels: unpadded stages, 16-byte chunks XOR-permuted by row (swizzled)
     interleave: bool = False  # simt / float64 mma: the next stage's copies between two halves of a K step's product
+    edge_copy: bool = False  # simt / mma: tiles crossing an operand's edge copied as interior ones, chunks predicated
 
     @property
     def acc_dtype(self) -> str:
@@ -90,6 +91,7 @@ class PipeSpec:
         act += f"_k{self.mma_k}" if self.mma_k else ""
         act += "_sw" if self.swizzle else ""
         act += "_il" if self.interleave else ""
+        act += "_ec" if self.edge_copy else ""
         act += "_ts" if staged_store(self) else ""  # the epilogue through shared memory (_STAGED_STORE)
         return (f"wg_pipe_{self.in_dtype}_{self.out_dtype}_{self.layout_a}{self.layout_b}_"
                 f"{self.tm}x{self.tn}x{self.tk}_s{self.stages}_b{self.block_dim}{occ}_c{self.chunk}_"
@@ -564,6 +566,8 @@ def _check(spec: PipeSpec) -> None:
                             or interleave_split(spec) == 0):
         raise ValueError(f"{spec}: interleaved copies are for the SIMT and float64 mma.sync kernels (not persistent), "
                          "whose K tile holds at least two steps of their product")
+    if spec.edge_copy and not (spec.simt or spec.mma):
+        raise ValueError(f"{spec}: predicated edge copies (edge_copy) are for the SIMT and mma.sync kernels")
     if spec.swizzle and not (spec.mma and spec.in_dtype == "float64"):
         raise ValueError(f"{spec}: swizzled stages are the float64 mma.sync kernel's (mma > 0, float64 inputs)")
     if (spec.simt + bool(spec.mma) + spec.wgmma) > 1:
