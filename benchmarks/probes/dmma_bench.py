@@ -302,8 +302,48 @@ CANDIDATES9 = [
     ("d128x64s4k8sw", "float64", "NN", _f64(128, 64, 16, 4, 4, 2, 8, sw=True), _ELSE_BIG),
     ("d64x64k8sk3", "float64", "NN", _f64(64, 64, 16, 3, 4, 3, 8, stream_k=3), _ELSE_MID),
 ]
+# The tenth pass (H100): the chosen defaults with edge copies against the shipped ones, every layout, the sizes
+# around them; edge copies on the exact-fp32 SIMT and fp16 mma.sync small-grid kernels (information); defaults first
+# and last.
+O1023 = (1023, 1025, 1027)
+
+
+def _f16(**kw):
+    return dict(tm=64, tn=64, tk=64, stages=3, block_dim=128, min_blocks=4, pad_ab=8, pad_c=0, mma=4, **kw)
+
+
+_NEW_BIG = _f64(128, 64, 32, 2, 4, 2, 16, sw=True, interleave=True, edge_copy=True)
+_OLD_BIG = _f64(128, 64, 16, 4, 4, 2, 8, sw=True)
+_NEW_MID = _f64(64, 64, 16, 3, 4, 3, 8, stream_k=3, interleave=True, edge_copy=True)
+_OLD_MID = _f64(64, 64, 16, 3, 4, 3, 8, stream_k=3)
+CANDIDATES10 = [
+    ("d128x64s4k8sw", "float64", "NN", _OLD_BIG, (BIG, B2, O4095, N333)),
+    ("d64x64k8sk3", "float64", "NN", _OLD_MID, (MID, B1, O1023)),
+    ("d128x64x32s2k16swilec", "float64", "NN", _NEW_BIG, (BIG, B2, O4095, N333)),
+    ("d128x64x32s2k16swil", "float64", "NN", _f64(128, 64, 32, 2, 4, 2, 16, sw=True, interleave=True), (BIG,)),
+    ("d64x64k8sk3ilec", "float64", "NN", _NEW_MID, (MID, B1, O1023, N333)),
+    ("d64x64x32w4k16swec", "float64", "NN", _f64(64, 64, 32, 3, 4, 2, 16, sw=True, edge_copy=True), (MID, B1)),
+] + [(f"{n}{lay}", "float64", lay, f, (BIG, O4095)) for lay in ("NT", "TN") for n, f in (
+    ("d128x64s4k8sw", _OLD_BIG), ("d128x64x32s2k16swilec", _NEW_BIG))] + [
+    ("d128x64s4k8swTT", "float64", "TT", _OLD_BIG, (BIG, O4095)),
+    ("d128x64s4k8swecTT", "float64", "TT", _f64(128, 64, 16, 4, 4, 2, 8, sw=True, edge_copy=True), (BIG, O4095)),
+    ("d128x64s4k8swilecTT", "float64", "TT", _f64(128, 64, 16, 4, 4, 2, 8, sw=True, interleave=True, edge_copy=True),
+     (BIG, O4095)),
+    ("d64x64k8sk3TN", "float64", "TN", _OLD_MID, (MID,)),
+    ("d64x64k8sk3ilecTN", "float64", "TN", _NEW_MID, (MID,)),
+    ("d64x64k8sk3TT", "float64", "TT", _OLD_MID, (MID,)),
+    ("d64x64k8sk3ilecTT", "float64", "TT", _NEW_MID, (MID,)),
+    ("s64x128sk3", "float32", "NN", _f32(64, 128, 16, 3, 3, stream_k=3), (MID,)),
+    ("s64x128sk3ec", "float32", "NN", _f32(64, 128, 16, 3, 3, stream_k=3, edge_copy=True), (MID,)),
+    ("s64x128o3", "float32", "NN", _f32(64, 128, 16, 3, 3), (O4095,)),
+    ("s64x128o3ec", "float32", "NN", _f32(64, 128, 16, 3, 3, edge_copy=True), (O4095,)),
+    ("h64x64", "float16", "NN", _f16(), (MID,)),
+    ("h64x64ec", "float16", "NN", _f16(edge_copy=True), (MID,)),
+    ("d128x64s4k8sw", "float64", "NN", _OLD_BIG, (BIG, B2, O4095, N333)),
+    ("d64x64k8sk3", "float64", "NN", _OLD_MID, (MID, B1, O1023)),
+]
 SETS = {"1": CANDIDATES, "2": CANDIDATES2, "3": CANDIDATES3, "4": CANDIDATES4, "5": CANDIDATES5, "6": CANDIDATES6,
-        "7": CANDIDATES7, "8": CANDIDATES8, "9": CANDIDATES9}
+        "7": CANDIDATES7, "8": CANDIDATES8, "9": CANDIDATES9, "10": CANDIDATES10}
 
 
 def _spec(c):
