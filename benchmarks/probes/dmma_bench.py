@@ -9,7 +9,7 @@
     python benchmarks/probes/dmma_bench.py once A,B OUT    # one launch of candidates A, B at their sizes and one
                                                            # cuBLAS call per size (for Nsight Compute)
 
-DMMA_SET=2-7 takes the second to seventh candidate list; DMMA_ONLY=name,name builds only those (a candidate named twice
+DMMA_SET=2-10 takes the second to tenth candidate list; DMMA_ONLY=name,name builds only those (a candidate named twice
 is built once). Each mode appends JSON lines to OUT. Timing: CUDA events around R launches (Warp's launch on torch's stream),
 the median of 5 such loops, inputs rotated over enough sets to exceed 200 MB (cold L2), NaN-prefilled outputs; the
 check compares against float64 on the CPU (relative Frobenius error, NaN fails).
