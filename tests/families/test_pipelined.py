@@ -1950,7 +1950,7 @@ def test_dmma_configurations_over_the_default(cfg, mma_k, swizzle):
     assert (spec == base) == (cfg == "pipe/128x64x32/s2/b128/o2/mma")
     # the default's interleaved K steps where the kernel takes them (not persistent, two MMA steps per K tile)
     assert spec.interleave == bool(mma_k and "/p" not in cfg) and not spec.edge_copy
-    # over a default with edge copies (tiles crossing an edge), the DMMA configurations keep them, tile_matmul drops them
+    # over a default with edge copies (tiles crossing an edge): the DMMA configurations keep them, tile_matmul drops
     edged = P.default_spec("float64", M=4095, N=4095, K=4095)
     assert edged.edge_copy and _with_pipe_config(edged, PipeConfig.parse(cfg), False).edge_copy == bool(mma_k)
     small = P.default_spec("float64", M=1000, N=1000, K=1000)  # padded stages: configurations keep them

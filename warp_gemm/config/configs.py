@@ -369,7 +369,8 @@ PIPE_CANDIDATES = {
     # tiles; swizzled stages, interleaved K steps and edge copies over the large-grid default, pipelined.rules):
     # 128x64x32 s2 o2 swizzled, interleaved, m16n8k16 50.3-51.6 (the NN/NT/TN default; H100 4096^3 NN) against
     # 46.9-49.2 for 128x64x16 s4 o2 swizzled (the TT default; H200: 49.0, against 47.4-47.7 for s3 padded, 48.4 s3
-    # swizzled). Padded, H100 4096^3 NN: 128x64x16 s3 o2 47.6, 128x128x16 b256 45.3, 64x64x16 45.5, 128x64x32 s2 45.7, 64x128x16 44.3, 64x32x16 b64 40.8;
+    # swizzled). Padded, H100 4096^3 NN: 128x64x16 s3 o2 47.6, 128x128x16 b256 45.3, 64x64x16 45.5, 128x64x32 s2
+    # 45.7, 64x128x16 44.3, 64x32x16 b64 40.8;
     # 1000^3: 64x64x32 68.4 us (m16n8k16); 64x64x16 o3 under stream-K over three blocks per SM (the small-grid
     # default) 60.1 against 65.4 for 64x64x32 on an H200. tile_matmul: 64x64x32 s2 b128 o2 24.5/25.1, 128x64x32 23.3-24.1.
     "float64": [_pc(t) for t in (

@@ -350,7 +350,8 @@ def _base_fp32(g: _Grid, snippets: bool) -> dict:
             # 128x128 tiles over two, 78.8 for 64x64 tiles over six (H200, cuBLAS in the same process;
             # benchmarks/results/tuning/dmma_stream_k_2026-11-27.txt); the tiled family's tile_matmul kernel ran at 0.60x.
             # Edge copies where tiles cross an edge (spec.edge_copy): 1000^3 68.1 us (0.89x) against 71.8 (0.84x); the
-            # large tiles at 4095^3 42.7 TFLOP/s with them against 43.3 without (H100, dmma_edge_2026-11-27.txt): not there.
+            # large tiles at 4095^3 42.7 TFLOP/s with them against 43.3 without (H100, dmma_edge_2026-11-27.txt): not
+            # there.
             base.update(stream_k=3, edge_copy=True)
         if g.quarter:
             # grids under half the SMs: 32x64 tiles of one warp (four times the blocks; not timed there)
