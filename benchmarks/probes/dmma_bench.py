@@ -9,7 +9,7 @@
     python benchmarks/probes/dmma_bench.py once A,B OUT    # one launch of candidates A, B at their sizes and one
                                                            # cuBLAS call per size (for Nsight Compute)
 
-DMMA_SET=2-7 takes the second to seventh candidate list; DMMA_ONLY=name,name builds only those (a candidate named twice
+DMMA_SET=2-10 takes the second to tenth candidate list; DMMA_ONLY=name,name builds only those (a candidate named twice
 is built once). Each mode appends JSON lines to OUT. Timing: CUDA events around R launches (Warp's launch on torch's stream),
 the median of 5 such loops, inputs rotated over enough sets to exceed 200 MB (cold L2), NaN-prefilled outputs; the
 check compares against float64 on the CPU (relative Frobenius error, NaN fails).
@@ -227,8 +227,123 @@ CANDIDATES7 = [
     ("s64x128o3", "float32", "NN", _f32(64, 128, 16, 3, 3), (BIG,)),
     ("s64x128sk3", "float32", "NN", _f32(64, 128, 16, 3, 3, stream_k=3), (MID,)),
 ]
+# The eighth pass (H100): interleaved K steps timed at last, stage counts of the swizzled 128x64 default, cuBLAS's
+# 1000^3 tile (128x64x32, 8 warps of 32 x 32, one block per SM) with and without swizzle, interleave and stream-K, and
+# the defaults against the best of those at 2048^3, 1024^3, 333x4096x4096 and 4095^3; defaults first and last.
+B2, B1, N333, O4095 = (2048, 2048, 2048), (1024, 1024, 1024), (333, 4096, 4096), (4095, 4095, 4095)
+_ELSE_BIG = (BIG, B2, N333, O4095)
+_ELSE_MID = (MID, B1)
+CANDIDATES8 = [
+    ("d128x64s4k8sw", "float64", "NN", _f64(128, 64, 16, 4, 4, 2, 8, sw=True), _ELSE_BIG),
+    ("d64x64k8sk3", "float64", "NN", _f64(64, 64, 16, 3, 4, 3, 8, stream_k=3), _ELSE_MID),
+    ("s64x128o3", "float32", "NN", _f32(64, 128, 16, 3, 3), (BIG,)),
+    ("d128x64s4k8swil", "float64", "NN", _f64(128, 64, 16, 4, 4, 2, 8, sw=True, interleave=True), _ELSE_BIG),
+    ("d128x64k8swil", "float64", "NN", _f64(128, 64, 16, 3, 4, 2, 8, sw=True, interleave=True), (BIG,)),
+    ("d128x64k8il", "float64", "NN", _f64(128, 64, 16, 3, 4, 2, 8, interleave=True), (BIG,)),
+    ("d128x64x32s2k8swil", "float64", "NN", _f64(128, 64, 32, 2, 4, 2, 8, sw=True, interleave=True), (BIG,)),
+    ("d128x64x32s2k16swil", "float64", "NN", _f64(128, 64, 32, 2, 4, 2, 16, sw=True, interleave=True), (BIG,)),
+    ("d128x128s4w8k8swil", "float64", "NN", _f64(128, 128, 16, 4, 8, 1, 8, sw=True, interleave=True), (BIG,)),
+    ("d64x64k8sk3il", "float64", "NN", _f64(64, 64, 16, 3, 4, 3, 8, stream_k=3, interleave=True), _ELSE_MID),
+    ("d64x64s4k8sk3swil", "float64", "NN", _f64(64, 64, 16, 4, 4, 3, 8, sw=True, stream_k=3, interleave=True),
+     (MID,)),
+    ("d128x64x32w8k16sw", "float64", "NN", _f64(128, 64, 32, 3, 8, 1, 16, sw=True), _ELSE_MID),
+    ("d128x64x32w8k16swil", "float64", "NN", _f64(128, 64, 32, 3, 8, 1, 16, sw=True, interleave=True), _ELSE_MID),
+    ("d128x64x32w8k16il", "float64", "NN", _f64(128, 64, 32, 3, 8, 1, 16, interleave=True), _ELSE_MID),
+    ("d128x64x32w8k8swil", "float64", "NN", _f64(128, 64, 32, 3, 8, 1, 8, sw=True, interleave=True), (MID,)),
+    ("d128x64x32s4w8k16sw", "float64", "NN", _f64(128, 64, 32, 4, 8, 1, 16, sw=True), (MID,)),
+    ("d128x64x32w8k16swsk1", "float64", "NN", _f64(128, 64, 32, 3, 8, 1, 16, sw=True, stream_k=1), (MID,)),
+    ("d128x64x32w8k16swilsk1", "float64", "NN",
+     _f64(128, 64, 32, 3, 8, 1, 16, sw=True, interleave=True, stream_k=1), (MID,)),
+    ("d128x64s4w8k8sw", "float64", "NN", _f64(128, 64, 16, 4, 8, 1, 8, sw=True), (MID,)),
+    ("d64x64x32w4k16swo2", "float64", "NN", _f64(64, 64, 32, 3, 4, 2, 16, sw=True), (MID,)),
+    ("d64x64x32w4k16swil", "float64", "NN", _f64(64, 64, 32, 3, 4, 2, 16, sw=True, interleave=True), (MID,)),
+    ("s64x128o3il", "float32", "NN", _f32(64, 128, 16, 3, 3, interleave=True), (BIG,)),
+    ("s64x128s4o3il", "float32", "NN", _f32(64, 128, 16, 4, 3, interleave=True), (BIG,)),
+    ("s64x128sk3", "float32", "NN", _f32(64, 128, 16, 3, 3, stream_k=3), (MID,)),
+    ("s64x128sk3il", "float32", "NN", _f32(64, 128, 16, 3, 3, stream_k=3, interleave=True), (MID,)),
+    ("d128x64s4k8sw", "float64", "NN", _f64(128, 64, 16, 4, 4, 2, 8, sw=True), _ELSE_BIG),
+    ("d64x64k8sk3", "float64", "NN", _f64(64, 64, 16, 3, 4, 3, 8, stream_k=3), _ELSE_MID),
+    ("s64x128o3", "float32", "NN", _f32(64, 128, 16, 3, 3), (BIG,)),
+]
+# The ninth pass (H100): predicated edge copies (spec.edge_copy, ec) on the 1000^3 candidates and at 4095^3 /
+# 333x4096x4096; 1000 against 1024 per dimension for cuBLAS's 1000^3 tile; the interleaved large-grid candidates in
+# every layout; defaults first and last.
+_MK = ((1000, 1000, 1024), (1024, 1024, 1000), (1000, 1024, 1024), (1024, 1000, 1024))
+CANDIDATES9 = [
+    ("d128x64s4k8sw", "float64", "NN", _f64(128, 64, 16, 4, 4, 2, 8, sw=True), _ELSE_BIG),
+    ("d64x64k8sk3", "float64", "NN", _f64(64, 64, 16, 3, 4, 3, 8, stream_k=3), _ELSE_MID),
+    ("d64x64k8sk3il", "float64", "NN", _f64(64, 64, 16, 3, 4, 3, 8, stream_k=3, interleave=True), _ELSE_MID),
+    ("d64x64k8sk3ilec", "float64", "NN",
+     _f64(64, 64, 16, 3, 4, 3, 8, stream_k=3, interleave=True, edge_copy=True), _ELSE_MID),
+    ("d128x64x32w8k16sw", "float64", "NN", _f64(128, 64, 32, 3, 8, 1, 16, sw=True), _ELSE_MID + _MK),
+    ("d128x64x32w8k16swec", "float64", "NN", _f64(128, 64, 32, 3, 8, 1, 16, sw=True, edge_copy=True),
+     _ELSE_MID + _MK),
+    ("d128x64x32w8k16swilec", "float64", "NN",
+     _f64(128, 64, 32, 3, 8, 1, 16, sw=True, interleave=True, edge_copy=True), _ELSE_MID),
+    ("d128x64x32w8k16ilec", "float64", "NN", _f64(128, 64, 32, 3, 8, 1, 16, interleave=True, edge_copy=True),
+     _ELSE_MID),
+    ("d128x64x32w8k8swec", "float64", "NN", _f64(128, 64, 32, 3, 8, 1, 8, sw=True, edge_copy=True), (MID,)),
+    ("d128x64x32s4w8k16swec", "float64", "NN", _f64(128, 64, 32, 4, 8, 1, 16, sw=True, edge_copy=True), (MID,)),
+    ("d128x64s4w8k8swec", "float64", "NN", _f64(128, 64, 16, 4, 8, 1, 8, sw=True, edge_copy=True), (MID,)),
+    ("d64x64x32w4k16swec", "float64", "NN", _f64(64, 64, 32, 3, 4, 2, 16, sw=True, edge_copy=True), (MID,)),
+    ("d128x64x32w8k16swecsk1", "float64", "NN",
+     _f64(128, 64, 32, 3, 8, 1, 16, sw=True, edge_copy=True, stream_k=1), (MID,)),
+    ("d128x64s4k8swil", "float64", "NN", _f64(128, 64, 16, 4, 4, 2, 8, sw=True, interleave=True), _ELSE_BIG),
+    ("d128x64x32s2k16swil", "float64", "NN", _f64(128, 64, 32, 2, 4, 2, 16, sw=True, interleave=True), _ELSE_BIG),
+    ("d128x64s4k8swilec", "float64", "NN",
+     _f64(128, 64, 16, 4, 4, 2, 8, sw=True, interleave=True, edge_copy=True), (N333, O4095)),
+    ("d128x64x32s2k16swilec", "float64", "NN",
+     _f64(128, 64, 32, 2, 4, 2, 16, sw=True, interleave=True, edge_copy=True), (N333, O4095)),
+    ("d64x64k8sk3ilN333", "float64", "NN", _f64(64, 64, 16, 3, 4, 3, 8, stream_k=3, interleave=True), (N333,)),
+] + [(f"{n}{lay}", "float64", lay, f, (BIG,)) for lay in ("NT", "TN", "TT") for n, f in (
+    ("d128x64s4k8sw", _f64(128, 64, 16, 4, 4, 2, 8, sw=True)),
+    ("d128x64s4k8swil", _f64(128, 64, 16, 4, 4, 2, 8, sw=True, interleave=True)),
+    ("d128x64x32s2k16swil", _f64(128, 64, 32, 2, 4, 2, 16, sw=True, interleave=True)))] + [
+    ("d128x64s4k8sw", "float64", "NN", _f64(128, 64, 16, 4, 4, 2, 8, sw=True), _ELSE_BIG),
+    ("d64x64k8sk3", "float64", "NN", _f64(64, 64, 16, 3, 4, 3, 8, stream_k=3), _ELSE_MID),
+]
+# The tenth pass (H100): the chosen defaults with edge copies against the shipped ones, every layout, the sizes
+# around them; edge copies on the exact-fp32 SIMT and fp16 mma.sync small-grid kernels (information); defaults first
+# and last.
+O1023 = (1023, 1025, 1027)
+
+
+def _f16(**kw):
+    return dict(tm=64, tn=64, tk=64, stages=3, block_dim=128, min_blocks=4, pad_ab=8, pad_c=0, mma=4, **kw)
+
+
+_NEW_BIG = _f64(128, 64, 32, 2, 4, 2, 16, sw=True, interleave=True, edge_copy=True)
+_OLD_BIG = _f64(128, 64, 16, 4, 4, 2, 8, sw=True)
+_NEW_MID = _f64(64, 64, 16, 3, 4, 3, 8, stream_k=3, interleave=True, edge_copy=True)
+_OLD_MID = _f64(64, 64, 16, 3, 4, 3, 8, stream_k=3)
+CANDIDATES10 = [
+    ("d128x64s4k8sw", "float64", "NN", _OLD_BIG, (BIG, B2, O4095, N333)),
+    ("d64x64k8sk3", "float64", "NN", _OLD_MID, (MID, B1, O1023)),
+    ("d128x64x32s2k16swilec", "float64", "NN", _NEW_BIG, (BIG, B2, O4095, N333)),
+    ("d128x64x32s2k16swil", "float64", "NN", _f64(128, 64, 32, 2, 4, 2, 16, sw=True, interleave=True), (BIG,)),
+    ("d64x64k8sk3ilec", "float64", "NN", _NEW_MID, (MID, B1, O1023, N333)),
+    ("d64x64x32w4k16swec", "float64", "NN", _f64(64, 64, 32, 3, 4, 2, 16, sw=True, edge_copy=True), (MID, B1)),
+] + [(f"{n}{lay}", "float64", lay, f, (BIG, O4095)) for lay in ("NT", "TN") for n, f in (
+    ("d128x64s4k8sw", _OLD_BIG), ("d128x64x32s2k16swilec", _NEW_BIG))] + [
+    ("d128x64s4k8swTT", "float64", "TT", _OLD_BIG, (BIG, O4095)),
+    ("d128x64s4k8swecTT", "float64", "TT", _f64(128, 64, 16, 4, 4, 2, 8, sw=True, edge_copy=True), (BIG, O4095)),
+    ("d128x64s4k8swilecTT", "float64", "TT", _f64(128, 64, 16, 4, 4, 2, 8, sw=True, interleave=True, edge_copy=True),
+     (BIG, O4095)),
+    ("d64x64k8sk3TN", "float64", "TN", _OLD_MID, (MID,)),
+    ("d64x64k8sk3ilecTN", "float64", "TN", _NEW_MID, (MID,)),
+    ("d64x64k8sk3TT", "float64", "TT", _OLD_MID, (MID,)),
+    ("d64x64k8sk3ilecTT", "float64", "TT", _NEW_MID, (MID,)),
+    ("s64x128sk3", "float32", "NN", _f32(64, 128, 16, 3, 3, stream_k=3), (MID,)),
+    ("s64x128sk3ec", "float32", "NN", _f32(64, 128, 16, 3, 3, stream_k=3, edge_copy=True), (MID,)),
+    ("s64x128o3", "float32", "NN", _f32(64, 128, 16, 3, 3), (O4095,)),
+    ("s64x128o3ec", "float32", "NN", _f32(64, 128, 16, 3, 3, edge_copy=True), (O4095,)),
+    ("h64x64", "float16", "NN", _f16(), (MID,)),
+    ("h64x64ec", "float16", "NN", _f16(edge_copy=True), (MID,)),
+    ("d128x64s4k8sw", "float64", "NN", _OLD_BIG, (BIG, B2, O4095, N333)),
+    ("d64x64k8sk3", "float64", "NN", _OLD_MID, (MID, B1, O1023)),
+]
 SETS = {"1": CANDIDATES, "2": CANDIDATES2, "3": CANDIDATES3, "4": CANDIDATES4, "5": CANDIDATES5, "6": CANDIDATES6,
-        "7": CANDIDATES7}
+        "7": CANDIDATES7, "8": CANDIDATES8, "9": CANDIDATES9, "10": CANDIDATES10}
 
 
 def _spec(c):

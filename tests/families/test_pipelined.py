@@ -481,15 +481,18 @@ def test_precompile_lists_the_pipelined_family():
         t32 = {j[1].key for j in pipelined_jobs(["tf32"])}
         for side in (8192, 1024, 32):
             assert P.default_spec("float32", "float32", tf32=True, M=side, N=side, K=side).key in t32
-    # exact float32: its large, small-grid (stream-K) and quarter-grid kernels (SIMT), one per layout and epilogue;
-    # float64: the DMMA kernel's three
+    # exact float32: its large, small-grid (stream-K) and quarter-grid kernels (SIMT), one per layout and epilogue, and
+    # the small-grid one with edge copies (sides not a multiple of its tiles); float64: the DMMA kernel's three, and
+    # with edge copies
     f32 = {j[1].key for j in jobs if j[1].in_dtype == "float32"}
-    assert f32 == {P.default_spec("float32", "float32", layout=lay, epilogue=epi, M=side, N=side).key
-                   for lay in ("NN", "TT") for epi in ("scale", "axpby") for side in (8192, 1024, 512)}
-    assert all(j[1].simt for j in jobs if j[1].in_dtype == "float32") == options().pipe_snippets
+    sides = ((8192, None), (1024, None), (512, None), (1016, 1016))
+    assert f32 == {P.default_spec("float32", "float32", layout=lay, epilogue=epi, M=side, N=side, K=k).key
+                   for lay in ("NN", "TT") for epi in ("scale", "axpby") for side, k in sides}
+    assert len(f32) == 16 and all(j[1].simt for j in jobs if j[1].in_dtype == "float32") == options().pipe_snippets
     f64 = {j[1].key for j in jobs if j[1].in_dtype == "float64"}
-    assert f64 >= {P.default_spec("float64", "float64", layout=lay, epilogue=epi, M=side, N=side).key
-                   for lay in ("NN", "TT") for epi in ("scale", "axpby") for side in (8192, 1024, 512)}
+    assert f64 >= {P.default_spec("float64", "float64", layout=lay, epilogue=epi, M=side, N=side, K=k).key
+                   for lay in ("NN", "TT") for epi in ("scale", "axpby") for side, k in sides + ((8184, 8184),)}
+    assert not options().pipe_snippets or any(j[1].edge_copy for j in jobs if j[1].in_dtype == "float64")
     assert any(j[1].mma for j in jobs if j[1].in_dtype == "float64") == options().pipe_snippets
     assert all(job_label(j).startswith("wg_pipe_") for j in jobs)
 
@@ -900,13 +903,24 @@ def test_snippet_defaults_for_large_problems_on_cuda(monkeypatch):
     assert sx.simt and (sx.tm, sx.tn, sx.tk, sx.block_dim, sx.min_blocks) == (64, 128, 16, 128, 3)
     sd = P.default_spec("float64", layout="TN", **big)
     assert (sd.tm, sd.tn, sd.tk, sd.stages, sd.block_dim, sd.min_blocks, sd.mma, sd.mma_k, sd.pad_ab, sd.pad_c,
-            sd.swizzle) == (128, 64, 16, 4, 128, 2, 4, P.DMMA_DEFAULT_K, 0, 0, True)
-    assert 2 * (P.smem_bytes(sd) + 1024) <= 228 * 1024  # two blocks per SM (1 KiB reserved each)
+            sd.swizzle, sd.interleave, sd.edge_copy) == (128, 64, 32, 2, 128, 2, 4, 16, 0, 0, True, True, False)
+    # TT keeps 16-deep K tiles on 4 stages, m16n8k8, not interleaved; tiles crossing an edge: edge copies (not TT)
+    st = P.default_spec("float64", layout="TT", **big)
+    assert (st.tk, st.stages, st.mma_k, st.swizzle, st.interleave, st.edge_copy) == (16, 4, 8, True, False, False)
+    assert P.default_spec("float64", M=4095, N=4095, K=4095).edge_copy
+    assert P.default_spec("float64", M=4096, N=4096, K=4080).edge_copy  # K alone crosses an edge
+    assert not P.default_spec("float64", layout="TT", M=4095, N=4095, K=4095).edge_copy
+    assert not P.default_spec("float64").edge_copy and not P.default_spec("float32", M=4095, N=4095, K=4095).edge_copy
+    for spec in (sd, st):
+        assert 2 * (P.smem_bytes(spec) + 1024) <= 228 * 1024  # two blocks per SM (1 KiB reserved each)
     small = {d: P.default_spec(d, M=1000, N=1000, K=1000) for d in ("float32", "float64")}
     assert small["float32"].simt and small["float32"].stream_k == 3 and small["float32"].tn == 128
+    assert small["float32"].edge_copy and not P.default_spec("float32", M=1024, N=1024, K=1024).edge_copy
     assert (small["float64"].tm, small["float64"].tn, small["float64"].tk, small["float64"].mma_k) == (64, 64, 16, 8)
     assert (small["float64"].stream_k, small["float64"].min_blocks, small["float64"].block_dim) == (3, 3, 128)
     assert (small["float64"].stages, small["float64"].pad_ab, small["float64"].swizzle) == (3, 4, False)
+    assert small["float64"].interleave and small["float64"].edge_copy
+    assert not P.default_spec("float64", M=1024, N=1024, K=1024).edge_copy
     assert (tiny_f64 := P.default_spec("float64", M=256, N=256, K=4096)).pad_ab == 4 and not tiny_f64.swizzle
     assert not P.default_spec("float64", M=4096, N=4096, K=4096).stream_k
     tiny = {d: P.default_spec(d, M=33, N=17, K=65) for d in ("float32", "float64")}
@@ -1801,6 +1815,67 @@ def test_dmma_swizzled_stages_on_cpu_fibers(layout, request):
     _assert_close(out, ref, "float64")
 
 
+@pytest.mark.skipif(not _compat.HAS_CPU_BLOCKS, reason="CPU blocks of several threads need warp-lang >= 1.18")
+@pytest.mark.parametrize("kind,layout,over", [
+    ("float64", "NN", dict(tm=128, tn=64, tk=32, mma=8, mma_k=16, pad_ab=0, swizzle=True)),
+    ("float64", "TT", dict(tm=128, tn=64, tk=32, mma=8, mma_k=16, pad_ab=0, swizzle=True, interleave=True)),
+    ("float64", "NT", dict(stream_k=3, interleave=True)), ("float64", "TN", {}),
+    ("float16", "NN", dict(mma=4, block_dim=128, tm=64, tn=64, tk=32, pad_ab=8)),
+    ("simt", "TN", dict(block_dim=64, tm=64, tn=64, tk=16))], ids=lambda v: str(v))
+def test_edge_copies_on_cpu_fibers(kind, layout, over, request):
+    """Predicated edge copies (spec.edge_copy: a tile crossing an operand's last row or column copied in the interior
+    path's chunks, each with its source size, zero-filled past the edge) with the CUDA block size of fibers: M, N and
+    K edges inside a 16-byte chunk and past whole chunks, rows of odd length (16-byte multiples), swizzled and padded
+    stages, interleave, stream-K, the 16-bit mma.sync and SIMT kernels' copies; against float64."""
+    M, N, K = 2 * 128 + 37, 2 * 64 + 27, 3 * 32 + 21
+    if kind == "float16":
+        spec = P.default_spec("float16", "float32", layout=layout, epilogue="axpby", device_is_cpu=True, stages=3,
+                              pad_c=0, edge_copy=True, **over)
+        ld = _ld8
+        lda, ldb = ld(M) if layout[0] == "T" else ld(K), ld(K) if layout[1] == "T" else ld(N)
+    elif kind == "simt":
+        spec, lda, ldb = _own_case(kind, layout, "axpby", M, N, K, edge_copy=True, **over)
+    else:
+        spec = _dmma_spec(layout, "axpby", edge_copy=True, **over)
+        spec = dataclasses.replace(spec, block_dim=32 * spec.mma)
+        lda, ldb = _ld2(M) if layout[0] == "T" else _ld2(K), _ld2(K) if layout[1] == "T" else _ld2(N)
+    assert "_ec" in spec.key and P.unfit(spec) == ""
+    # the edge path is in the copy of B's stages (the generic chunk loop stays for tiles the fast path does not fit)
+    assert "crossing src's edge" in P.snippets._copy_snippet(spec, *spec.b_tile(), spec.stage_cols()[1])
+    old = wp.config.enable_cpu_blocks
+    wp.config.enable_cpu_blocks = True
+    try:
+        out, ref = _run(spec, M, N, K, _rng(request), lda=lda, ldb=ldb, fibers=True)
+    finally:
+        wp.config.enable_cpu_blocks = old
+    _assert_close(out, ref, spec.out_dtype)
+
+
+@pytest.mark.skipif(not _compat.HAS_CPU_BLOCKS, reason="CPU blocks of several threads need warp-lang >= 1.18")
+@pytest.mark.parametrize("dtype,layout,shape", [
+    ("float64", "NN", (4095, 4095, 4095)), ("float64", "TN", (4095, 4095, 4095)), ("float64", "NT", (1000, 1000, 1000)),
+    ("float64", "TT", (1000, 1000, 1000)), ("float32", "NN", (1000, 1000, 1000))], ids=lambda v: str(v))
+def test_edge_copy_defaults_on_cpu_fibers(dtype, layout, shape, request):
+    """The CUDA defaults that take edge copies (default_spec at a shape whose tiles cross an edge: float64's 128x64x32
+    interleaved large-grid tiles, its 64x64x16 stream-K small-grid tiles, exact float32's stream-K SIMT tiles) run
+    with their CUDA block size of fibers on an odd problem (M, N and K edges), two batch entries with A broadcast,
+    column views of A, B and D, alpha and beta * C; against float64."""
+    spec = P.default_spec(dtype, layout=layout, epilogue="axpby", M=shape[0], N=shape[1], K=shape[2])
+    assert spec.edge_copy and (spec.mma or spec.simt) and spec.block_dim > 1 and P.unfit(spec) == ""
+    M, N, K = 2 * spec.tm + 19, 2 * spec.tn + 5, 3 * spec.tk + 7
+    ld, pad = (_ld2, 2) if dtype == "float64" else (_ld4, 4)  # rows of 16-byte multiples, wider than the views
+    lda = ld(M) + pad if layout[0] == "T" else ld(K) + pad
+    ldb = ld(K) + pad if layout[1] == "T" else ld(N) + pad
+    old = wp.config.enable_cpu_blocks
+    wp.config.enable_cpu_blocks = True
+    try:
+        out, ref = _run(spec, M, N, K, _rng(request), batch=2, a_nb=1, b_nb=2, c_nb=2, lda=lda, ldb=ldb, ldd=N + 3,
+                        fibers=True)
+    finally:
+        wp.config.enable_cpu_blocks = old
+    _assert_close(out, ref, dtype)
+
+
 @pytest.mark.parametrize("kind,layout,over", [
     ("float64", "NN", {}), ("float64", "TT", dict(tk=32, mma_k=16)), ("float64", "NT", dict(mma_k=4)),
     ("float64", "TN", dict(pad_ab=0, swizzle=True, stream_k=2)), ("float64", "NN", dict(tk=8, mma_k=0)),
@@ -1856,13 +1931,14 @@ def test_dmma_refusals_name_the_reason(over, match):
 
 @pytest.mark.parametrize("cfg,mma_k,swizzle", [("pipe/128x64x16/s3/b128/o2/mma", P.DMMA_DEFAULT_K, True),
                                                ("pipe/128x64x16/s4/b128/o2/mma", P.DMMA_DEFAULT_K, True),
+                                               ("pipe/128x64x32/s2/b128/o2/mma", 16, True),
                                                ("pipe/64x64x32/s3/b128/o2/p1/mma", P.DMMA_DEFAULT_K, False),
                                                ("pipe/64x64x32/s2/b128/o2", 0, False)])
 def test_dmma_configurations_over_the_default(cfg, mma_k, swizzle):
     """A configuration applied over the float64 default (as the planner and tuner do): /mma takes the DMMA kernel
     with the default's sm_90 MMA and a register accumulator, on the default's swizzled stages where its tile allows
-    and it has no persistent loop (else rows padded for float64); the default itself among them; a tile_matmul one
-    drops mma_k."""
+    and it has no persistent loop (else rows padded for float64), its interleaved K steps and edge copies where the
+    kernel takes them; the default itself among them; a tile_matmul one drops mma_k."""
     from warp_gemm.config.configs import PipeConfig
     from warp_gemm.families.pipelined.rules import _with_pipe_config
 
@@ -1871,7 +1947,12 @@ def test_dmma_configurations_over_the_default(cfg, mma_k, swizzle):
     assert spec.mma_k == mma_k and bool(spec.mma) == bool(mma_k) and P.unfit(spec) == ""
     assert (spec.pad_ab, spec.pad_c, spec.swizzle) == ((0, 0, True) if swizzle else (4, 0, False) if mma_k
                                                       else (4, 4, False))
-    assert (spec == base) == (cfg == "pipe/128x64x16/s4/b128/o2/mma")
+    assert (spec == base) == (cfg == "pipe/128x64x32/s2/b128/o2/mma")
+    # the default's interleaved K steps where the kernel takes them (not persistent, two MMA steps per K tile)
+    assert spec.interleave == bool(mma_k and "/p" not in cfg) and not spec.edge_copy
+    # over a default with edge copies (tiles crossing an edge): the DMMA configurations keep them, tile_matmul drops
+    edged = P.default_spec("float64", M=4095, N=4095, K=4095)
+    assert edged.edge_copy and _with_pipe_config(edged, PipeConfig.parse(cfg), False).edge_copy == bool(mma_k)
     small = P.default_spec("float64", M=1000, N=1000, K=1000)  # padded stages: configurations keep them
     assert not _with_pipe_config(small, PipeConfig.parse(cfg), False).swizzle
 
@@ -1969,11 +2050,29 @@ def test_swizzled_and_interleaved_on_cuda(kind, layout, over, epilogue, request)
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("layout", ["NN", "NT", "TN", "TT"])
+@pytest.mark.parametrize("epilogue", ["scale", "axpby"])
+@pytest.mark.parametrize("dtype,shape", [("float64", (1100, 1000, 1030)), ("float64", (1000, 1000, 1000)),
+                                         ("float64", (1024, 1024, 1024)), ("float32", (1000, 1000, 1000))],
+                         ids=lambda v: str(v))
+def test_defaults_with_edge_copies_on_cuda(dtype, shape, layout, epilogue, request):
+    """float64's and exact float32's CUDA defaults where edge copies apply (spec.edge_copy: the large-grid 128x64x32
+    interleaved tiles, the small-grid stream-K tiles; TT's large-grid tiles without) and where no tile crosses an
+    edge (1024^3): two batch entries, every layout, alpha and beta * C, NaN-prefilled, against float64."""
+    M, N, K = shape
+    spec = P.default_spec(dtype, layout=layout, epilogue=epilogue, M=M, N=N, K=K)
+    assert spec.edge_copy == (M % spec.tm != 0 and not (layout == "TT" and not spec.stream_k))
+    out, ref = _launch_on_cuda(spec, M, N, K, _rng(request))
+    _assert_close(out, ref, spec.out_dtype)
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("dtype,shape", [("float64", (1000, 1000, 1000)), ("float64", (64, 64, 64)),
                                          ("float64", (33, 17, 65)), ("float32", (1000, 1000, 1000)),
                                          ("float32", (33, 17, 65)), ("float32", (64, 64, 64)),
                                          ("float64", (2048, 2048, 256)), ("float64", (1001, 999, 1003)),
-                                         ("float32", (999, 1001, 997))], ids=lambda v: str(v))
+                                         ("float32", (999, 1001, 997)), ("float64", (1100, 1000, 1030)),
+                                         ("float64", (333, 4096, 1000))], ids=lambda v: str(v))
 def test_snippet_defaults_on_cuda(dtype, shape, planned, request):
     """The default path on CUDA for exact float32 and float64 at every size: the SIMT / DMMA kernels (small grids:
     stream-K for float32 and for float64's 64x64x16 tiles, 64x32 tiles for float64's smallest grids), never

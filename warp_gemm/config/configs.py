@@ -365,9 +365,12 @@ PIPE_CANDIDATES = {
         "pipe/64x128x16/s3/b128/o3/simt", "pipe/128x64x16/s3/b128/o3/simt", "pipe/128x64x16/s3/b128/o4/simt",
         "pipe/64x128x16/s4/b128/o3/simt", "pipe/64x128x32/s2/b128/o3/simt", "pipe/128x64x32/s2/b128/o3/simt",
         "pipe/128x128x16/s3/b256/o2/simt", "pipe/128x128x32/s3/b256/o1/simt", "pipe/64x128x16/s3/b128/o3/k3/simt")],
-    # float64, the DMMA kernel (mma.sync .f64, m16n8k8 where the K tile allows; swizzled stages over the large-grid
-    # default, pipelined.rules): 128x64x16 s4 o2 swizzled 49.0 (the default; H200 4096^3 NN, against 47.4-47.7 for s3
-    # padded, 48.4 s3 swizzled). Padded, H100 4096^3 NN: 128x64x16 s3 o2 47.6, 128x128x16 b256 45.3, 64x64x16 45.5, 128x64x32 s2 45.7, 64x128x16 44.3, 64x32x16 b64 40.8;
+    # float64, the DMMA kernel (mma.sync .f64, m16n8k8 where the K tile allows, the default's m16n8k16 on 32-deep
+    # tiles; swizzled stages, interleaved K steps and edge copies over the large-grid default, pipelined.rules):
+    # 128x64x32 s2 o2 swizzled, interleaved, m16n8k16 50.3-51.6 (the NN/NT/TN default; H100 4096^3 NN) against
+    # 46.9-49.2 for 128x64x16 s4 o2 swizzled (the TT default; H200: 49.0, against 47.4-47.7 for s3 padded, 48.4 s3
+    # swizzled). Padded, H100 4096^3 NN: 128x64x16 s3 o2 47.6, 128x128x16 b256 45.3, 64x64x16 45.5, 128x64x32 s2
+    # 45.7, 64x128x16 44.3, 64x32x16 b64 40.8;
     # 1000^3: 64x64x32 68.4 us (m16n8k16); 64x64x16 o3 under stream-K over three blocks per SM (the small-grid
     # default) 60.1 against 65.4 for 64x64x32 on an H200. tile_matmul: 64x64x32 s2 b128 o2 24.5/25.1, 128x64x32 23.3-24.1.
     "float64": [_pc(t) for t in (

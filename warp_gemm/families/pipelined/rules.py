@@ -55,9 +55,18 @@ def _with_pipe_config(spec, cfg: PipeConfig, device_is_cpu: bool):
     sw = bool(cfg.mma and spec.swizzle and not cfg.persistent
               and all(x % SWIZZLE_COLS == 0 for x in (cfg.tm, cfg.tn, cfg.tk)))
     fields.update(swizzle=sw)
-    # float64 mma.sync: the default's sm_90 MMA where the K tile holds whole ones (else m8n8k4 pairs); others: none
-    mk = DMMA_DEFAULT_K if cfg.mma and spec.in_dtype == "float64" and cfg.tk % DMMA_DEFAULT_K == 0 else 0
+    # float64 mma.sync: the default's sm_90 MMA where the K tile holds two or more of them and there is no persistent
+    # loop (the default's interleaved K steps), else m16n8k8 (DMMA_DEFAULT_K) where it holds whole ones, else m8n8k4
+    # pairs; others: none
+    f64mma = bool(cfg.mma and spec.in_dtype == "float64")
+    mk = spec.mma_k if f64mma and spec.mma_k and not cfg.persistent and cfg.tk % (2 * spec.mma_k) == 0 else \
+        DMMA_DEFAULT_K if f64mma and cfg.tk % DMMA_DEFAULT_K == 0 else 0
     fields.update(mma_k=mk)
+    # the default's interleaved K steps where the configuration's kernel takes them (spec.interleave: SIMT or float64
+    # mma.sync, not persistent, two steps per K tile); its edge copies for the SIMT and mma.sync kernels
+    step = 1 if cfg.simt else max(4, mk)
+    il = spec.interleave and not cfg.persistent and (cfg.simt or f64mma) and cfg.tk // step >= 2
+    fields.update(interleave=il, edge_copy=spec.edge_copy and bool(cfg.simt or cfg.mma))
     if cfg.simt or cfg.mma:  # snippet products: padded A/B rows (bank-conflict-free), the accumulator in registers
         fields.update(pad_ab=0 if sw else PAD_AB.get(spec.in_dtype, 0), pad_c=0)
     if cfg.wgmma:  # unpadded core-matrix stages, the accumulator in registers
@@ -200,9 +209,14 @@ def precompile_jobs(dtypes: list[str], layouts: tuple[str, ...] = ("NN",),
                 # under half the SMs; 32 with K 32 / 128: the 32x32 tiles (32- and 64-deep K) of batched 16-bit
                 # products of sides 17-32 (tiny_batched) and of tf32 outputs up to 32x32; 8192 with K 256: 16-bit
                 # 128x128 tiles with few K steps (pipelined.SHORT_K_STEPS)
+                # exact float32 and float64 also at sides 8 less (1000^3-class): their kernels with edge copies
+                # (spec.edge_copy, where tiles cross an edge)
                 for side, k in ((8192, None), (8192, 256), (1024, None), (1536, None), (512, None), (32, 32),
-                                (32, 128)):
-                    if exact32 and (side, k) not in ((8192, None), (1024, None), (512, None)):
+                                (32, 128), (8184, 8184), (1016, 1016), (504, 504)):
+                    if side in (8184, 1016, 504) and not (exact32 or base == "float64"):
+                        continue
+                    if exact32 and (side, k) not in ((8192, None), (1024, None), (512, None), (8184, 8184),
+                                                     (1016, 1016), (504, 504)):
                         continue
                     if side == 32 and not (tiny_batched(base, side, side, k, TINY_MIN_BATCH) or tf32):
                         continue

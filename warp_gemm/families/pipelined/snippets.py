@@ -13,6 +13,8 @@ _COPY = _SNIPPETS['copy']
 
 _COPY_FAST = _SNIPPETS['copy_fast']
 
+_COPY_EDGE = _SNIPPETS['copy_edge']
+
 _COMMIT = _SNIPPETS['commit']
 
 _SYNC = _SNIPPETS['sync']
@@ -304,7 +306,10 @@ def _copy_snippet(spec: PipeSpec, rows: int, cols: int, dld: int, checked: bool 
     else:
         f["DST"] = f"((size_t)r * {dld} + cc) * {it}"
         qoff = f"{per} * {dld} * {it}"
-    path = native.fill(_COPY_FAST, PER=per, NQ=total // bd, ROWS=rows, COLS=cols, QOFF=qoff, **f) if fast else ""
+    g = dict(PER=per, NQ=total // bd, ROWS=rows, COLS=cols, QOFF=qoff, **f)
+    # spec.edge_copy: regions crossing the operand's edge take the fast path's chunks too (_COPY_EDGE)
+    edge = "\n" + native.fill(_COPY_EDGE, **g).rstrip("\n") if getattr(spec, "edge_copy", False) else ""
+    path = native.fill(_COPY_FAST, EDGE=edge, **g) if fast else ""
     return native.fill(_COPY, FASTPATH=path, **f, **_copy_check(it, ch, e, rows, cols, dld, checked))
 
 

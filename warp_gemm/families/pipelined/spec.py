@@ -70,6 +70,7 @@ class PipeSpec:
     mma_k: int = 0  # float64 mma kernels: k of the sm_90 MMA (m16n8k4/8/16); 0: m8n8k4 pairs (as on sm_80)
     swizzle: bool = False  # float64 mma kernels: unpadded stages, 16-byte chunks XOR-permuted by row (swizzled)
     interleave: bool = False  # simt / float64 mma: the next stage's copies between two halves of a K step's product
+    edge_copy: bool = False  # simt / mma: tiles crossing an operand's edge copied as interior ones, chunks predicated
 
     @property
     def acc_dtype(self) -> str:
@@ -90,6 +91,7 @@ class PipeSpec:
         act += f"_k{self.mma_k}" if self.mma_k else ""
         act += "_sw" if self.swizzle else ""
         act += "_il" if self.interleave else ""
+        act += "_ec" if self.edge_copy else ""
         act += "_ts" if staged_store(self) else ""  # the epilogue through shared memory (_STAGED_STORE)
         return (f"wg_pipe_{self.in_dtype}_{self.out_dtype}_{self.layout_a}{self.layout_b}_"
                 f"{self.tm}x{self.tn}x{self.tk}_s{self.stages}_b{self.block_dim}{occ}_c{self.chunk}_"
@@ -177,7 +179,9 @@ def default_spec(in_dtype: str, out_dtype: str | None = None, *, tf32: bool = Fa
     elif in_dtype == "float32":
         base = _base_fp32(grid, snippets)
     else:
-        base = _base_fp64(grid, snippets)
+        base = _base_fp64(grid, snippets, layout)
+    if base.get("edge_copy") and not _has_edges(base, M, N, K):
+        base["edge_copy"] = False  # no tile crosses an edge: the kernel measured without the edge path
     base.update(over)
     return PipeSpec(in_dtype=in_dtype, out_dtype=out_dtype, layout_a=layout[0], layout_b=layout[1],
                     epilogue=epilogue, tf32=tf32, chunk=chunk, **base)
@@ -275,9 +279,16 @@ def _mma_tf32(g: _Grid) -> dict:
     return dict(tm=128, tn=128, tk=32, stages=3, block_dim=128, min_blocks=2, pad_ab=4, pad_c=0, mma=4)
 
 
-def _base_fp64(g: _Grid, snippets: bool) -> dict:
+def _has_edges(base: dict, M: int | None, N: int | None, K: int | None) -> bool:
+    """Whether a problem of ``M`` x ``N`` x ``K`` has tiles of ``base``'s shape that cross an operand's edge (an
+    unknown size counts as none)."""
+    return any(x is not None and x % t for x, t in ((M, base["tm"]), (N, base["tn"]), (K, base["tk"])))
+
+
+def _base_fp64(g: _Grid, snippets: bool, layout: str = "NN") -> dict:
     """float64 (TFLOP/s at 4096^3 / us at 1000^3; benchmarks/results/tuning/dmma_simt_probe_2026-11-26.txt on an H100,
-    dmma_stream_k_2026-11-27.txt and dmma_swizzle_2026-11-27.txt on an H200)."""
+    dmma_stream_k_2026-11-27.txt and dmma_swizzle_2026-11-27.txt on an H200, dmma_edge_2026-11-27.txt on an H100).
+    ``edge_copy`` here means: where the problem has tiles crossing an edge (default_spec drops it elsewhere)."""
     if snippets:
         # The DMMA kernel (mma.sync .f64; DMMA_DEFAULT_K): 128x64x16, 4 warps of 64 x 32, two blocks/SM, 4 stages
         # of swizzled unpadded rows (spec.swizzle: 96 KiB a block; padded rows would take 114 and one block/SM):
@@ -290,6 +301,17 @@ def _base_fp64(g: _Grid, snippets: bool) -> dict:
         # blocks per SM 45.0; the tile_matmul kernels 31.3 (runner).
         base = dict(tm=128, tn=64, tk=16, stages=4, block_dim=128, min_blocks=2, pad_ab=0, pad_c=0, mma=4,
                     mma_k=DMMA_DEFAULT_K, swizzle=True)
+        if layout != "TT":
+            # NN, NT, TN: 32-deep K tiles on 2 swizzled stages (96 KiB, two blocks/SM), m16n8k16, interleaved K steps
+            # (spec.interleave), edge copies where tiles cross an edge (spec.edge_copy). H100, cuBLAS in the same
+            # process (benchmarks/results/tuning/dmma_edge_2026-11-27.txt), against the 16-deep 4-stage tiles above:
+            # 4096^3 NN 50.3-51.6 TFLOP/s (0.91-0.94x) against 46.9-49.2 (0.85-0.89x) in three processes; NT 50.8-51.3
+            # against 46.6-49.7, TN 41.4-42.1 against 38.8-38.9; 2048^3 48.2-48.6 against 45.0-47.6; with edge copies
+            # 4095^3 48.8-49.9 against 41.5-46.6, 333x4096x4096 30.9-31.0 against 24.4-25.8. 4096^3 with edge copies
+            # compiled in (no tile crosses an edge there): 47.1 against 50.3 without, hence only where edges exist.
+            # 16-deep 4-stage tiles interleaved: 4096^3 50.3-50.5. TT keeps the tiles above: 41.8 against 40.6 (32-deep,
+            # 72 bytes of stack), 40.7 with interleave and edge copies, 40.5 with edge copies.
+            base.update(tk=32, stages=2, mma_k=16, interleave=True, edge_copy=True)
         if g.small:
             # 128x64 tiles in one wave: 64x64x16 (4 warps of 32 x 32, m16n8k8), stream-K over three blocks per SM:
             # 1000^3 60.1-60.5 us (0.70-0.72x cuBLAS) against 65.4-70.7 for the 64x64x32 tiles one per block (0.61-0.64x);
@@ -297,11 +319,17 @@ def _base_fp64(g: _Grid, snippets: bool) -> dict:
             # blocks per SM 64.4 / 64.0, 2-warp 64x32 / 32x64 tiles over four 81-83 (H200, cuBLAS in the same process;
             # benchmarks/results/tuning/dmma_stream_k_2026-11-27.txt)
             # Swizzled stages lost here: 67.7 us on 3, 63.9 on 4 against 62.1-63.7 padded (H200, same process).
-            base.update(tm=64, tn=64, tk=16, stages=3, min_blocks=3, pad_ab=4, mma_k=8, stream_k=3, swizzle=False)
+            # Interleaved K steps (no stack: 168 registers against 168 and 32 bytes of stack) and edge copies: 1000^3
+            # 54.5-55.1 us (0.80-0.88x cuBLAS) against 62.2-67.5 (0.70-0.76x), 1023x1025x1027 62.3 against 68.9-75.5,
+            # TN 56.7 against 61.9, TT 55.8 against 67.0; 1024^3 (no edges) interleaved 55.3-58.2 against 57.7-61.4
+            # (H100, benchmarks/results/tuning/dmma_edge_2026-11-27.txt). cuBLAS's 128x64x32 tile of 8 warps (one block
+            # per SM, no K split) ran 1000^3 at 74.1-75.2 us, 59.1 with edge copies, 52.2-52.8 at 1024^3.
+            base.update(tm=64, tn=64, tk=16, stages=3, min_blocks=3, pad_ab=4, mma_k=8, stream_k=3, swizzle=False,
+                        interleave=True, edge_copy=True)
         if g.quarter:
             # grids under half the SMs: 64x32 tiles of 2 warps (four times the blocks of 128x64; not timed there)
             base.update(tm=64, tn=32, tk=16, stages=3, block_dim=64, mma=2, min_blocks=4, pad_ab=4, mma_k=16,
-                        stream_k=0, swizzle=False)
+                        stream_k=0, swizzle=False, interleave=False, edge_copy=False)
         return base
     # tile_matmul: 64x64x32, 2 stages, block 128, two blocks/SM: 24.5/25.1 TFLOP/s at 4096^3/8192^3 (NT 25.3/25.7),
     # 1000^3 20.5; one block/SM 23.2-23.9, 3 stages 17-18, 128x64x32 23.3-24.1.
@@ -321,10 +349,13 @@ def _base_fp32(g: _Grid, snippets: bool) -> dict:
             # cuBLAS) against 72.1-76.2 over two (0.79-0.85x), 91.8-94.2 one tile per block, 70.7 with 4 stages, 80.0 for
             # 128x128 tiles over two, 78.8 for 64x64 tiles over six (H200, cuBLAS in the same process;
             # benchmarks/results/tuning/dmma_stream_k_2026-11-27.txt); the tiled family's tile_matmul kernel ran at 0.60x.
-            base.update(stream_k=3)
+            # Edge copies where tiles cross an edge (spec.edge_copy): 1000^3 68.1 us (0.89x) against 71.8 (0.84x); the
+            # large tiles at 4095^3 42.7 TFLOP/s with them against 43.3 without (H100, dmma_edge_2026-11-27.txt): not
+            # there.
+            base.update(stream_k=3, edge_copy=True)
         if g.quarter:
             # grids under half the SMs: 32x64 tiles of one warp (four times the blocks; not timed there)
-            base.update(tm=32, tn=64, block_dim=32, min_blocks=0, stream_k=0)
+            base.update(tm=32, tn=64, block_dim=32, min_blocks=0, stream_k=0, edge_copy=False)
         return base
     # tile_matmul's SIMT path: 128x64x32 s2 dense, register accumulator: 27.9/28.7, 1000^3 20.3. NN only: NT measured
     # 4.8 and TN 10.9 (transposed views in that path).
@@ -455,8 +486,9 @@ def interleave_split(spec: PipeSpec) -> int:
 SWIZZLE_COLS = 16
 
 
-# The float64 mma.sync kernels' sm_90 MMA where the planner picks it (default_spec, configurations): m16n8k8. H100,
-# 128x64x16 tiles at 4096^3: k8 47.6 TFLOP/s, k16 46.3, k4 41.9, m8n8k4 pairs 29.2; 64x64x16: k8 45.5, k16 43.9.
+# The float64 mma.sync kernels' sm_90 MMA on 16-deep K tiles (default_spec, configurations): m16n8k8. H100, 128x64x16
+# tiles at 4096^3: k8 47.6 TFLOP/s, k16 46.3, k4 41.9, m8n8k4 pairs 29.2; 64x64x16: k8 45.5, k16 43.9. The 32-deep
+# large-grid default takes m16n8k16: 4096^3 interleaved on 2 swizzled stages 51.0 against 48.7 for k8 (H100).
 DMMA_DEFAULT_K = 8
 
 
@@ -564,6 +596,8 @@ def _check(spec: PipeSpec) -> None:
                             or interleave_split(spec) == 0):
         raise ValueError(f"{spec}: interleaved copies are for the SIMT and float64 mma.sync kernels (not persistent), "
                          "whose K tile holds at least two steps of their product")
+    if spec.edge_copy and not (spec.simt or spec.mma):
+        raise ValueError(f"{spec}: predicated edge copies (edge_copy) are for the SIMT and mma.sync kernels")
     if spec.swizzle and not (spec.mma and spec.in_dtype == "float64"):
         raise ValueError(f"{spec}: swizzled stages are the float64 mma.sync kernel's (mma > 0, float64 inputs)")
     if (spec.simt + bool(spec.mma) + spec.wgmma) > 1:

@@ -55,6 +55,40 @@ ${FALLBACK}
             memcpy(s + (size_t)q * (${QOFF}), g + (size_t)q * ${PER} * ld, ${CH});
 #endif
         return;
+    }${EDGE}
+//! snippet copy_edge template
+//! The fast path's chunks for a region that crosses src's last row or column (spec.edge_copy), in place of the chunk
+//! loop of _COPY with its per-chunk division and bounds arithmetic. In a one-wave grid the edge tiles' blocks set
+//! the kernel's time: float64 128x64x32 tiles of 8 warps ran 1000^3 in 74.1 us against 52.8 at 1024^3 (H100).
+
+    {
+        // A region crossing src's edge: the interior path's chunks, each with its source size in bytes (0: the
+        // chunk is zero-filled) from one column test per thread and one row test per chunk. CPU: synchronous.
+        const int t = WP_TILE_THREAD_IDX;
+        const int r = t / ${CPR};
+        const int cc = (t - r * ${CPR}) * ${E};
+        const int gc = c0 + cc;
+        const int vc = nc - gc;
+        const int vb = (vc <= 0 ? 0 : (vc >= ${E} ? ${E} : vc)) * ${ITEM};
+        const char* g = base + (size_t)(r0 + r) * ld + (size_t)gc * ${ITEM};
+#if defined(__CUDA_ARCH__)
+        const unsigned sa = (unsigned)__cvta_generic_to_shared(sbase + ${DST});
+#pragma unroll
+        for (int q = 0; q < ${NQ}; ++q) {
+            const int n = r0 + r + q * ${PER} < nr ? vb : 0;
+            const char* gq = n ? g + (size_t)q * ${PER} * ld : base;
+            asm volatile("cp.async.${CG}.shared.global [%0], [%1], ${CH}, %2;\n" :: "r"(sa + q * (${QOFF})), "l"(gq),
+                         "r"(n));
+        }
+#else
+        char* s = sbase + ${DST};
+        for (int q = 0; q < ${NQ}; ++q) {
+            const int n = r0 + r + q * ${PER} < nr ? vb : 0;
+            for (int b = 0; b < ${CH}; ++b)
+                s[(size_t)q * (${QOFF}) + b] = b < n ? g[(size_t)q * ${PER} * ld + b] : (char)0;
+        }
+#endif
+        return;
     }
 //! snippet commit
 
