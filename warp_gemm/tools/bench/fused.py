@@ -67,10 +67,32 @@ TN = 128  # the rowsum rows' exp(s * x): s = 1 / sqrt(4096), as attention scores
 #: default, on for 128 columns)
 TN_REGS = 128
 PINGPONG = None
+#: the user kernels' silu with wp.div_approx (False: warp_gemm's activation_func, an IEEE division)
+SILU_APPROX = True
 
 
 # --- the user kernels ---------------------------------------------------------------------------------------------
 _CACHE: dict = {}
+
+
+def _act(op: str):
+    """The user kernels' activation: gelu (warp_gemm's), or silu written as docs/tile_func.md's fast pattern does,
+    ``x / (1 + exp(-x))`` with Warp's approximate division (``wp.div_approx``: 2 ulp, no branch). The IEEE
+    division's slow-path branch (ptxas sm_90a: a BSSY/CALL per element) keeps the compiler from overlapping the 128
+    sums of a thread; ``warp_gemm``'s own silu keeps the IEEE division."""
+    import warp as wp
+
+    from warp_gemm import _compat
+    from warp_gemm.families.common.epilogue import activation_func
+
+    if op != "silu" or not SILU_APPROX or not _compat.HAS_DIV_APPROX:
+        return activation_func("gelu" if op == "linear_gelu" else "silu", wp.float32)
+    if "silu" not in _CACHE:
+        def silu_approx(x: float):
+            return wp.div_approx(x, 1.0 + wp.exp(-x))
+
+        _CACHE["silu"] = wp.func(silu_approx)
+    return _CACHE["silu"]
 
 
 def _kernels(op: str, dtype: str, layout_b: str, form: str = "tile", tn: int | None = None,
@@ -82,7 +104,7 @@ def _kernels(op: str, dtype: str, layout_b: str, form: str = "tile", tn: int | N
     steps)."""
     tn = TN_REGS if tn is None else tn
     pingpong = PINGPONG if pingpong is None and tn == TN_REGS else pingpong
-    key = (op, dtype, layout_b, form, tn, pingpong)
+    key = (op, dtype, layout_b, form, tn, pingpong, SILU_APPROX)
     if key not in _CACHE:
         _CACHE[key] = (_build_regs(op, dtype, layout_b, tn, pingpong) if form == "regs"
                        else _build_kernel(op, dtype, layout_b))
@@ -104,12 +126,11 @@ def _build_regs(op: str, dtype: str, layout_b: str, tn: int, pingpong: bool | No
     import warp as wp
 
     import warp_gemm
-    from warp_gemm.families.common.epilogue import activation_func
 
     T = {"float16": wp.float16, "bfloat16": wp.bfloat16}[dtype]
     g = warp_gemm.fused_gemm(T, layout_b=layout_b, tn=tn, pingpong=pingpong)
     frag, origin, coord, FR, R, C = g.tile_func, g.tile_origin, g.tile_coord, g.frag, g.buf_rows, g.buf_cols
-    act = activation_func("gelu" if op == "linear_gelu" else "silu", wp.float32)
+    act = _act(op)
     S = float(SCALE)
     NR = g.bn // 2  # entries per m64 block of a thread's fragment
     EPR = g.bn // 4  # entries per row
@@ -185,12 +206,11 @@ def _build_kernel(op: str, dtype: str, layout_b: str):
     import warp as wp
 
     import warp_gemm
-    from warp_gemm.families.common.epilogue import activation_func
 
     T = {"float16": wp.float16, "bfloat16": wp.bfloat16}[dtype]
     g = warp_gemm.fused_gemm(T, layout_b=layout_b, tn=TN)
     gemm, BM, BN, R, C = g.func, g.bm, g.bn, g.buf_rows, g.buf_cols
-    act = activation_func("gelu" if op == "linear_gelu" else "silu", wp.float32)
+    act = _act(op)
     S = float(SCALE)
     opts = {"enable_backward": False}
 
@@ -459,7 +479,11 @@ def main(argv: list[str] | None = None) -> int:
                    help="tn of the fused_persistent provider's fused_gemm (128, 256)")
     p.add_argument("--pingpong", type=int, choices=(0, 1), default=None,
                    help="the fused_persistent provider's fused_gemm pingpong (default: fused_gemm's)")
+    p.add_argument("--silu-ieee", action="store_true",
+                   help="the fused kernels' silu with warp_gemm's activation (an IEEE division) instead of "
+                        "wp.div_approx")
     args = p.parse_args(argv)
+    globals()["SILU_APPROX"] = not args.silu_ieee
     globals()["TN_REGS"] = args.tn_regs
     globals()["PINGPONG"] = None if args.pingpong is None else bool(args.pingpong)
     import torch
