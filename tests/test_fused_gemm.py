@@ -470,8 +470,10 @@ def test_record_cmd_cpu():
 @pytest.mark.parametrize("dtype,M,N,K,tn,pingpong,view", STORE_CASES + [
     ("float16", 512, 512, 128, 128, None, "contig"),      # every 32-column chunk inside: 16-byte stores only
     ("bfloat16", 520, 1000, 200, 256, None, "contig"),    # 16-byte stores and the right edge's pairs
-    ("float16", 1000, 1030, 4095, 128, None, "colslice"),  # odd K (A staged), unaligned rows: element stores
+    ("float16", 1000, 1030, 4095, 128, None, "colslice"),  # odd K (A staged), unaligned rows: shifted segments
     ("bfloat16", 384, 520, 96, 128, False, "rowstep"),
+    ("float16", 300, 1023, 100, 256, None, "contig"),     # 2046-byte rows: every shift of the aligned segments
+    ("bfloat16", 200, 517, 64, 128, True, "colslice"),    # ping-pong, rows and base off the 16-byte grid
 ])
 def test_store_frag_gpu(dtype, M, N, K, tn, pingpong, view):
     yb, sl, ref = _store_case(dtype, M, N, K, tn, pingpong, view, "cuda:0")
