@@ -363,6 +363,43 @@ def test_operands_keep_maps_of_aligned_operands(monkeypatch):
     assert len(calls) == 4 and (o3.a, o3.b) == (1003, 1004) and o3.K == 64
 
 
+def test_staging_buffers_come_back_for_the_next_call():
+    """``fused._aligned`` copies the operands whose rows TMA cannot read (one launch for both) into aligned buffers
+    that return to a per-stream pool when their holder is dropped: the next call stages into the same address (its
+    TMA map is then made already), a call while the first one's buffers are still held gets others."""
+    import gc
+
+    import warp_gemm.fused as fused_mod
+
+    rng = np.random.default_rng(5)
+    a_np = rng.standard_normal((33, 45)).astype(np.float16)  # 90-byte rows: staged
+    b_np = rng.standard_normal((45, 35)).astype(np.float16)  # 70-byte rows: staged
+    c_np = rng.standard_normal((45, 40)).astype(np.float16)  # 80-byte rows: read in place
+    A, B, C = (wp.array(x, dtype=wp.float16, device="cpu") for x in (a_np, b_np, c_np))
+
+    def check(x, ref):
+        assert x.ptr % 16 == 0 and x.strides[0] % 16 == 0 and tuple(x.shape) == ref.shape
+        assert np.array_equal(x.numpy(), ref)
+
+    a, b, leases = fused_mod._aligned(A, B)
+    check(a, a_np)
+    check(b, b_np)
+    assert len(leases) == 2
+    first = (a.ptr, b.ptr)
+    a2, b2, leases2 = fused_mod._aligned(A, B)  # the first pair still held: other buffers
+    assert {a2.ptr, b2.ptr}.isdisjoint(first)
+    check(a2, a_np)
+    pooled = {first[0], a2.ptr}  # A's two buffers
+    del a, b, leases, a2, b2, leases2
+    gc.collect()
+    free = [x for k, v in fused_mod._pool.items() if k[0] == "cpu" and k[2:] == (33, 48, "float16") for x in v]
+    assert {x.ptr for x in free} == pooled  # kept alive in the pool, not freed
+    a3, c3, leases3 = fused_mod._aligned(A, C)
+    assert a3.ptr in pooled  # one of A's pooled buffers, staged again
+    assert c3 is C and len(leases3) == 1
+    check(a3, a_np)
+
+
 @pytest.mark.parametrize("body", ["fused", "fused-persistent"])
 def test_example_07_bodies_cpu(body):
     """examples/07_fused_layer.py's fused_gemm bodies on the CPU twins (checked against float64 inside; exit code 0
