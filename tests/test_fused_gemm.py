@@ -372,7 +372,7 @@ def test_staging_buffers_come_back_for_the_next_call():
     import warp_gemm.fused as fused_mod
 
     rng = np.random.default_rng(5)
-    a_np = rng.standard_normal((33, 45)).astype(np.float16)  # 90-byte rows: staged
+    a_np = rng.standard_normal((33, 45)).astype(np.float16)  # 90-byte rows: staged (16-byte padding)
     b_np = rng.standard_normal((45, 35)).astype(np.float16)  # 70-byte rows: staged
     c_np = rng.standard_normal((45, 40)).astype(np.float16)  # 80-byte rows: read in place
     A, B, C = (wp.array(x, dtype=wp.float16, device="cpu") for x in (a_np, b_np, c_np))
@@ -398,6 +398,10 @@ def test_staging_buffers_come_back_for_the_next_call():
     assert a3.ptr in pooled  # one of A's pooled buffers, staged again
     assert c3 is C and len(leases3) == 1
     check(a3, a_np)
+    d_np = rng.standard_normal((20, 601)).astype(np.float16)  # 1202-byte rows: padded to 128 bytes (1280)
+    d, _, _ = fused_mod._aligned(wp.array(d_np, dtype=wp.float16, device="cpu"), C)
+    check(d, d_np)
+    assert d.strides[0] == 1280
 
 
 @pytest.mark.parametrize("body", ["fused", "fused-persistent"])

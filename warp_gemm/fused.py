@@ -180,8 +180,10 @@ class FusedGemm:
         of the configuration's dtype, any strides. CUDA: TMA maps (cached per pointer, shape and strides, as the
         Hopper family's); an operand whose rows TMA cannot read (base or row stride not a multiple of 16 bytes,
         columns not contiguous: e.g. odd K) is first copied into an aligned buffer (16-byte chunks, rows padded to
-        a multiple of 8 elements) on the array's device and stream -- the staging ``warp_gemm.matmul`` does; the
-        copy reflects the values at this call. CPU: host words (pointer, extents, byte strides) for the twin.
+        128 bytes, 16 under 1 KB; one launch for both operands) on the device's current stream -- the staging
+        ``warp_gemm.matmul`` does; the copy reflects the values at this call. The buffer is the Operands' until it is
+        dropped, then serves the next call on that stream (same address: its TMA map is made already); launch on
+        the stream of the ``operands`` call. CPU: host words (pointer, extents, byte strides) for the twin.
         ``items``, ``grid``: :attr:`tile_func`'s work items and the blocks of :meth:`launch_tiles` (``grid``, else one
         per SM on CUDA, 2 on the CPU; never more than the items)."""
         name = "fused_gemm.operands"
@@ -369,8 +371,8 @@ def _readable(x: wp.array) -> bool:
 
 def _aligned(A: wp.array, B: wp.array) -> tuple:
     """``(a, b, leases)``: each of ``A``, ``B`` where TMA can read its rows, else a copy of it in an aligned buffer
-    whose rows are padded to a multiple of 8 elements (returned as the unpadded view), both copies made by one launch
-    of the stage kernel on the device's current stream; ``leases`` hold the buffers (one per copy)."""
+    whose rows are padded to 128 bytes (16 bytes for rows under 1 KB; returned as the unpadded view), both copies made
+    by one launch of the stage kernel on the device's current stream; ``leases`` hold the buffers (one per copy)."""
     need = [x for x in (A, B) if not _readable(x)]
     if not need:
         return A, B, []
@@ -381,7 +383,9 @@ def _aligned(A: wp.array, B: wp.array) -> tuple:
     out, jobs, leases = {}, [], []
     for x in need:
         r, c = int(x.shape[0]), int(x.shape[1])
-        cp = -(-c // 8) * 8
+        # rows of 1 KB or more padded to 128 bytes, as the Hopper family stages them (a TMA box row otherwise touches
+        # two 128-byte lines: its fp16 4097^3 kernel 377 -> 289 us, H200); shorter rows to 16 bytes
+        cp = -(-c // 64) * 64 if 2 * c >= 1024 else -(-c // 8) * 8
         key = (str(dev), int(stream), r, cp, dtype_name(x.dtype))
         with _lock:
             free = _pool.get(key)
@@ -420,11 +424,11 @@ def fused_gemm(dtype, *, layout_b: str = "N", tn: int = 128, pingpong: bool | No
             thread meet the register cap of a 384-thread block (ptxas: 168 registers and a 784-byte stack frame,
             against 72 bytes at 128; the Hopper family's kernel lifts the cap with setmaxnreg, which this function
             does not use: the caller's code after it runs on every warpgroup). ``g.tile_func`` with ``g.store_frag``
-            (GPU time back to back, same product): 0.223 ms with 256, 0.234 with 128 (H200).
+            (GPU time back to back, same product): 0.223 ms with 256, 0.234 with 128 (H200, an IEEE-division silu).
         pingpong: :attr:`FusedGemm.tile_func`'s consumers each on a whole 128 x 128 tile (``tn=128`` only), one
             multiplying while the other runs the caller's epilogue; default False (both consumers on one tile):
-            same product with ``g.store_frag``, 0.248 ms ping-pong against 0.230 on an H100 (a first version of
-            ``store_frag``), 0.234 both on an H200.
+            same product with ``g.store_frag`` and a ``wp.div_approx`` silu, H100, GPU time back to back: 0.211 ms
+            ping-pong against 0.202 for shared 128 x 256 tiles.
 
     CUDA: sm_90 (H100/H200) and warp-lang 1.19+. CPU: a twin of the same function (element by element) for tests.
     bfloat16 kernels need ``module_options={"enable_backward": False}`` (docs/tile_func.md).

@@ -299,11 +299,11 @@ def _rel_err(out, ref) -> float:
 
 
 def run_row(row: Row, reps: int, device: str = "cuda", time: bool = True, persistent: bool = True,
-            rounds: int = 1) -> list[dict]:
+            passes: int = 1) -> list[dict]:
     """The providers' records of ``row`` on ``device`` (``time`` False: the checks only, e.g. on the CPU);
     ``persistent``: also the ``fused_persistent`` provider (the user kernel on ``g.tile_func``, 16-bit rows).
-    ``rounds``: every provider is checked first, then timed ``rounds`` times in turn (provider 1, 2, ..., 1, 2, ...);
-    its ``ms`` is the median of its rounds' medians (``ms_rounds``), so that a drift of the SM clock during the row
+    ``passes``: every provider is checked first, then timed ``passes`` times in turn (provider 1, 2, ..., 1, 2, ...);
+    its ``ms`` is the median of its passes' medians (``ms_passes``), so that a drift of the SM clock during the row
     (H100: 1980 -> 1680 MHz within one process) reaches every provider alike."""
     import contextlib
 
@@ -445,9 +445,9 @@ def run_row(row: Row, reps: int, device: str = "cuda", time: bool = True, persis
         if time:
             timed.append((out[-1], fn))
     # the runner's timer (triton.testing.do_bench: back-to-back calls, the host's work overlapping the GPU's, L2
-    # flushed between calls), the providers in turn for each round
+    # flushed between calls), the providers in turn in each pass
     runs: dict = {id(r): [] for r, _ in timed}
-    for _ in range(max(1, rounds)):
+    for _ in range(max(1, passes)):
         for r, fn in timed:
             runs[id(r)].append(time_cuda(fn, "cuda", warmup_ms=25.0, rep_ms=100.0))
     for r, fn in timed:
@@ -455,7 +455,7 @@ def run_row(row: Row, reps: int, device: str = "cuda", time: bool = True, persis
         t = ts[len(ts) // 2]
         # for the record the per-call-synchronised events of earlier versions
         r.update(ms=t.median_ms, p20=t.p20_ms, p80=t.p80_ms, tflops=flops / t.median_ms / 1e9,
-                 ms_rounds=[x.median_ms for x in runs[id(r)]], ms_sync=_time(fn, reps)[0])
+                 ms_passes=[x.median_ms for x in runs[id(r)]], ms_sync=_time(fn, reps)[0])
     return out
 
 
@@ -490,8 +490,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="tn of the fused_persistent provider's fused_gemm (128, 256)")
     p.add_argument("--pingpong", type=int, choices=(0, 1), default=None,
                    help="the fused_persistent provider's fused_gemm pingpong (default: fused_gemm's)")
-    p.add_argument("--rounds", type=int, default=3,
-                   help="times every provider of a row is timed, in turn; its ms: the median round")
+    p.add_argument("--passes", type=int, default=3,
+                   help="times every provider of a row is timed, in turn; its ms: the median pass")
     p.add_argument("--silu-ieee", action="store_true",
                    help="the fused kernels' silu with warp_gemm's activation (an IEEE division) instead of "
                         "wp.div_approx")
@@ -508,7 +508,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = [r for r in ROWS if args.rows is None or r.name in args.rows]
     out = []
     for r in rows:
-        res = run_row(r, args.reps, time=not args.check_only, persistent=not args.no_persistent, rounds=args.rounds)
+        res = run_row(r, args.reps, time=not args.check_only, persistent=not args.no_persistent,
+                      passes=args.passes)
         out += res
         for x in res:
             print(json.dumps(x), flush=True)

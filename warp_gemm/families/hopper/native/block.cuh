@@ -327,7 +327,7 @@ ${RC}
     const bool contig = cs == 2;
     const bool vec = contig && ((((unsigned long long)(size_t)base) | (unsigned long long)rs) % 16ull) == 0;
     const bool shift = contig && !vec;  // contiguous rows, some of them off the 16-byte grid
-    // every pair rounded and packed first: ${FR} / 2 registers instead of ${FR} for what the stores still need
+    // every pair converted and packed first: ${FR} / 2 registers instead of ${FR} for what the stores still need
     unsigned pk[${FR} / 2];
 #pragma unroll
     for (int x = 0; x < ${FR} / 2; ++x)  // cvt packs its first source into the upper half
