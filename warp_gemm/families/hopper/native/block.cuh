@@ -309,8 +309,8 @@ ${RC}
     // (a 16-byte piece), then store 16 bytes. ncu (H100, fp16 silu 4096^3, element stores of the persistent kernel):
     // 8 of each 32-byte sector's bytes used; the 16-byte stores use all 32.
     // Rows whose start is not 16-byte aligned (contiguous columns; e.g. fp16 rows of 4095: 8190 bytes) are shifted
-    // by the row's misalignment m halves: thread q of the quad stores the aligned 16-byte segment that ends m halves
-    // into its own piece, its first m halves the end of the piece before (the previous thread's, for thread 0 thread
+    // by the row's misalignment m halves: thread q of the quad stores the aligned 16-byte segment that starts m halves
+    // before its own piece, those m halves the end of the piece before (the previous thread's, for thread 0 thread
     // 3's of the previous chunk: four more __shfl_sync), so the row still goes out as whole aligned 16-byte stores;
     // the row's first and last partial segments, and segments past the matrix's right edge, as 2-byte stores.
     // Strided columns: 2-byte stores.
@@ -341,7 +341,7 @@ ${RC}
                 const int r = r0 + 64 * h + 8 * e;
                 if (r >= M) continue;  // the same row for the whole quad
                 char* drow = base + (long long)r * rs;
-                // halves from the row's column tc to the next 16-byte boundary below it: the shift of the segments
+                // halves from the 16-byte boundary at or below column tc's address to it: the shift of the segments
                 const int m = (int)((((unsigned long long)(size_t)drow) + 2ull * (unsigned)tc) & 15ull) / 2;
                 // the segment's words from the 32 bytes (previous piece, own piece): words b .. b + 4, shifted sb bits
                 const int b = (16 - 2 * m) >> 2, sb = 8 * ((16 - 2 * m) & 3);
