@@ -363,6 +363,47 @@ def test_operands_keep_maps_of_aligned_operands(monkeypatch):
     assert len(calls) == 4 and (o3.a, o3.b) == (1003, 1004) and o3.K == 64
 
 
+def test_staging_buffers_come_back_for_the_next_call():
+    """``fused._aligned`` copies the operands whose rows TMA cannot read (one launch for both) into aligned buffers
+    that return to a per-stream pool when their holder is dropped: the next call stages into the same address (its
+    TMA map is then made already), a call while the first one's buffers are still held gets others."""
+    import gc
+
+    import warp_gemm.fused as fused_mod
+
+    rng = np.random.default_rng(5)
+    a_np = rng.standard_normal((33, 45)).astype(np.float16)  # 90-byte rows: staged (16-byte padding)
+    b_np = rng.standard_normal((45, 35)).astype(np.float16)  # 70-byte rows: staged
+    c_np = rng.standard_normal((45, 40)).astype(np.float16)  # 80-byte rows: read in place
+    A, B, C = (wp.array(x, dtype=wp.float16, device="cpu") for x in (a_np, b_np, c_np))
+
+    def check(x, ref):
+        assert x.ptr % 16 == 0 and x.strides[0] % 16 == 0 and tuple(x.shape) == ref.shape
+        assert np.array_equal(x.numpy(), ref)
+
+    a, b, leases = fused_mod._aligned(A, B)
+    check(a, a_np)
+    check(b, b_np)
+    assert len(leases) == 2
+    first = (a.ptr, b.ptr)
+    a2, b2, leases2 = fused_mod._aligned(A, B)  # the first pair still held: other buffers
+    assert {a2.ptr, b2.ptr}.isdisjoint(first)
+    check(a2, a_np)
+    pooled = {first[0], a2.ptr}  # A's two buffers
+    del a, b, leases, a2, b2, leases2
+    gc.collect()
+    free = [x for k, v in fused_mod._pool.items() if k[0] == "cpu" and k[2:] == (33, 48, "float16") for x in v]
+    assert {x.ptr for x in free} == pooled  # kept alive in the pool, not freed
+    a3, c3, leases3 = fused_mod._aligned(A, C)
+    assert a3.ptr in pooled  # one of A's pooled buffers, staged again
+    assert c3 is C and len(leases3) == 1
+    check(a3, a_np)
+    d_np = rng.standard_normal((20, 601)).astype(np.float16)  # 1202-byte rows: padded to 128 bytes (1280)
+    d, _, _ = fused_mod._aligned(wp.array(d_np, dtype=wp.float16, device="cpu"), C)
+    check(d, d_np)
+    assert d.strides[0] == 1280
+
+
 @pytest.mark.parametrize("body", ["fused", "fused-persistent"])
 def test_example_07_bodies_cpu(body):
     """examples/07_fused_layer.py's fused_gemm bodies on the CPU twins (checked against float64 inside; exit code 0
@@ -470,8 +511,10 @@ def test_record_cmd_cpu():
 @pytest.mark.parametrize("dtype,M,N,K,tn,pingpong,view", STORE_CASES + [
     ("float16", 512, 512, 128, 128, None, "contig"),      # every 32-column chunk inside: 16-byte stores only
     ("bfloat16", 520, 1000, 200, 256, None, "contig"),    # 16-byte stores and the right edge's pairs
-    ("float16", 1000, 1030, 4095, 128, None, "colslice"),  # odd K (A staged), unaligned rows: element stores
+    ("float16", 1000, 1030, 4095, 128, None, "colslice"),  # odd K (A staged), unaligned rows: shifted segments
     ("bfloat16", 384, 520, 96, 128, False, "rowstep"),
+    ("float16", 300, 1023, 100, 256, None, "contig"),     # 2046-byte rows: every shift of the aligned segments
+    ("bfloat16", 200, 517, 64, 128, True, "colslice"),    # ping-pong, rows and base off the 16-byte grid
 ])
 def test_store_frag_gpu(dtype, M, N, K, tn, pingpong, view):
     yb, sl, ref = _store_case(dtype, M, N, K, tn, pingpong, view, "cuda:0")

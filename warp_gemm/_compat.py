@@ -83,6 +83,8 @@ HAS_BF16: bool = hasattr(wp, "bfloat16")
 HAS_MODULE_OPTIONS_KW: bool = "module_options" in _kernel_params
 #: 1.9+: offline CUDA compilation without a GPU.
 HAS_COMPILE_AOT: bool = hasattr(wp, "compile_aot_module")
+#: ``wp.div_approx`` (kernel code only: div.approx.f32 on CUDA, an exact division on the CPU), 1.12+
+HAS_DIV_APPROX: bool = "div_approx" in _ctx.builtin_functions
 #: <= 1.6: the CUTLASS ``wp.matmul`` (benchmarks only).
 HAS_OLD_MATMUL: bool = hasattr(wp, "matmul")
 #: ``wp.launch(..., record_cmd=True)`` returns a replayable launch (all supported releases have it).

@@ -180,8 +180,10 @@ class FusedGemm:
         of the configuration's dtype, any strides. CUDA: TMA maps (cached per pointer, shape and strides, as the
         Hopper family's); an operand whose rows TMA cannot read (base or row stride not a multiple of 16 bytes,
         columns not contiguous: e.g. odd K) is first copied into an aligned buffer (16-byte chunks, rows padded to
-        a multiple of 8 elements) on the array's device and stream -- the staging ``warp_gemm.matmul`` does; the
-        copy reflects the values at this call. CPU: host words (pointer, extents, byte strides) for the twin.
+        128 bytes, 16 under 1 KB; one launch for both operands) on the device's current stream -- the staging
+        ``warp_gemm.matmul`` does; the copy reflects the values at this call. The buffer is the Operands' until it is
+        dropped, then serves the next call on that stream (same address: its TMA map is made already); launch on
+        the stream of the ``operands`` call. CPU: host words (pointer, extents, byte strides) for the twin.
         ``items``, ``grid``: :attr:`tile_func`'s work items and the blocks of :meth:`launch_tiles` (``grid``, else one
         per SM on CUDA, 2 on the CPU; never more than the items)."""
         name = "fused_gemm.operands"
@@ -224,7 +226,7 @@ class FusedGemm:
                 self._maps.move_to_end(key)
         if hit is not None:  # both operands TMA-readable in place, their maps made before
             return Operands(hit[0], hit[1], K, M, N, (A, B), items, grid)
-        a, b = _aligned(A), _aligned(B)
+        a, b, leases = _aligned(A, B)
         ta = tma.tensor_map(_view3(a), self.bm)
         tb = tma.tensor_map(_view3(b), 64 if self.layout_b == "N" else self.bn)
         if a is A and b is B:
@@ -234,7 +236,7 @@ class FusedGemm:
                 self._maps[key] = (ta, tb)
                 if len(self._maps) > _MAX_OPERANDS:
                     self._maps.popitem(last=False)
-        return Operands(ta, tb, K, M, N, (a, b), items, grid, staged=a is not A or b is not B)
+        return Operands(ta, tb, K, M, N, (a, b, *leases), items, grid, staged=a is not A or b is not B)
 
     def grid(self, M: int, N: int) -> tuple[int, int]:
         """The launch grid of one block per output tile: ``(ceil(M / bm), ceil(N / bn))``."""
@@ -335,21 +337,67 @@ def _view3(x: wp.array) -> wp.array:
                     device=x.device)
 
 
-def _aligned(x: wp.array) -> wp.array:
-    """``x`` where TMA can read its rows (16-byte base and row stride, contiguous columns), else a copy of it in an
-    aligned buffer whose rows are padded to a multiple of 8 elements (returned as the unpadded view)."""
-    it = 2
-    if x.strides[1] == it and x.ptr % 16 == 0 and (x.shape[0] <= 1 or x.strides[0] % 16 == 0):
-        return x
+#: At most this many free staging buffers are kept per (device, stream, shape, dtype).
+_POOL_DEPTH = 2
+#: Aligned staging buffers free for reuse, per (device, stream handle, rows, padded columns, dtype). A staged
+#: operand's buffer comes back here when the Operands holding it is dropped, so the next call on that stream stages
+#: into the same address and finds its TMA map made: a new address costs a map and a device synchronisation
+#: (hopper.tma.tensor_map), which serialised the host's work and the GPU's (fp16 silu 4095^3 in the fused suite, H100,
+#: providers timed in turn: 0.42-0.50 ms per call with a new buffer per call against 0.28 when the addresses recurred).
+_pool: dict = {}
+
+
+class _Lease:
+    """One staging buffer, held by an :class:`Operands`; back to its stream's pool when the Operands is dropped.
+    Reuse on the same stream only: the next staging copy into it runs after every launch before it on that stream."""
+
+    def __init__(self, key: tuple, buf: wp.array):
+        self.key, self.buf = key, buf
+
+    def __del__(self):
+        try:
+            with _lock:
+                free = _pool.setdefault(self.key, [])
+                if len(free) < _POOL_DEPTH:
+                    free.append(self.buf)
+        except Exception:  # noqa: BLE001 - interpreter shutdown: nothing to keep
+            pass
+
+
+def _readable(x: wp.array) -> bool:
+    """TMA can read ``x``'s rows in place: 16-byte base and row stride, contiguous columns."""
+    return x.strides[1] == 2 and x.ptr % 16 == 0 and (x.shape[0] <= 1 or x.strides[0] % 16 == 0)
+
+
+def _aligned(A: wp.array, B: wp.array) -> tuple:
+    """``(a, b, leases)``: each of ``A``, ``B`` where TMA can read its rows, else a copy of it in an aligned buffer
+    whose rows are padded to 128 bytes (16 bytes for rows under 1 KB; returned as the unpadded view), both copies made
+    by one launch of the stage kernel on the device's current stream; ``leases`` hold the buffers (one per copy)."""
+    need = [x for x in (A, B) if not _readable(x)]
+    if not need:
+        return A, B, []
     from .families.common.elementwise import stage_kernel
 
-    r, c = int(x.shape[0]), int(x.shape[1])
-    cp = -(-c // 8) * 8
-    buf = wp.empty((1, r, cp), dtype=x.dtype, device=x.device)
-    src = _view3(x)
-    n = r * cp // 8
-    wp.launch(stage_kernel(dtype_name(x.dtype)), dim=n, inputs=[buf, src, buf, src, n], device=x.device)
-    return buf[0, :, :c]
+    dev = A.device
+    stream = wp.get_stream(dev).cuda_stream if dev.is_cuda else 0
+    out, jobs, leases = {}, [], []
+    for x in need:
+        r, c = int(x.shape[0]), int(x.shape[1])
+        # rows of 1 KB or more padded to 128 bytes, as the Hopper family stages them (a TMA box row otherwise touches
+        # two 128-byte lines: its fp16 4097^3 kernel 377 -> 289 us, H200); shorter rows to 16 bytes
+        cp = -(-c // 64) * 64 if 2 * c >= 1024 else -(-c // 8) * 8
+        key = (str(dev), int(stream), r, cp, dtype_name(x.dtype))
+        with _lock:
+            free = _pool.get(key)
+            buf = free.pop() if free else None
+        if buf is None:
+            buf = wp.empty((1, r, cp), dtype=x.dtype, device=dev)
+        leases.append(_Lease(key, buf))
+        jobs.append((buf, _view3(x), r * cp // 8))
+        out[id(x)] = buf[0, :, :c]
+    (da, sa, na), (db, sb, nb) = jobs[0], jobs[-1] if len(jobs) == 2 else (jobs[0][0], jobs[0][1], 0)
+    wp.launch(stage_kernel(dtype_name(A.dtype)), dim=na + nb, inputs=[da, sa, db, sb, na], device=dev)
+    return out.get(id(A), A), out.get(id(B), B), leases
 
 
 @functools.cache
@@ -376,11 +424,11 @@ def fused_gemm(dtype, *, layout_b: str = "N", tn: int = 128, pingpong: bool | No
             thread meet the register cap of a 384-thread block (ptxas: 168 registers and a 784-byte stack frame,
             against 72 bytes at 128; the Hopper family's kernel lifts the cap with setmaxnreg, which this function
             does not use: the caller's code after it runs on every warpgroup). ``g.tile_func`` with ``g.store_frag``
-            (GPU time back to back, same product): 0.223 ms with 256, 0.234 with 128 (H200).
+            (GPU time back to back, same product): 0.223 ms with 256, 0.234 with 128 (H200, an IEEE-division silu).
         pingpong: :attr:`FusedGemm.tile_func`'s consumers each on a whole 128 x 128 tile (``tn=128`` only), one
             multiplying while the other runs the caller's epilogue; default False (both consumers on one tile):
-            same product with ``g.store_frag``, 0.248 ms ping-pong against 0.230 on an H100 (a first version of
-            ``store_frag``), 0.234 both on an H200.
+            same product with ``g.store_frag`` and a ``wp.div_approx`` silu, H100, GPU time back to back: 0.211 ms
+            ping-pong against 0.202 for shared 128 x 256 tiles.
 
     CUDA: sm_90 (H100/H200) and warp-lang 1.19+. CPU: a twin of the same function (element by element) for tests.
     bfloat16 kernels need ``module_options={"enable_backward": False}`` (docs/tile_func.md).

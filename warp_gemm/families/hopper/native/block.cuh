@@ -305,20 +305,103 @@ ${RC}
 #if defined(__CUDA_ARCH__)
     // Entry h NR + 4 j + 2 e + q lies at row o[0] + 64 h + 8 e, column o[1] + 8 j + q (frag_rc). The four threads of
     // a quad (lanes 4 k .. 4 k + 3: one row) hold columns 8 j .. 8 j + 7 of the tile as four pairs: per 32-column
-    // chunk they exchange their packed pairs with three __shfl_sync exchanges so that each holds 8 consecutive columns,
-    // then store 16 bytes (Y's rows 16-byte aligned, columns contiguous, the chunk inside Y). Else, at the matrix's
-    // right edge or on unaligned rows, pairs or single values as they lie. ncu (H100, fp16 silu 4096^3, element
-    // stores of the persistent kernel): 8 of each 32-byte sector's bytes used; the 16-byte stores use all 32.
+    // chunk they exchange their packed pairs with three __shfl_sync exchanges so that each holds 8 consecutive columns
+    // (a 16-byte piece), then store 16 bytes. ncu (H100, fp16 silu 4096^3, element stores of the persistent kernel):
+    // 8 of each 32-byte sector's bytes used; the 16-byte stores use all 32.
+    // Rows whose start is not 16-byte aligned (contiguous columns; e.g. fp16 rows of 4095: 8190 bytes) are shifted
+    // by the row's misalignment m halves: thread q of the quad stores the aligned 16-byte segment that starts m halves
+    // before its own piece, those m halves the end of the piece before (the previous thread's, for thread 0 thread
+    // 3's of the previous chunk: four more __shfl_sync), so the row still goes out as whole aligned 16-byte stores;
+    // the row's first and last partial segments, and segments past the matrix's right edge, as 2-byte stores.
+    // Strided columns: 2-byte stores.
     constexpr int NR = ${BN} / 2, WGM = ${FR} / NR;
     const int r0 = o.c[0], c0 = o.c[1];
     const int M = Y.shape.dims[0], N = Y.shape.dims[1];
     if (r0 >= M) return;
     const int l = WP_TILE_THREAD_IDX % 32;
     const unsigned q = (unsigned)l & 3u, qmask = 0xFu << ((unsigned)l & 28u);
+    const int prev_lane = (l & 28) | (int)((q + 3u) & 3u);  // the thread whose piece precedes this one's in the row
     const int tc = c0 - 2 * (int)q;  // the tile's first column
     char* base = (char*)Y.data;
     const long long rs = (long long)Y.strides[0], cs = (long long)Y.strides[1];
-    const bool vec = cs == 2 && ((((unsigned long long)(size_t)base) | (unsigned long long)rs) % 16ull) == 0;
+    const bool contig = cs == 2;
+    const bool vec = contig && ((((unsigned long long)(size_t)base) | (unsigned long long)rs) % 16ull) == 0;
+    const bool shift = contig && !vec;  // contiguous rows, some of them off the 16-byte grid
+    // every pair converted and packed first: ${FR} / 2 registers instead of ${FR} for what the stores still need
+    unsigned pk[${FR} / 2];
+#pragma unroll
+    for (int x = 0; x < ${FR} / 2; ++x)  // cvt packs its first source into the upper half
+        asm("cvt.rn.${OUT_T}x2.f32 %0, %1, %2;" : "=r"(pk[x]) : "f"(v.c[2 * x + 1]), "f"(v.c[2 * x]));
+    // one copy of the loops per case (uniform branch): the shifted stores' extra registers stay out of the other
+    if (shift) {
+#pragma unroll
+        for (int h = 0; h < WGM; ++h) {
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                const int r = r0 + 64 * h + 8 * e;
+                if (r >= M) continue;  // the same row for the whole quad
+                char* drow = base + (long long)r * rs;
+                // halves from the 16-byte boundary at or below column tc's address to it: the shift of the segments
+                const int m = (int)((((unsigned long long)(size_t)drow) + 2ull * (unsigned)tc) & 15ull) / 2;
+                // the segment's words from the 32 bytes (previous piece, own piece): words b .. b + 4, shifted sb bits
+                const int b = (16 - 2 * m) >> 2, sb = 8 * ((16 - 2 * m) & 3);
+                unsigned v0 = 0, v1 = 0, v2 = 0, v3 = 0;  // this thread's piece of the previous chunk
+                int last = -1;                            // its first column
+#pragma unroll
+                for (int i = 0; i < NR / 16; ++i) {  // 32-column chunks: 8-column groups 4 i .. 4 i + 3
+                    if (tc + 32 * i >= N) continue;  // the same for the whole quad
+                    const int x = (h * NR + 16 * i + 2 * e) / 2;  // pair of entry h NR + 4 (4 i + jj) + 2 e: x + 2 jj
+                    const unsigned p0 = pk[x], p1 = pk[x + 2], p2 = pk[x + 4], p3 = pk[x + 6];
+                    // afterwards o_k holds columns cb + 2 k (low half), cb + 2 k + 1 (high half)
+${QUAD}
+                    const int cb = tc + 32 * i + 8 * (int)q;  // this thread's 8 columns
+                    // the piece before this one in the row: thread 3 sends its previous chunk's, the others this one's
+                    const unsigned g0 = __shfl_sync(qmask, q == 3u ? v0 : o0, prev_lane);
+                    const unsigned g1 = __shfl_sync(qmask, q == 3u ? v1 : o1, prev_lane);
+                    const unsigned g2 = __shfl_sync(qmask, q == 3u ? v2 : o2, prev_lane);
+                    const unsigned g3 = __shfl_sync(qmask, q == 3u ? v3 : o3, prev_lane);
+                    v0 = o0;
+                    v1 = o1;
+                    v2 = o2;
+                    v3 = o3;
+                    last = cb;
+                    unsigned sw[5];  // words b .. b + 4 of (g0 .. g3, o0 .. o3, 0)
+#pragma unroll
+                    for (int n = 0; n < 5; ++n) {
+                        const unsigned a0 = n == 0 ? g0 : n == 1 ? g1 : n == 2 ? g2 : n == 3 ? g3 : o0;
+                        const unsigned a1 = n == 0 ? g1 : n == 1 ? g2 : n == 2 ? g3 : n == 3 ? o0 : o1;
+                        const unsigned a2 = n == 0 ? g2 : n == 1 ? g3 : n == 2 ? o0 : n == 3 ? o1 : o2;
+                        const unsigned a3 = n == 0 ? g3 : n == 1 ? o0 : n == 2 ? o1 : n == 3 ? o2 : o3;
+                        const unsigned a4 = n == 0 ? o0 : n == 1 ? o1 : n == 2 ? o2 : n == 3 ? o3 : 0u;
+                        sw[n] = b == 0 ? a0 : b == 1 ? a1 : b == 2 ? a2 : b == 3 ? a3 : a4;
+                    }
+                    const unsigned w0 = __funnelshift_r(sw[0], sw[1], sb), w1 = __funnelshift_r(sw[1], sw[2], sb);
+                    const unsigned w2 = __funnelshift_r(sw[2], sw[3], sb), w3 = __funnelshift_r(sw[3], sw[4], sb);
+                    const int sc = cb - m;  // the segment's first column (16-byte aligned address)
+                    if (sc >= tc && sc + 8 <= N) {
+                        *(uint4*)(drow + 2ll * sc) = make_uint4(w0, w1, w2, w3);
+                    } else {  // the row's first segment (its start before the tile) or past the right edge
+#pragma unroll
+                        for (int k = 0; k < 8; ++k) {
+                            const unsigned w = k / 2 == 0 ? w0 : k / 2 == 1 ? w1 : k / 2 == 2 ? w2 : w3;
+                            if (sc + k >= tc && sc + k < N)
+                                *(unsigned short*)(drow + 2ll * (sc + k)) = (unsigned short)(k % 2 ? w >> 16 : w);
+                        }
+                    }
+                }
+                // the row's last m halves: the end of thread 3's last piece
+                if (q == 3u && last >= 0 && m > 0) {
+#pragma unroll
+                    for (int k = 1; k < 8; ++k) {
+                        const unsigned w = k / 2 == 0 ? v0 : k / 2 == 1 ? v1 : k / 2 == 2 ? v2 : v3;
+                        if (k >= 8 - m && last + k < N)
+                            *(unsigned short*)(drow + 2ll * (last + k)) = (unsigned short)(k % 2 ? w >> 16 : w);
+                    }
+                }
+            }
+        }
+        return;
+    }
 #pragma unroll
     for (int h = 0; h < WGM; ++h) {
 #pragma unroll
@@ -329,23 +412,16 @@ ${RC}
 #pragma unroll
             for (int i = 0; i < NR / 16; ++i) {  // 32-column chunks: 8-column groups 4 i .. 4 i + 3
                 if (tc + 32 * i >= N) continue;  // the same for the whole quad
-                unsigned p0 = 0, p1 = 0, p2 = 0, p3 = 0;
-#pragma unroll
-                for (int jj = 0; jj < 4; ++jj) {
-                    const int x = h * NR + 4 * (4 * i + jj) + 2 * e;
-                    unsigned u;  // cvt packs its first source into the upper half
-                    asm("cvt.rn.${OUT_T}x2.f32 %0, %1, %2;" : "=r"(u) : "f"(v.c[x + 1]), "f"(v.c[x]));
-                    p0 = jj == 0 ? u : p0;
-                    p1 = jj == 1 ? u : p1;
-                    p2 = jj == 2 ? u : p2;
-                    p3 = jj == 3 ? u : p3;
-                }
+                const int x = (h * NR + 16 * i + 2 * e) / 2;  // pair of entry h NR + 4 (4 i + jj) + 2 e: x + 2 jj
+                const unsigned p0 = pk[x], p1 = pk[x + 2], p2 = pk[x + 4], p3 = pk[x + 6];
                 // afterwards o_k holds columns cb + 2 k (low half), cb + 2 k + 1 (high half)
 ${QUAD}
                 const int cb = tc + 32 * i + 8 * (int)q;  // this thread's 8 columns
                 if (vec && cb + 8 <= N) {
                     *(uint4*)(drow + 2ll * cb) = make_uint4(o0, o1, o2, o3);
-                } else {  // the right edge, unaligned rows or strided columns: 2-byte stores inside Y
+                    continue;
+                }
+                {  // strided columns, or the right edge of aligned rows: 2-byte stores inside Y
 #pragma unroll
                     for (int k = 0; k < 8; ++k) {
                         const unsigned w = k / 2 == 0 ? o0 : k / 2 == 1 ? o1 : k / 2 == 2 ? o2 : o3;
