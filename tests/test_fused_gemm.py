@@ -392,8 +392,9 @@ def test_staging_buffers_come_back_for_the_next_call():
     pooled = {first[0], a2.ptr}  # A's two buffers
     del a, b, leases, a2, b2, leases2
     gc.collect()
-    free = [x for k, v in fused_mod._pool.items() if k[0] == "cpu" and k[2:] == (33, 48, "float16") for x in v]
-    assert {x.ptr for x in free} == pooled  # kept alive in the pool, not freed
+    key = lambda k: k[0] == "cpu" and k[2:] == (33, 48, "float16")  # noqa: E731
+    free = [x for k, v in fused_mod._pool.items() if key(k) for x in v] + [x for k, x in fused_mod._returned if key(k)]
+    assert {x.ptr for x in free} == pooled  # kept alive for the pool, not freed
     a3, c3, leases3 = fused_mod._aligned(A, C)
     assert a3.ptr in pooled  # one of A's pooled buffers, staged again
     assert c3 is C and len(leases3) == 1
@@ -526,3 +527,22 @@ def test_store_frag_gpu(dtype, M, N, K, tn, pingpong, view):
 def test_record_cmd_gpu():
     yb, sl, ref = _store_case("bfloat16", 700, 600, 256, 128, None, "contig", "cuda:0", record=True)
     _check_store(yb, sl, ref, "bfloat16")
+
+
+def test_staging_lease_finalizer_takes_no_lock():
+    """A dropped lease's finalizer may run inside any ``with _lock:`` (a garbage collection during a kernel build):
+    it must not wait for the lock, and its buffer still comes back for the next call."""
+    import threading
+
+    import warp_gemm.fused as fused_mod
+
+    buf = wp.empty((1, 4, 8), dtype=wp.float16, device="cpu")
+    key = ("cpu", 0, 4, 8, "float16_lease_test")
+    lease = fused_mod._Lease(key, buf)
+    with fused_mod._lock:  # held, as by a kernel build in another frame of this thread
+        t = threading.Thread(target=lease.__del__)
+        t.start()
+        t.join(10)
+        assert not t.is_alive(), "the lease's finalizer waited for fused._lock"
+    with fused_mod._lock:
+        assert fused_mod._take(key) is buf

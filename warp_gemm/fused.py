@@ -355,13 +355,27 @@ class _Lease:
         self.key, self.buf = key, buf
 
     def __del__(self):
+        # no lock here: a finalizer may run inside any ``with _lock:`` of this thread (a garbage collection during
+        # a kernel build), and a lock taken there would never be released; deque.append is atomic
         try:
-            with _lock:
-                free = _pool.setdefault(self.key, [])
-                if len(free) < _POOL_DEPTH:
-                    free.append(self.buf)
+            _returned.append((self.key, self.buf))
         except Exception:  # noqa: BLE001 - interpreter shutdown: nothing to keep
             pass
+
+
+#: Buffers of dropped leases, moved into :data:`_pool` by the next :func:`_aligned`.
+_returned: collections.deque = collections.deque()
+
+
+def _take(key: tuple):
+    """A free staging buffer for ``key`` or None (caller holds ``_lock``); first files the returned ones."""
+    while _returned:
+        k, buf = _returned.popleft()
+        free = _pool.setdefault(k, [])
+        if len(free) < _POOL_DEPTH:
+            free.append(buf)
+    free = _pool.get(key)
+    return free.pop() if free else None
 
 
 def _readable(x: wp.array) -> bool:
@@ -388,8 +402,7 @@ def _aligned(A: wp.array, B: wp.array) -> tuple:
         cp = -(-c // 64) * 64 if 2 * c >= 1024 else -(-c // 8) * 8
         key = (str(dev), int(stream), r, cp, dtype_name(x.dtype))
         with _lock:
-            free = _pool.get(key)
-            buf = free.pop() if free else None
+            buf = _take(key)
         if buf is None:
             buf = wp.empty((1, r, cp), dtype=x.dtype, device=dev)
         leases.append(_Lease(key, buf))
