@@ -117,6 +117,8 @@ HAS_CLUSTER_DIM: bool = "cluster_dim" in _kernel_params
 HAS_CPU_BLOCKS: bool = hasattr(wp.config, "enable_cpu_blocks")
 # sm_90a compiles (wgmma) through wp.config.cuda_arch_suffix = "a" (warp-lang 1.19 has it)
 HAS_CUDA_ARCH_SUFFIX: bool = hasattr(wp.config, "cuda_arch_suffix")
+#: ``Module.load(device, block_dim)`` (a module loaded ahead of its first launch for that block size)
+HAS_LOAD_BLOCK_DIM: bool = "block_dim" in inspect.signature(_ctx.Module.load).parameters
 #: 1.12 and 1.19 (not 1.7): a user ``@wp.func`` may take tile parameters, annotated ``wp.tile(...)``
 #: (1.12+ passes them by reference). 1.7 has no tile annotation and no type code for a tile argument,
 #: so a function that takes a tile cannot be declared (or instantiated, with ``Any``) there.

@@ -144,36 +144,22 @@ def preload(kernels) -> int:
     for kernel, dev, block_dim in kernels:
         key = (id(kernel), str(dev), block_dim)
         mkey = (id(kernel.module), str(dev), block_dim)
-        if key in _ready or mkey in seen or getattr(dev, "is_cpu", True) or not _loads_block_dim(kernel):
+        if key in _ready or mkey in seen or getattr(dev, "is_cpu", True) or not _compat.HAS_LOAD_BLOCK_DIM:
             continue
         seen.add(mkey)
-        todo.append((key, kernel, dev, block_dim))
+        todo.append((kernel, dev, block_dim))
     if len(todo) < 2:
         return 0
     from concurrent.futures import ThreadPoolExecutor
 
     def one(item):
-        key, kernel, dev, block_dim = item
+        kernel, dev, block_dim = item
         first_load(kernel, dev, block_dim, lambda: _compat.load_plain(kernel.module, dev, block_dim))
 
     with ThreadPoolExecutor(max_workers=min(len(todo), PRELOAD_WORKERS)) as ex:
         for f in [ex.submit(one, item) for item in todo]:
             f.result()  # a build error is raised here, before anything is launched
     return len(todo)
-
-
-def _loads_block_dim(kernel) -> bool:
-    """Whether ``kernel``'s ``Module.load`` takes ``block_dim`` (Warp 1.8+); older ones load on first launch."""
-    import inspect
-
-    fn = type(kernel.module).load
-    ok = _block_dim_loads.get(fn)
-    if ok is None:
-        ok = _block_dim_loads[fn] = "block_dim" in inspect.signature(fn).parameters
-    return ok
-
-
-_block_dim_loads: dict = {}
 
 
 # --- CPU launches, one thread per module at a time ----------------------------------------------------

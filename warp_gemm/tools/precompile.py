@@ -186,15 +186,9 @@ def precompile_config(config: Config | str, dtype: str, device: str = "cuda", la
     t = time.perf_counter()
     if dev.is_cpu:
         kernel.module.load(dev)
-    elif _accepts_block_dim(kernel.module.load):
+    elif _compat.HAS_LOAD_BLOCK_DIM:
         # (the same one-thread-at-a-time first load as a launch; see core.launches.first_load)
         launches.first_load(kernel, dev, cfg.block_dim, lambda: kernel.module.load(dev, block_dim=cfg.block_dim))
     else:
         kernel.module.load(dev)
     return time.perf_counter() - t
-
-
-def _accepts_block_dim(fn) -> bool:
-    import inspect
-
-    return "block_dim" in inspect.signature(fn).parameters
