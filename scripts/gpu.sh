@@ -2,15 +2,17 @@
 # Tasks for a CUDA machine, run from anywhere in the repository with warp_gemm importable (installed, or
 # PYTHONPATH set); outputs go under $OUT (default /tmp).
 #
-#   bash scripts/gpu.sh suite [N] [pytest args...]    # the GPU-marked tests in N kernel-disjoint shards (default 16)
+#   bash scripts/gpu.sh suite [N] [pytest args...]    # the GPU-marked tests on N processes (default 16)
 #   bash scripts/gpu.sh bench [TABLE...]              # the runner on the published tables (default: all of them)
 #   bash scripts/gpu.sh check                         # precompile, then warp-gemm check --device cuda --shapes odd
 #   bash scripts/gpu.sh stress [BEFORE] [AFTER] [P] [init|lazy]   # eight threads sharing kernels, cold cache
 #
-# suite: GPU_TEST_JOBS=16 (shards at once, default N), GPU_SHARDS="3 17" (only these shards: a re-run),
-#   GPU_TEST_LOGS=DIR (shard logs; default $OUT); test files or folders among the arguments replace tests/.
-#   Shards are balanced by count of kernel groups, not time (one of 16 took 1.5-7 min on the H100 host: cold CUDA
-#   compiles dominate), so more shards than jobs keeps every core compiling until the end.
+# suite: N shards of tests/conftest.py (tests that build the same kernels stay in one shard), balanced on the seconds
+#   per shard key in tests/gpu_times.json and started longest first, GPU_TEST_JOBS at once (default 16); with
+#   pytest-timeout each test is limited to GPU_TEST_TIMEOUT s (default 300: a hung test dumps every thread's stack and
+#   ends its shard). GPU_SHARDS="3 17" runs only these shards (a re-run), GPU_TEST_LOGS=DIR keeps the shard logs
+#   (default $OUT). The seconds each key took go to $OUT/gpu_times.json (copy it over tests/gpu_times.json after a
+#   whole run). Test files or folders among the arguments replace tests/.
 # bench: TABLE is one of 16bit, 32-64bit, small, gemv, targets, host -- the folders benchmarks/results/h100-<TABLE>/
 #   (targets: the issues' target rows).
 #   Each table's kernels are first built in parallel processes (benchmarks/warm_cache.py), then timed by
@@ -34,12 +36,16 @@ suite() {
   local logs=${GPU_TEST_LOGS:-$out}
   mkdir -p "$logs"
   local shards=${GPU_SHARDS:-$(seq 0 $((n - 1)))}
-  export WG_N=$n WG_OUT=$logs
+  local times
+  times=$(mktemp -d)
+  export WG_N=$n WG_OUT=$logs WG_LIMIT="" WARP_GEMM_GPU_TIMES_OUT=$times
+  export WARP_GEMM_TEST_SEED=${WARP_GEMM_TEST_SEED:-$RANDOM}  # one seed for every shard (printed on failure)
+  python3 -c "import pytest_timeout" 2>/dev/null && WG_LIMIT="--timeout ${GPU_TEST_TIMEOUT:-300} --timeout-method thread"
   run_shard() {
     # the whole tests/ folder unless the arguments name test files or folders themselves
     local target=tests a
     for a in "${@:2}"; do [ -e "${a%%::*}" ] && target=""; done
-    WARP_GEMM_SHARD="$1/$WG_N" python3 -m pytest -q -p no:cacheprovider -m gpu "${@:2}" $target \
+    WARP_GEMM_SHARD="$1/$WG_N" python3 -m pytest -q -p no:cacheprovider -m gpu $WG_LIMIT "${@:2}" $target \
       > "$WG_OUT/gpu_shard_$1.log" 2>&1
     local rc=$?
     [ $rc -eq 5 ] && rc=0  # a shard that drew no GPU test (few files, many shards)
@@ -51,11 +57,18 @@ suite() {
   printf '%s\n' $shards | xargs -P "${GPU_TEST_JOBS:-$n}" -I{} bash -c 'run_shard "$@"' _ {} "$@" || status=1
   local i
   for i in $shards; do echo "shard $i: $(tail -n 1 "$logs/gpu_shard_$i.log")"; done
-  grep -h "^FAILED\|^ERROR" "$logs"/gpu_shard_*.log | head -40
-  python3 - "$logs" $shards <<'PY'
-import re, sys
+  grep -h "^FAILED\|^ERROR\|Timeout (0:" "$logs"/gpu_shard_*.log | head -40
+  python3 - "$logs" "$times" "$out/gpu_times.json" $shards <<'PY'
+import glob, json, re, sys
+secs = {}
+for f in glob.glob(sys.argv[2] + "/times_*.json"):
+    for k, v in json.load(open(f)).items():
+        secs[k] = round(secs.get(k, 0.0) + v, 1)
+json.dump(dict(sorted(secs.items(), key=lambda kv: (-kv[1], kv[0]))), open(sys.argv[3], "w"), indent=0)
+print(f"{len(secs)} shard keys, {sum(secs.values()):.0f} s of tests; longest:",
+      ", ".join(f"{k} {v:.0f} s" for k, v in sorted(secs.items(), key=lambda kv: -kv[1])[:3]))
 tot = {}
-for i in sys.argv[2:]:
+for i in sys.argv[4:]:
     lines = open(f"{sys.argv[1]}/gpu_shard_{i}.log").read().strip().splitlines()
     for num, word in re.findall(r"(\d+) (passed|failed|skipped|deselected|error|errors|xfailed|xpassed)",
                                 (lines or [""])[-1]):

@@ -57,7 +57,10 @@ def pytest_report_header(config):
 
 def _shard_key(item) -> str:
     """Items that compile the same kernels share a key: dtype, layout, and the tile configuration the
-    heuristic picks for the item's shape (a cold CUDA kernel compile costs ~30-60 s)."""
+    heuristic picks for the item's shape (a cold CUDA kernel compile costs ~30-60 s). Items without a
+    shape are keyed by test function and their dtype / layout / op parameters: the Hopper and fused
+    tests build a kernel per configuration (1-20 s each), and one key per file put 150 of them in one
+    process."""
     params = getattr(getattr(item, "callspec", None), "params", {})
     key = [item.module.__name__, str(params.get("dtype", "")), str(params.get("layout", params.get("trans", "")))]
     shape = params.get("shape")
@@ -65,19 +68,53 @@ def _shard_key(item) -> str:
         from warp_gemm.config.configs import heuristic
 
         key.append(str(heuristic(False, str(params.get("dtype", "float32")), shape.M, shape.N, shape.K, 1)))
+    else:
+        key += [getattr(item, "originalname", item.name)] + [
+            str(params[p]) for p in ("in_dtype", "layout_b", "op", "tn", "pingpong", "kind") if p in params]
     return "|".join(key)
 
 
+#: measured seconds per shard key of the last full GPU suite (scripts/gpu.sh suite writes them to $OUT/gpu_times.json):
+#: the weights that balance the shards
+GPU_TIMES = os.path.join(os.path.dirname(__file__), "gpu_times.json")
+
+
+def _shards(items, n: int) -> dict:
+    """Shard key -> shard of n: keys longest first (measured seconds; a key not measured counts 10 s plus 1 s per
+    GPU test, 0 without one) each into the shard with the least time so far, shards then numbered longest first (scripts/gpu.sh starts
+    them in that order). Every process computes the same split from the same collection."""
+    import json
+
+    try:
+        with open(GPU_TIMES) as f:
+            secs = json.load(f)
+    except (OSError, ValueError):
+        secs = {}
+    count: dict = {}
+    for it in items:
+        k = _shard_key(it)
+        count[k] = count.get(k, 0) + (it.get_closest_marker("gpu") is not None)
+    weight = {k: secs.get(k, 10.0 + c if c else 0.0) for k, c in count.items()}
+    load, of = [0.0] * n, {}
+    for k in sorted(weight, key=lambda k: (-weight[k], k)):
+        s = min(range(n), key=lambda i: (load[i], i))
+        of[k], load[s] = s, load[s] + weight[k]
+    rank = {s: r for r, s in enumerate(sorted(range(n), key=lambda i: (-load[i], i)))}
+    return {k: rank[s] for k, s in of.items()}
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.get_closest_marker("gpu") and not HAS_CUDA:
             item.add_marker(pytest.mark.skip(reason="needs a CUDA device"))
-    # WARP_GEMM_SHARD=i/n keeps one of n kernel-disjoint shards, so n processes can compile in
-    # parallel on the GPU machine (scripts/gpu.sh suite).
+    # WARP_GEMM_SHARD=i/n keeps one of n kernel-disjoint shards balanced on measured time, so n processes can
+    # compile in parallel on the GPU machine (scripts/gpu.sh suite).
     shard = os.environ.get("WARP_GEMM_SHARD")
     if shard:
         i, n = (int(x) for x in shard.split("/"))
-        keep = [it for it in items if zlib.crc32(_shard_key(it).encode()) % n == i]
+        of = _shards(items, n)
+        keep = [it for it in items if of[_shard_key(it)] == i]
         # WARP_GEMM_SUBSHARD=j/m: every m-th of the shard's tests from the j-th (a shard too long for one
         # process's time limit, run as m processes; they may compile the same kernels twice).
         sub = os.environ.get("WARP_GEMM_SUBSHARD")
@@ -86,6 +123,32 @@ def pytest_collection_modifyitems(config, items):
             keep = keep[j::m]
         config.hook.pytest_deselected(items=[it for it in items if it not in keep])
         items[:] = keep
+
+
+_TIMES: dict = {}
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """With WARP_GEMM_GPU_TIMES_OUT=DIR, each process writes the seconds it spent per shard key (setup, call and
+    teardown: the key's compiles included) to DIR/times_<pid>.json at its end (scripts/gpu.sh suite merges them)."""
+    import time
+
+    t0 = time.perf_counter()
+    yield
+    if os.environ.get("WARP_GEMM_GPU_TIMES_OUT"):
+        k = _shard_key(item)
+        _TIMES[k] = _TIMES.get(k, 0.0) + time.perf_counter() - t0
+
+
+def pytest_sessionfinish(session, exitstatus):
+    out = os.environ.get("WARP_GEMM_GPU_TIMES_OUT")
+    if out and _TIMES:
+        import json
+
+        os.makedirs(out, exist_ok=True)
+        with open(os.path.join(out, f"times_{os.getpid()}.json"), "w") as f:
+            json.dump(_TIMES, f)
 
 
 @pytest.fixture(autouse=True)
