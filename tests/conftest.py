@@ -81,8 +81,8 @@ GPU_TIMES = os.path.join(os.path.dirname(__file__), "gpu_times.json")
 
 def _shards(items, n: int) -> dict:
     """Shard key -> shard of n: keys longest first (measured seconds; a key not measured counts 10 s plus 1 s per
-    GPU test, 0 without one) each into the shard with the least time so far, shards then numbered longest first (scripts/gpu.sh starts
-    them in that order). Every process computes the same split from the same collection."""
+    GPU test, 0 without one) each into the shard with the least time so far, shards then numbered longest first
+    (scripts/gpu.sh starts them in that order). Every process computes the same split from the same collection."""
     import json
 
     try:
@@ -103,7 +103,6 @@ def _shards(items, n: int) -> dict:
     return {k: rank[s] for k, s in of.items()}
 
 
-@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.get_closest_marker("gpu") and not HAS_CUDA:
