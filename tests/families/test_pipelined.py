@@ -914,7 +914,7 @@ def test_simt_planned_on_a_cuda_like_device(monkeypatch, cfg, family, want):
 def test_snippet_defaults_for_large_problems_on_cuda(monkeypatch):
     """The defaults on CUDA (H100 measurements in default_spec): large 16-bit problems take the mma.sync kernel
     (128x128x64, 3 stages, 4 warps), tf32 the tf32 one (128x128x32, two blocks per SM), exact fp32 the SIMT kernel
-    (128x128x16, 128 threads of 16 x 8 outputs; 64x128 tiles of 8 x 8 on small grids) and float64 the DMMA kernel (128x64x16, m16n8k8) at every size (their small-grid tiles
+    (64x128x16, 128 threads of 8 x 8 outputs) and float64 the DMMA kernel (128x64x16, m16n8k8) at every size (their small-grid tiles
     below); fused activations and the CPU keep tile_matmul's kernels; and the planner follows (a CUDA-like device).
     16-bit small grids: test_snippet_defaults_for_small_grids."""
     from warp_gemm.families.pipelined import rules as _plan
@@ -930,7 +930,7 @@ def test_snippet_defaults_for_large_problems_on_cuda(monkeypatch):
         s32 = P.default_spec("float32", tf32=True, **big)
         assert (s32.tk, s32.stages, s32.min_blocks, s32.mma, s32.pad_ab, s32.pad_c) == (32, 3, 2, 4, 4, 0)
     sx = P.default_spec("float32", layout="NT", **big)
-    assert sx.simt and (sx.tm, sx.tn, sx.tk, sx.block_dim, sx.min_blocks, sx.simt_rows) == (128, 128, 16, 128, 2, 16)
+    assert sx.simt and (sx.tm, sx.tn, sx.tk, sx.block_dim, sx.min_blocks, sx.simt_rows) == (64, 128, 16, 128, 3, 8)
     sd = P.default_spec("float64", layout="TN", **big)
     assert (sd.tm, sd.tn, sd.tk, sd.stages, sd.block_dim, sd.min_blocks, sd.mma, sd.mma_k, sd.pad_ab, sd.pad_c,
             sd.swizzle, sd.interleave, sd.edge_copy) == (128, 64, 32, 2, 128, 2, 4, 16, 0, 0, True, True, False)
@@ -1061,7 +1061,8 @@ def test_simt_cuda_build_offline(layout, rows, tmp_path):
 @pytest.mark.parametrize("layout,cfg", [
     ("NN", "pipe/64x128x16/s3/b128/o3/simt"), ("NT", "pipe/128x128x32/s2/b256/o2/simt"),
     ("TN", "pipe/128x64x16/s4/b128/o3/simt"), ("TT", "pipe/64x64x32/s3/b64/o0/simt"),
-    ("NN", "pipe/128x128x16/s3/b128/o2/simt"), ("TT", "pipe/64x128x16/s3/b64/o4/simt")], ids=lambda v: str(v))
+    ("NN", "pipe/128x128x16/s3/b128/o2/simt"), ("TT", "pipe/64x128x16/s3/b64/o4/simt"),
+    ("NN", "pipe/128x256x16/s3/b256/o1/simt"), ("NT", "pipe/64x256x16/s3/b128/o2/simt")], ids=lambda v: str(v))
 @pytest.mark.parametrize("epilogue", ["scale", "axpby"])
 def test_simt_forced_on_cuda(layout, cfg, epilogue, planned, request):
     """The SIMT kernel forced through the API on CUDA in each layout: two batch entries of 1000x1000 (M and N
@@ -1970,21 +1971,21 @@ def test_dmma_refusals_name_the_reason(over, match):
                                       ("pipe/128x128x16/s3/b64/o2/simt", 0), ("pipe/128x64x32/s2/b256/o1", 8)])
 @pytest.mark.parametrize("size", [4096, 1000])
 def test_simt_configurations_over_the_default(cfg, rows, size):
-    """A configuration applied over the exact-float32 default (16 x 8 outputs per thread on large grids, 8 x 8 on
-    small ones): /simt takes the rows per thread its block implies (tm * tn / block_dim / 8), 8 or 16; a block
-    implying neither is refused (rows 0 here), naming the block the tile takes; a tile_matmul one keeps 8 (unused)."""
+    """A configuration applied over the exact-float32 default (8 x 8 outputs per thread): /simt takes the rows per
+    thread its block implies (tm * tn / block_dim / 8), 8 or 16; a block implying neither is refused (rows 0 here),
+    naming the block the tile takes; a tile_matmul one keeps 8 (unused)."""
     from warp_gemm.config.configs import PipeConfig
     from warp_gemm.families.pipelined.rules import _with_pipe_config, pipe_spec
 
     base = P.default_spec("float32", M=size, N=size, K=size)
-    assert base.simt_rows == (16 if size == 4096 else 8)
+    assert base.simt_rows == 8
     spec = _with_pipe_config(base, PipeConfig.parse(cfg), False)
     if rows == 0:
         assert pipe_spec(base, PipeConfig.parse(cfg)) is None
         _assert_refused(spec, "takes block_dim")
         return
     assert spec.simt_rows == rows and P.unfit(spec) == ""
-    assert (spec == base) == (size == 4096 and cfg == "pipe/128x128x16/s3/b128/o2/simt")
+    assert (spec == base) == (size == 4096 and cfg == "pipe/64x128x16/s3/b128/o3/simt")
 
 
 @pytest.mark.parametrize("cfg,mma_k,swizzle", [("pipe/128x64x16/s3/b128/o2/mma", P.DMMA_DEFAULT_K, True),

@@ -346,9 +346,6 @@ def _base_fp32(g: _Grid, snippets: bool) -> dict:
         # TN, no transposing copy, 46.7 = 0.90x; 4 stages 45.3, 64x128x32 38.7, tk 8 37.2-39.3). Stream-K over three
         # blocks per SM (4 whole waves, the last 1.2 shared): 43.5 against 44.7-44.8 (TN 47.8 against 46.7, H200).
         base = dict(tm=64, tn=128, tk=16, stages=3, block_dim=128, min_blocks=3, pad_ab=4, pad_c=0, simt=True)
-        if not (g.small or g.quarter):
-            # MEASURED-FACT-PLACEHOLDER
-            base.update(tm=128, tn=128, min_blocks=2, simt_rows=16)
         if g.small:
             # 128x64 tiles in one wave: the same tile, stream-K over three blocks per SM: 1000^3 69.5-69.8 us (0.86-0.88x
             # cuBLAS) against 72.1-76.2 over two (0.79-0.85x), 91.8-94.2 one tile per block, 70.7 with 4 stages, 80.0 for
