@@ -345,6 +345,12 @@ def _base_fp32(g: _Grid, snippets: bool) -> dict:
         # 4095^3 41.9 (0.86x cuBLAS), every layout; 128x64x16 41.7, 128x128x16 s2-s4 39.6-40.7; again 44.7 (0.87x;
         # TN, no transposing copy, 46.7 = 0.90x; 4 stages 45.3, 64x128x32 38.7, tk 8 37.2-39.3). Stream-K over three
         # blocks per SM (4 whole waves, the last 1.2 shared): 43.5 against 44.7-44.8 (TN 47.8 against 46.7, H200).
+        # 16 x 8 outputs per thread (simt_rows 16, 213-229 registers) on 128x128x16 tiles of 128 threads, two blocks
+        # per SM: 4096^3 NN 45.1 against 45.1-45.4 for this tile timed first and last, 4095^3 41.4 against 42.2-43.3,
+        # 8192^3 45.5 against 44.3-45.0, 2048^3 43.3 against 43.1-43.7, 1536^3 24.9 against 31.4-31.5; NT 41.3
+        # against 37.1, TN 44.7 against 47.1, TT 44.9 against 38.2 (4096^3 only); 128x256 of 256 threads, one
+        # block per SM, 46.6 (0.905x, 4096^3 NN only, one process); 256x128 42.6, 64x128 / 128x64 of 64 threads
+        # 43.4 / 42.3, tk 8 39.6, tk 32 43.6-43.7 (H100, cuBLAS in the same process, dmma_bench.py set 11).
         base = dict(tm=64, tn=128, tk=16, stages=3, block_dim=128, min_blocks=3, pad_ab=4, pad_c=0, simt=True)
         if g.small:
             # 128x64 tiles in one wave: the same tile, stream-K over three blocks per SM: 1000^3 69.5-69.8 us (0.86-0.88x
@@ -449,13 +455,15 @@ def max_chunk(arr, dtype: str) -> int:
 # in shared memory, against an fp32 FMA peak of ~67 and cuBLAS's 51.5 (H100; docs/performance.md, "Where the tile
 # API is the wall"): a ceiling under issue 16's 41.5 for every kernel built on it. _SIMT_MMA replaces the
 # tile_matmul of a K step by the register-blocked outer product of SIMT GEMMs: each thread keeps an 8x8 block of
-# outputs in registers and, per k, reads 8 values of A and 8 of B with four 16-byte shared loads for 64 FMAs.
+# outputs in registers and, per k, reads 8 values of A and 8 of B with four 16-byte shared loads for 64 FMAs
+# (spec.simt_rows 16: a 16x8 block, 16 values of A and 8 of B, six loads for 128 FMAs, warps of 64 x 64 outputs).
 # Both stages are K-major, (TK, TM) and (TK, TN), whatever the layout: A stored (M, K) and B stored (N, K) are
 # copied transposed, 4 bytes per cp.async (_COPY_T). Read K-contiguous instead, the compiler merged four k's
 # loads into one 16-byte load and kept them live: 168-254 registers (ptxas 13.0, sm_90, NN/NT 128x128x16), or
 # spills under __launch_bounds__(256, 2); K-major stages: 128 registers, no spill. Warps are 4 x 8 lanes over
-# 32 x 64 outputs; a thread's rows and columns are two groups of 4 contiguous ones, 16 rows and 32 columns apart,
-# so a warp's loads of one k read 64 (A) and 128 (B) contiguous bytes: no bank conflict. The accumulator is the
+# 32 x 64 outputs (simt_rows 16: 64 x 64); a thread's rows and columns are groups of 4 contiguous ones (two of
+# columns, two or four of rows), 16 rows and 32 columns apart, so a warp's loads of one k read 64 (A) and 128 (B)
+# contiguous bytes: no bank conflict. The accumulator is the
 # register tile's own storage (acc.data) in this order, so only these snippets may read it; the epilogue is
 # _OWN_STORE (alpha, beta * C, the output cast; no bias or activation). One barrier per K step: the K loop waits
 # for stage k (and syncs) before refilling the stage the previous step read (_build).
