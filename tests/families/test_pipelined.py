@@ -482,13 +482,14 @@ def test_precompile_lists_the_pipelined_family():
         for side in (8192, 1024, 32):
             assert P.default_spec("float32", "float32", tf32=True, M=side, N=side, K=side).key in t32
     # exact float32: its large, small-grid (stream-K) and quarter-grid kernels (SIMT), one per layout and epilogue, and
-    # the small-grid one with edge copies (sides not a multiple of its tiles); float64: the DMMA kernel's three, and
-    # with edge copies
+    # the small-grid one with edge copies (sides not a multiple of its tiles), TT's 16 x 8 kernel of large grids with
+    # a deep K; float64: the DMMA kernel's three, and with edge copies
     f32 = {j[1].key for j in jobs if j[1].in_dtype == "float32"}
-    sides = ((8192, None), (1024, None), (512, None), (1016, 1016))
+    sides = ((8192, None), (1024, None), (512, None), (1016, 1016), (8184, 8184))
     assert f32 == {P.default_spec("float32", "float32", layout=lay, epilogue=epi, M=side, N=side, K=k).key
                    for lay in ("NN", "TT") for epi in ("scale", "axpby") for side, k in sides}
-    assert len(f32) == 16 and all(j[1].simt for j in jobs if j[1].in_dtype == "float32") == options().pipe_snippets
+    assert sum("_r16" in k for k in f32) == 2
+    assert len(f32) == 18 and all(j[1].simt for j in jobs if j[1].in_dtype == "float32") == options().pipe_snippets
     f64 = {j[1].key for j in jobs if j[1].in_dtype == "float64"}
     assert f64 >= {P.default_spec("float64", "float64", layout=lay, epilogue=epi, M=side, N=side, K=k).key
                    for lay in ("NN", "TT") for epi in ("scale", "axpby") for side, k in sides + ((8184, 8184),)}
@@ -929,8 +930,10 @@ def test_snippet_defaults_for_large_problems_on_cuda(monkeypatch):
     if _compat.HAS_TF32:
         s32 = P.default_spec("float32", tf32=True, **big)
         assert (s32.tk, s32.stages, s32.min_blocks, s32.mma, s32.pad_ab, s32.pad_c) == (32, 3, 2, 4, 4, 0)
-    sx = P.default_spec("float32", layout="NT", **big)
+    sx = P.default_spec("float32", layout="TN", **big)
     assert sx.simt and (sx.tm, sx.tn, sx.tk, sx.block_dim, sx.min_blocks, sx.simt_rows) == (64, 128, 16, 128, 3, 8)
+    sx = P.default_spec("float32", layout="NT", **big)
+    assert sx.simt and (sx.tm, sx.tn, sx.tk, sx.block_dim, sx.min_blocks, sx.simt_rows) == (128, 128, 16, 128, 2, 16)
     sd = P.default_spec("float64", layout="TN", **big)
     assert (sd.tm, sd.tn, sd.tk, sd.stages, sd.block_dim, sd.min_blocks, sd.mma, sd.mma_k, sd.pad_ab, sd.pad_c,
             sd.swizzle, sd.interleave, sd.edge_copy) == (128, 64, 32, 2, 128, 2, 4, 16, 0, 0, True, True, False)
@@ -1988,6 +1991,21 @@ def test_simt_configurations_over_the_default(cfg, rows, size):
     assert (spec == base) == (size == 4096 and cfg == "pipe/64x128x16/s3/b128/o3/simt")
 
 
+@pytest.mark.parametrize("layout", ["NN", "NT", "TN", "TT"])
+@pytest.mark.parametrize("M,N,K", [(4096, 4096, 4096), (4095, 4100, 4000), (8192, 8192, 8192), (4096, 4096, 64),
+                                   (3968, 4096, 4096), (1536, 1536, 1536)])
+def test_simt_16_rows_default_where_b_is_transposed(layout, M, N, K):
+    """Exact float32's large-grid default: 16 x 8 outputs per thread on 128x128 tiles (two blocks per SM) where B is
+    stored (N, K) (NT, TT), from 32 x 32 tiles of 128 and K 4000 up (the grids timed); 8 x 8 on 64x128 tiles
+    otherwise."""
+    spec = P.default_spec("float32", layout=layout, M=M, N=N, K=K)
+    r16 = layout[1] == "T" and -(-M // 128) * -(-N // 128) >= 1024 and K >= 4000
+    assert (spec.tm, spec.tn, spec.block_dim, spec.min_blocks, spec.simt_rows) == (
+        (128, 128, 128, 2, 16) if r16 else (64, 128, 128, 3, 8))
+    assert r16 == ((M, N, K) in ((4096, 4096, 4096), (4095, 4100, 4000), (8192, 8192, 8192)) and layout[1] == "T")
+    assert P.unfit(spec) == ""
+
+
 @pytest.mark.parametrize("cfg,mma_k,swizzle", [("pipe/128x64x16/s3/b128/o2/mma", P.DMMA_DEFAULT_K, True),
                                                ("pipe/128x64x16/s4/b128/o2/mma", P.DMMA_DEFAULT_K, True),
                                                ("pipe/128x64x32/s2/b128/o2/mma", 16, True),
@@ -2080,6 +2098,19 @@ def _launch_on_cuda(spec: P.PipeSpec, M, N, K, rng, batch=2, alpha=1.25, beta=-0
     wp.launch_tiled(k, dim=dim, inputs=inputs, block_dim=block, device=dev)
     ref = alpha * np.matmul(a, b[:1]) + (beta * c if c is not None else 0.0)
     return D.numpy().astype(np.float64), ref
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("layout", ["NT", "TT"])
+def test_simt_16_rows_default_on_cuda(layout, request):
+    """Exact float32's NT / TT default for large grids (16 x 8 outputs per thread, 128x128 tiles) on CUDA: 4092 x
+    4100 x 4000 (edge tiles on both sides, a partial K tile; rows of whole 16-byte words, as the planner hands the
+    kernel), alpha and beta * C, NaN-prefilled, against float64."""
+    M, N, K = 4092, 4100, 4000
+    spec = P.default_spec("float32", layout=layout, epilogue="axpby", M=M, N=N, K=K)
+    assert spec.simt_rows == 16
+    out, ref = _launch_on_cuda(spec, M, N, K, _rng(request), batch=1)
+    _assert_close(out, ref, spec.out_dtype)
 
 
 @pytest.mark.gpu

@@ -170,7 +170,8 @@ def default_spec(in_dtype: str, out_dtype: str | None = None, *, tf32: bool = Fa
     grid = _Grid(small=blocks64 <= sm_count, quarter=blocks64 <= sm_count // 2,
                  narrow=blocks64 > sm_count and _narrow_rows(M, N, batch, sm_count),
                  short_k=K is not None and K <= SHORT_K_STEPS * 128, tiny=M is not None and N is not None
-                 and max(M, N) <= TINY_SIDE, deep_k=K is not None and K > 32, one_wave=blocks128 <= sm_count)
+                 and max(M, N) <= TINY_SIDE, deep_k=K is not None and K > 32, one_wave=blocks128 <= sm_count,
+                 tiles128=blocks128, k=K or 0)
     snippets = options().pipe_snippets and not device_is_cpu and over.get("activation") is None
     if device_is_cpu:
         base = dict(tm=32, tn=32, tk=32, stages=2, block_dim=1, pad_ab=0, pad_c=0)
@@ -179,7 +180,7 @@ def default_spec(in_dtype: str, out_dtype: str | None = None, *, tf32: bool = Fa
     elif in_dtype == "float32" and tf32:
         base = _base_tf32(grid, snippets)
     elif in_dtype == "float32":
-        base = _base_fp32(grid, snippets)
+        base = _base_fp32(grid, snippets, layout)
     else:
         base = _base_fp64(grid, snippets, layout)
     if base.get("edge_copy") and not _has_edges(base, M, N, K):
@@ -200,6 +201,8 @@ class _Grid:
     tiny: bool  # both output sides at most TINY_SIDE (batched small products)
     deep_k: bool  # K > 32
     one_wave: bool  # 128x128 tiles fit in one wave
+    tiles128: int  # 128x128 output tiles (batch included)
+    k: int  # K (0: not given)
 
 
 def _base_16bit(g: _Grid, snippets: bool) -> dict:
@@ -338,7 +341,13 @@ def _base_fp64(g: _Grid, snippets: bool, layout: str = "NN") -> dict:
     return dict(tm=64, tn=64, tk=32, stages=2, block_dim=128, min_blocks=2, pad_ab=4, pad_c=4)
 
 
-def _base_fp32(g: _Grid, snippets: bool) -> dict:
+#: exact float32 with B stored (N, K) (NT, TT) takes 16 x 8 outputs per thread on 128x128 tiles from this many
+#: 128x128 output tiles and K (4095^3 the smallest problem timed)
+SIMT16_MIN_TILES = 1024
+SIMT16_MIN_K = 4000
+
+
+def _base_fp32(g: _Grid, snippets: bool, layout: str = "NN") -> dict:
     """Exact float32 (H100, TFLOP/s at 4096^3 / 8192^3)."""
     if snippets:
         # The SIMT kernel: 64x128x16 s3, 128 threads (2 x 2 warps of 32 x 64 outputs), three blocks/SM: 4096^3 44.9,
@@ -364,6 +373,12 @@ def _base_fp32(g: _Grid, snippets: bool) -> dict:
         if g.quarter:
             # grids under half the SMs: 32x64 tiles of one warp (four times the blocks; not timed there)
             base.update(tm=32, tn=64, block_dim=32, min_blocks=0, stream_k=0, edge_copy=False)
+        if layout[1] == "T" and g.tiles128 >= SIMT16_MIN_TILES and g.k >= SIMT16_MIN_K:
+            # B's 128 columns copied transposed, 4 bytes per cp.async, weigh on the 64x128 tile: 16 x 8 outputs per
+            # thread on 128x128 tiles, two blocks per SM: TT 4096^3 44.6 against 38.2 (0.90x cuBLAS against 0.77x),
+            # 4095^3 40.7 against 36.0, 8192^3 45.2 (0.89x); NT 41.4 against 37.1, 4095^3 38.2 against 35.1, 8192^3
+            # 41.7 (0.81x) (H100, cuBLAS in the same process, dmma_bench.py set 12)
+            base.update(tm=128, tn=128, block_dim=128, min_blocks=2, simt_rows=16)
         return base
     # tile_matmul's SIMT path: 128x64x32 s2 dense, register accumulator: 27.9/28.7, 1000^3 20.3. NN only: NT measured
     # 4.8 and TN 10.9 (transposed views in that path).
