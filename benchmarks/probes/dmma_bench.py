@@ -34,9 +34,10 @@ def _f64(tm, tn, tk, st, w, o, mk, sw=False, **kw):
                 mma_k=mk, **(dict(swizzle=True) if sw else {}), **kw)
 
 
-def _f32(tm, tn, tk, st, o, **kw):
-    return dict(tm=tm, tn=tn, tk=tk, stages=st, block_dim=tm * tn // 64, min_blocks=o, pad_ab=4, pad_c=0, simt=True,
-                **kw)
+def _f32(tm, tn, tk, st, o, r=8, **kw):
+    """An exact-float32 SIMT candidate of ``r`` x 8 outputs per thread (spec.simt_rows)."""
+    return dict(tm=tm, tn=tn, tk=tk, stages=st, block_dim=tm * tn // (8 * r), min_blocks=o, pad_ab=4, pad_c=0,
+                simt=True, **(dict(simt_rows=r) if r != 8 else {}), **kw)
 
 
 CANDIDATES = [
@@ -342,8 +343,56 @@ CANDIDATES10 = [
     ("d128x64s4k8sw", "float64", "NN", _OLD_BIG, (BIG, B2, O4095, N333)),
     ("d64x64k8sk3", "float64", "NN", _OLD_MID, (MID, B1, O1023)),
 ]
+# The eleventh pass (H100): 16 x 8 outputs per thread (spec.simt_rows 16: 128 accumulators, 6 16-byte shared loads
+# per 128 FMAs against 4 per 64) on warp tiles of 64 x 64: 128x128 tiles of 128 threads over two blocks per SM,
+# 256x128 / 128x256 of 256 threads over one, 64x128 / 128x64 of 64 threads over four; K depth and stages; every
+# layout at 4096^3; the old default (64x128x16, 8 x 8 per thread) first and last at 4096^3, 4095^3, 8192^3, 2048^3
+# and 1536^3.
+B8, B15 = (8192, 8192, 8192), (1536, 1536, 1536)
+_OLD32 = _f32(64, 128, 16, 3, 3)
+_NEW32 = _f32(128, 128, 16, 3, 2, r=16)
+_SIZES32 = (BIG, O4095, B8, B2, B15)
+CANDIDATES11 = [
+    ("s64x128o3", "float32", "NN", _OLD32, _SIZES32),
+    ("s128x128r16o2", "float32", "NN", _NEW32, _SIZES32),
+    ("s128x128s4r16o2", "float32", "NN", _f32(128, 128, 16, 4, 2, r=16), _SIZES32),
+    ("s128x128x8s4r16o2", "float32", "NN", _f32(128, 128, 8, 4, 2, r=16), (BIG,)),
+    ("s128x128x32s2r16o2", "float32", "NN", _f32(128, 128, 32, 2, 2, r=16), (BIG,)),
+    ("s128x128x32r16o2", "float32", "NN", _f32(128, 128, 32, 3, 2, r=16), (BIG,)),
+    ("s256x128r16o1", "float32", "NN", _f32(256, 128, 16, 3, 1, r=16), (BIG, B8)),
+    ("s256x128s4r16o1", "float32", "NN", _f32(256, 128, 16, 4, 1, r=16), (BIG,)),
+    ("s128x256r16o1", "float32", "NN", _f32(128, 256, 16, 3, 1, r=16), (BIG,)),
+    ("s64x128r16o4", "float32", "NN", _f32(64, 128, 16, 3, 4, r=16), (BIG, O4095, B2, B15)),
+    ("s128x64r16o4", "float32", "NN", _f32(128, 64, 16, 3, 4, r=16), (BIG,)),
+    ("s128x128r16o2ec", "float32", "NN", _f32(128, 128, 16, 3, 2, r=16, edge_copy=True), (O4095,)),
+] + [(f"{n}{lay}", "float32", lay, f, (BIG,)) for lay in ("NT", "TN", "TT") for n, f in (
+    ("s64x128o3", _OLD32), ("s128x128r16o2", _NEW32))] + [
+    ("s64x128o3", "float32", "NN", _OLD32, _SIZES32),
+]
+# The twelfth pass (H100): tiles 256 columns wide (each A value, copied transposed 4 bytes at a time for NN, serves
+# 256 columns instead of 128): 128x256 of 256 threads over one block per SM, 64x256 of 128 threads over two, 64x256
+# of 8 x 8 per thread (256 threads, two blocks); sizes around the 4096^3 target; every layout; 128x128 tiles of 16 x 8
+# per thread in layouts NT and TT (pass 11: 4096^3 NT 41.3 against 37.1, TT 44.9 against 38.2); the old default
+# first and last.
+B3 = (3072, 3072, 3072)
+_W256 = _f32(128, 256, 16, 3, 1, r=16)
+_H256 = _f32(64, 256, 16, 3, 2, r=16)
+_SIZES12 = (BIG, O4095, B8, B2, B3)
+CANDIDATES12 = [
+    ("s64x128o3", "float32", "NN", _OLD32, _SIZES12),
+    ("s128x256r16o1", "float32", "NN", _W256, _SIZES12 + (B15,)),
+    ("s64x256r16o2", "float32", "NN", _H256, _SIZES12 + (B15,)),
+    ("s128x256s4r16o1", "float32", "NN", _f32(128, 256, 16, 4, 1, r=16), (BIG, O4095, B8)),
+    ("s64x256s4r16o2", "float32", "NN", _f32(64, 256, 16, 4, 2, r=16), (BIG, O4095, B8)),
+    ("s64x256o2", "float32", "NN", _f32(64, 256, 16, 3, 2), (BIG,)),
+] + [(f"{n}{lay}", "float32", lay, f, (BIG, O4095)) for lay in ("NT", "TN", "TT") for n, f in (
+    ("s64x128o3", _OLD32), ("s128x256r16o1", _W256), ("s64x256r16o2", _H256))] + [
+    (f"s128x128r16o2{lay}", "float32", lay, _NEW32, (BIG, O4095, B8)) for lay in ("NT", "TT")] + [
+    ("s64x128o3", "float32", "NN", _OLD32, _SIZES12),
+]
 SETS = {"1": CANDIDATES, "2": CANDIDATES2, "3": CANDIDATES3, "4": CANDIDATES4, "5": CANDIDATES5, "6": CANDIDATES6,
-        "7": CANDIDATES7, "8": CANDIDATES8, "9": CANDIDATES9, "10": CANDIDATES10}
+        "7": CANDIDATES7, "8": CANDIDATES8, "9": CANDIDATES9, "10": CANDIDATES10,
+        "11": CANDIDATES11, "12": CANDIDATES12}
 
 
 def _spec(c):

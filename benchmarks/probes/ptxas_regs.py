@@ -52,7 +52,7 @@ def _cuobjdump() -> str | None:
 
 def spec_for(dtype: str, layout: str, cfg: str, tf32: bool):
     from warp_gemm.config.configs import PipeConfig
-    from warp_gemm.core.plan import _with_pipe_config
+    from warp_gemm.families.pipelined.rules import _with_pipe_config
     from warp_gemm.families import pipelined
 
     base = pipelined.default_spec(dtype, dtype, tf32=tf32, layout=layout, M=4096, N=4096, K=4096)

@@ -482,13 +482,14 @@ def test_precompile_lists_the_pipelined_family():
         for side in (8192, 1024, 32):
             assert P.default_spec("float32", "float32", tf32=True, M=side, N=side, K=side).key in t32
     # exact float32: its large, small-grid (stream-K) and quarter-grid kernels (SIMT), one per layout and epilogue, and
-    # the small-grid one with edge copies (sides not a multiple of its tiles); float64: the DMMA kernel's three, and
-    # with edge copies
+    # the small-grid one with edge copies (sides not a multiple of its tiles), TT's 16 x 8 kernel of large grids with
+    # a deep K; float64: the DMMA kernel's three, and with edge copies
     f32 = {j[1].key for j in jobs if j[1].in_dtype == "float32"}
-    sides = ((8192, None), (1024, None), (512, None), (1016, 1016))
+    sides = ((8192, None), (1024, None), (512, None), (1016, 1016), (8184, 8184))
     assert f32 == {P.default_spec("float32", "float32", layout=lay, epilogue=epi, M=side, N=side, K=k).key
                    for lay in ("NN", "TT") for epi in ("scale", "axpby") for side, k in sides}
-    assert len(f32) == 16 and all(j[1].simt for j in jobs if j[1].in_dtype == "float32") == options().pipe_snippets
+    assert sum("_r16" in k for k in f32) == 2
+    assert len(f32) == 18 and all(j[1].simt for j in jobs if j[1].in_dtype == "float32") == options().pipe_snippets
     f64 = {j[1].key for j in jobs if j[1].in_dtype == "float64"}
     assert f64 >= {P.default_spec("float64", "float64", layout=lay, epilogue=epi, M=side, N=side, K=k).key
                    for lay in ("NN", "TT") for epi in ("scale", "axpby") for side, k in sides + ((8184, 8184),)}
@@ -784,15 +785,43 @@ def test_simt_layouts_and_edges(layout, epilogue, request):
     _assert_close(out, ref, "float32")
 
 
-@pytest.mark.parametrize("tm,tn,tk,stages", [(128, 128, 32, 2), (64, 128, 16, 3)])
+@pytest.mark.parametrize("tm,tn,tk,stages,rows", [(128, 128, 32, 2, 8), (64, 128, 16, 3, 8), (128, 128, 16, 3, 16),
+                                                  (256, 128, 16, 3, 16)])
 @pytest.mark.parametrize("layout", ["NN", "TT"])
-def test_simt_large_tile_two_stages(layout, tm, tn, tk, stages, request):
-    """128x128x32 tiles (256 threads: 4 x 2 warps of 32x64 outputs), 2 stages, and the default's 64x128x16 (128
-    threads: 2 x 2 warps), 3 stages: one partial tile each way."""
+def test_simt_large_tile_two_stages(layout, tm, tn, tk, stages, rows, request):
+    """128x128x32 tiles (256 threads: 4 x 2 warps of 32x64 outputs), 2 stages, the small-grid default's 64x128x16 (128
+    threads: 2 x 2 warps), 3 stages, and 16 x 8 outputs per thread (simt_rows 16: warps of 64x64 outputs) on the
+    large-grid default's 128x128x16 (128 threads) and 256x128x16 (256 threads): one partial tile each way."""
     M, N, K = 150, 200, 100
-    spec = _simt_spec(layout, tm=tm, tn=tn, tk=tk, stages=stages)
+    spec = _simt_spec(layout, tm=tm, tn=tn, tk=tk, stages=stages, simt_rows=rows)
+    assert P.simt_threads(spec) == tm * tn // (8 * rows)
     out, ref = _run(spec, M, N, K, _rng(request), lda=_ld4(M) if layout[0] == "T" else _ld4(K),
                     ldb=_ld4(K) if layout[1] == "T" else _ld4(N))
+    _assert_close(out, ref, "float32")
+
+
+@pytest.mark.skipif(not _compat.HAS_CPU_BLOCKS, reason="CPU blocks of several threads need warp-lang >= 1.18")
+@pytest.mark.parametrize("layout,tm,tn,over", [
+    ("NN", 128, 128, {}), ("TN", 64, 128, {}), ("NT", 128, 128, dict(stream_k=2)),
+    ("TT", 128, 64, dict(edge_copy=True))], ids=lambda v: str(v))
+def test_simt_16_rows_on_cpu_fibers(layout, tm, tn, over, request):
+    """16 x 8 outputs per thread (simt_rows 16) with the CUDA block size of fibers: each thread's own rows (four
+    groups of 4, 16 apart) and columns, its 16-byte stage reads and its stores, on interior and edge tiles (M, N
+    and K edges); stream-K's spill and add of 128 registers per thread; edge copies. A broadcast over two batch
+    entries, alpha and beta * C, D a column view whose other columns stay; against float64."""
+    spec = dataclasses.replace(_simt_spec(layout, "axpby", tm=tm, tn=tn, simt_rows=16, **over),
+                               block_dim=tm * tn // 128)
+    assert P.unfit(spec) == "" and spec.key.endswith("_r16") and P.simt_threads(spec) == spec.block_dim
+    M, N, K = 2 * tm + 19, tn + 37, 3 * spec.tk + 7
+    lda = _ld4(M) if layout[0] == "T" else _ld4(K)
+    ldb = _ld4(K) if layout[1] == "T" else _ld4(N)
+    old = wp.config.enable_cpu_blocks
+    wp.config.enable_cpu_blocks = True
+    try:
+        out, ref = _run(spec, M, N, K, _rng(request), batch=2, a_nb=1, b_nb=2, c_nb=2, lda=lda, ldb=ldb, ldd=N + 3,
+                        fibers=True)
+    finally:
+        wp.config.enable_cpu_blocks = old
     _assert_close(out, ref, "float32")
 
 
@@ -816,7 +845,9 @@ def test_snippet_products_short_k(kernel, K, request):
     (dict(block_dim=128), "block_dim 64"),
     (dict(pad_c=8), "registers"),
     (dict(bias=True), "registers"),
-    (dict(chunk=8), "16-byte words")])
+    (dict(chunk=8), "16-byte words"),
+    (dict(simt_rows=12), "rows of outputs per thread"),
+    (dict(simt_rows=16, tm=32), "multiple of 64")])
 def test_simt_refusals_name_the_reason(over, match):
     """Specs the SIMT kernel cannot run are refused before any compile, with the reason."""
     import dataclasses
@@ -872,7 +903,7 @@ def test_simt_planned_on_a_cuda_like_device(monkeypatch, cfg, family, want):
     if want == "simt":
         spec = plan.family_spec
         assert plan.family == "pipelined" and spec.simt and spec.layout_b == "T", plan.family
-        assert (spec.block_dim, spec.pad_ab, spec.pad_c, spec.tk) == (256, 4, 0, 16)
+        assert (spec.block_dim, spec.pad_ab, spec.pad_c, spec.tk, spec.simt_rows) == (256, 4, 0, 16, 8)
     elif want == "simt-default":
         spec = plan.family_spec
         assert plan.family == "pipelined" and spec.simt and (spec.tm, spec.tn, spec.tk, spec.block_dim, spec.stream_k) \
@@ -884,7 +915,7 @@ def test_simt_planned_on_a_cuda_like_device(monkeypatch, cfg, family, want):
 def test_snippet_defaults_for_large_problems_on_cuda(monkeypatch):
     """The defaults on CUDA (H100 measurements in default_spec): large 16-bit problems take the mma.sync kernel
     (128x128x64, 3 stages, 4 warps), tf32 the tf32 one (128x128x32, two blocks per SM), exact fp32 the SIMT kernel
-    (64x128x16, 128 threads) and float64 the DMMA kernel (128x64x16, m16n8k8) at every size (their small-grid tiles
+    (64x128x16, 128 threads of 8 x 8 outputs) and float64 the DMMA kernel (128x64x16, m16n8k8) at every size (their small-grid tiles
     below); fused activations and the CPU keep tile_matmul's kernels; and the planner follows (a CUDA-like device).
     16-bit small grids: test_snippet_defaults_for_small_grids."""
     from warp_gemm.families.pipelined import rules as _plan
@@ -899,8 +930,10 @@ def test_snippet_defaults_for_large_problems_on_cuda(monkeypatch):
     if _compat.HAS_TF32:
         s32 = P.default_spec("float32", tf32=True, **big)
         assert (s32.tk, s32.stages, s32.min_blocks, s32.mma, s32.pad_ab, s32.pad_c) == (32, 3, 2, 4, 4, 0)
+    sx = P.default_spec("float32", layout="TN", **big)
+    assert sx.simt and (sx.tm, sx.tn, sx.tk, sx.block_dim, sx.min_blocks, sx.simt_rows) == (64, 128, 16, 128, 3, 8)
     sx = P.default_spec("float32", layout="NT", **big)
-    assert sx.simt and (sx.tm, sx.tn, sx.tk, sx.block_dim, sx.min_blocks) == (64, 128, 16, 128, 3)
+    assert sx.simt and (sx.tm, sx.tn, sx.tk, sx.block_dim, sx.min_blocks, sx.simt_rows) == (128, 128, 16, 128, 2, 16)
     sd = P.default_spec("float64", layout="TN", **big)
     assert (sd.tm, sd.tn, sd.tk, sd.stages, sd.block_dim, sd.min_blocks, sd.mma, sd.mma_k, sd.pad_ab, sd.pad_c,
             sd.swizzle, sd.interleave, sd.edge_copy) == (128, 64, 32, 2, 128, 2, 4, 16, 0, 0, True, True, False)
@@ -915,6 +948,7 @@ def test_snippet_defaults_for_large_problems_on_cuda(monkeypatch):
         assert 2 * (P.smem_bytes(spec) + 1024) <= 228 * 1024  # two blocks per SM (1 KiB reserved each)
     small = {d: P.default_spec(d, M=1000, N=1000, K=1000) for d in ("float32", "float64")}
     assert small["float32"].simt and small["float32"].stream_k == 3 and small["float32"].tn == 128
+    assert (small["float32"].tm, small["float32"].block_dim, small["float32"].simt_rows) == (64, 128, 8)
     assert small["float32"].edge_copy and not P.default_spec("float32", M=1024, N=1024, K=1024).edge_copy
     assert (small["float64"].tm, small["float64"].tn, small["float64"].tk, small["float64"].mma_k) == (64, 64, 16, 8)
     assert (small["float64"].stream_k, small["float64"].min_blocks, small["float64"].block_dim) == (3, 3, 128)
@@ -925,6 +959,7 @@ def test_snippet_defaults_for_large_problems_on_cuda(monkeypatch):
     assert not P.default_spec("float64", M=4096, N=4096, K=4096).stream_k
     tiny = {d: P.default_spec(d, M=33, N=17, K=65) for d in ("float32", "float64")}
     assert tiny["float32"].simt and (tiny["float32"].tm, tiny["float32"].tn, tiny["float32"].stream_k) == (32, 64, 0)
+    assert tiny["float32"].simt_rows == 8 and tiny["float32"].block_dim == 32
     assert tiny["float64"].mma == 2 and (tiny["float64"].tm, tiny["float64"].tn, tiny["float64"].stream_k) == (64, 32, 0)
     for spec in (P.default_spec("float16", activation="relu", **big), P.default_spec("float16", device_is_cpu=True),
                  P.default_spec("float32", activation="relu", **big), P.default_spec("float64", activation="relu", **big),
@@ -1007,34 +1042,39 @@ def test_snippet_defaults_for_small_grids(monkeypatch):
 
 
 @pytest.mark.skipif(not _compat.HAS_COMPILE_AOT, reason="wp.compile_aot_module arrived in warp-lang 1.9")
+@pytest.mark.parametrize("rows", [8, 16])
 @pytest.mark.parametrize("layout", ["NN", "TT"])
-def test_simt_cuda_build_offline(layout, tmp_path):
-    """The SIMT kernel (128x128x16, 256 threads, 3 stages) compiles for sm_90 offline, and its PTX keeps the
-    accumulator in registers (no local memory, no calls) and reads every stage value from shared memory in
-    16-byte words: 4 per k (8 of A, 8 of B)."""
+def test_simt_cuda_build_offline(layout, rows, tmp_path):
+    """The SIMT kernel (128x128x16, 3 stages; 8 x 8 outputs per thread on 256 threads, or 16 x 8 on 128) compiles for
+    sm_90 offline, and its PTX keeps the accumulator in registers (no local memory, no calls) and reads every stage
+    value from shared memory in 16-byte words: rows / 4 + 2 per k (rows of A, 8 of B)."""
     import re
 
-    spec = P.default_spec("float32", layout=layout, epilogue="axpby", tm=128, tn=128, tk=16, stages=3, block_dim=256,
-                          min_blocks=2, pad_ab=4, pad_c=0, simt=True)
+    spec = P.default_spec("float32", layout=layout, epilogue="axpby", tm=128, tn=128, tk=16, stages=3,
+                          block_dim=128 * 128 // (8 * rows), min_blocks=2, pad_ab=4, pad_c=0, simt=True, simt_rows=rows)
     ptx = _offline_ptx(spec, tmp_path)
     if ptx is None:
         return
     assert ".local" not in ptx and not re.search(r"\bcall", ptx)
-    assert len(re.findall(r"ld\.shared\.v4\.f32", ptx)) == 4 * spec.tk
-    assert len(re.findall(r"fma\.rn\.f32", ptx)) >= 64 * spec.tk
+    assert len(re.findall(r"ld\.shared\.v4\.f32", ptx)) == (rows // 4 + 2) * spec.tk
+    assert len(re.findall(r"fma\.rn\.f32", ptx)) >= 8 * rows * spec.tk
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("layout,cfg", [
     ("NN", "pipe/64x128x16/s3/b128/o3/simt"), ("NT", "pipe/128x128x32/s2/b256/o2/simt"),
-    ("TN", "pipe/128x64x16/s4/b128/o3/simt"), ("TT", "pipe/64x64x32/s3/b64/o0/simt")], ids=lambda v: str(v))
+    ("TN", "pipe/128x64x16/s4/b128/o3/simt"), ("TT", "pipe/64x64x32/s3/b64/o0/simt"),
+    ("NN", "pipe/128x128x16/s3/b128/o2/simt"), ("TT", "pipe/64x128x16/s3/b64/o4/simt"),
+    ("NN", "pipe/128x256x16/s3/b256/o1/simt"), ("NT", "pipe/64x256x16/s3/b128/o2/simt")], ids=lambda v: str(v))
 @pytest.mark.parametrize("epilogue", ["scale", "axpby"])
 def test_simt_forced_on_cuda(layout, cfg, epilogue, planned, request):
     """The SIMT kernel forced through the API on CUDA in each layout: two batch entries of 1000x1000 (M and N
-    edges), K 520 (a partial K tile), alpha and beta * C."""
+    edges), K 520 (a partial K tile), alpha and beta * C; the configurations of b128 on 128x128 and b64 on 64x128 keep
+    16 x 8 outputs per thread (simt_rows 16)."""
     _forced_on_cuda("float32", layout, cfg, epilogue, request)
     spec = planned[-1].family_spec
     assert planned[-1].family == "pipelined" and spec.simt and spec.layout_a + spec.layout_b == layout, spec
+    assert spec.simt_rows == spec.tm * spec.tn // (8 * spec.block_dim), spec
 
 
 # --- 16-bit inputs on tensor cores through mma.sync (spec.mma) ------------------------------------------------------
@@ -1929,6 +1969,43 @@ def test_dmma_refusals_name_the_reason(over, match):
     _assert_refused(dataclasses.replace(_mma_spec(), mma_k=8), "mma_k")
 
 
+@pytest.mark.parametrize("cfg,rows", [("pipe/128x128x16/s3/b128/o2/simt", 16), ("pipe/128x128x16/s3/b256/o2/simt", 8),
+                                      ("pipe/64x128x16/s3/b128/o3/simt", 8), ("pipe/64x128x16/s3/b64/o4/simt", 16),
+                                      ("pipe/128x128x16/s3/b64/o2/simt", 0), ("pipe/128x64x32/s2/b256/o1", 8)])
+@pytest.mark.parametrize("size", [4096, 1000])
+def test_simt_configurations_over_the_default(cfg, rows, size):
+    """A configuration applied over the exact-float32 default (8 x 8 outputs per thread): /simt takes the rows per
+    thread its block implies (tm * tn / block_dim / 8), 8 or 16; a block implying neither is refused (rows 0 here),
+    naming the block the tile takes; a tile_matmul one keeps 8 (unused)."""
+    from warp_gemm.config.configs import PipeConfig
+    from warp_gemm.families.pipelined.rules import _with_pipe_config, pipe_spec
+
+    base = P.default_spec("float32", M=size, N=size, K=size)
+    assert base.simt_rows == 8
+    spec = _with_pipe_config(base, PipeConfig.parse(cfg), False)
+    if rows == 0:
+        assert pipe_spec(base, PipeConfig.parse(cfg)) is None
+        _assert_refused(spec, "takes block_dim")
+        return
+    assert spec.simt_rows == rows and P.unfit(spec) == ""
+    assert (spec == base) == (size == 4096 and cfg == "pipe/64x128x16/s3/b128/o3/simt")
+
+
+@pytest.mark.parametrize("layout", ["NN", "NT", "TN", "TT"])
+@pytest.mark.parametrize("M,N,K", [(4096, 4096, 4096), (4095, 4100, 4000), (8192, 8192, 8192), (4096, 4096, 64),
+                                   (3968, 4096, 4096), (1536, 1536, 1536)])
+def test_simt_16_rows_default_where_b_is_transposed(layout, M, N, K):
+    """Exact float32's large-grid default: 16 x 8 outputs per thread on 128x128 tiles (two blocks per SM) where B is
+    stored (N, K) (NT, TT), from 32 x 32 tiles of 128 and K 4000 up (the grids timed); 8 x 8 on 64x128 tiles
+    otherwise."""
+    spec = P.default_spec("float32", layout=layout, M=M, N=N, K=K)
+    r16 = layout[1] == "T" and -(-M // 128) * -(-N // 128) >= 1024 and K >= 4000
+    assert (spec.tm, spec.tn, spec.block_dim, spec.min_blocks, spec.simt_rows) == (
+        (128, 128, 128, 2, 16) if r16 else (64, 128, 128, 3, 8))
+    assert r16 == ((M, N, K) in ((4096, 4096, 4096), (4095, 4100, 4000), (8192, 8192, 8192)) and layout[1] == "T")
+    assert P.unfit(spec) == ""
+
+
 @pytest.mark.parametrize("cfg,mma_k,swizzle", [("pipe/128x64x16/s3/b128/o2/mma", P.DMMA_DEFAULT_K, True),
                                                ("pipe/128x64x16/s4/b128/o2/mma", P.DMMA_DEFAULT_K, True),
                                                ("pipe/128x64x32/s2/b128/o2/mma", 16, True),
@@ -2021,6 +2098,19 @@ def _launch_on_cuda(spec: P.PipeSpec, M, N, K, rng, batch=2, alpha=1.25, beta=-0
     wp.launch_tiled(k, dim=dim, inputs=inputs, block_dim=block, device=dev)
     ref = alpha * np.matmul(a, b[:1]) + (beta * c if c is not None else 0.0)
     return D.numpy().astype(np.float64), ref
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("layout", ["NT", "TT"])
+def test_simt_16_rows_default_on_cuda(layout, request):
+    """Exact float32's NT / TT default for large grids (16 x 8 outputs per thread, 128x128 tiles) on CUDA: 4092 x
+    4100 x 4000 (edge tiles on both sides, a partial K tile; rows of whole 16-byte words, as the planner hands the
+    kernel), alpha and beta * C, NaN-prefilled, against float64."""
+    M, N, K = 4092, 4100, 4000
+    spec = P.default_spec("float32", layout=layout, epilogue="axpby", M=M, N=N, K=K)
+    assert spec.simt_rows == 16
+    out, ref = _launch_on_cuda(spec, M, N, K, _rng(request), batch=1)
+    _assert_close(out, ref, spec.out_dtype)
 
 
 @pytest.mark.gpu

@@ -15,6 +15,8 @@ from .spec import (
     DMMA_DEFAULT_K,
     PAD_AB,
     PAD_C,
+    SIMT_ROWS,
+    SIMT_TILE,
     SMEM_LIMIT,
     SWIZZLE_COLS,
     TINY_MIN_BATCH,
@@ -67,6 +69,10 @@ def _with_pipe_config(spec, cfg: PipeConfig, device_is_cpu: bool):
     step = 1 if cfg.simt else max(4, mk)
     il = spec.interleave and not cfg.persistent and (cfg.simt or f64mma) and cfg.tk // step >= 2
     fields.update(interleave=il, edge_copy=spec.edge_copy and bool(cfg.simt or cfg.mma))
+    # SIMT: the rows of outputs per thread that the configuration's block takes (tm * tn / block_dim / SIMT_TILE; a
+    # count the kernel does not take stays the 8 rows, which the family's check then refuses)
+    rows = cfg.tm * cfg.tn // max(1, cfg.block_dim * SIMT_TILE)
+    fields.update(simt_rows=rows if cfg.simt and rows in SIMT_ROWS else SIMT_TILE)
     if cfg.simt or cfg.mma:  # snippet products: padded A/B rows (bank-conflict-free), the accumulator in registers
         fields.update(pad_ab=0 if sw else PAD_AB.get(spec.in_dtype, 0), pad_c=0)
     if cfg.wgmma:  # unpadded core-matrix stages, the accumulator in registers

@@ -206,7 +206,7 @@ def _own_order(spec: PipeSpec) -> tuple[dict, dict]:
     columns, ``PER`` per thread): for :data:`_OWN_STORE` and :data:`_STAGED_STORE`."""
     if spec.simt:
         f = _simt_fields(spec)
-        order = dict(ORDER="_SIMT_MMA", PER=SIMT_TILE * SIMT_TILE, V=4, ROW="row0 + (o / 8) % 4 + 16 * (o / 32)",
+        order = dict(ORDER="_SIMT_MMA", PER=f["PER"], V=4, ROW="row0 + (o / 8) % 4 + 16 * (o / 32)",
                      COL="col0 + o % 4 + 32 * ((o % 8) / 4)")
     elif spec.wgmma:
         f = _wgmma_fields(spec)
@@ -249,8 +249,13 @@ def _own_store_snippet(spec: PipeSpec) -> str:
 
 
 def _simt_fields(spec: PipeSpec) -> dict:
-    f = dict(VT=simt_threads(spec), WN=spec.tn // 64, TK=spec.tk, ALD=spec.tm + spec.pad_ab,
-             BLD=spec.tn + spec.pad_ab)
+    tr = spec.simt_rows
+    # A's values of one k: tr / 4 16-byte loads, 16 rows apart (the 8-row kernel's two lines as they always read)
+    aloads = "".join(f"            *(float4*){'a' if g == 0 else f'(a + {4 * g})'} = "
+                     f"*(const float4*)(pa + ${{ALD}} * k{'' if g == 0 else f' + {16 * g}'});\n" for g in range(tr // 4))
+    f = dict(VT=simt_threads(spec), WN=spec.tn // 64, WR=4 * tr, TR=tr, PER=tr * SIMT_TILE, NLD=tr // 4 + 2,
+             TK=spec.tk, ALD=spec.tm + spec.pad_ab, BLD=spec.tn + spec.pad_ab)
+    f["ALOADS"] = native.fill(aloads, ALD=f["ALD"])
     f.update(SA=spec.tk * f["ALD"], SB=spec.tk * f["BLD"], GEOM=native.fill(_SIMT_GEOMETRY, **f))
     return f
 

@@ -71,6 +71,7 @@ class PipeSpec:
     swizzle: bool = False  # float64 mma kernels: unpadded stages, 16-byte chunks XOR-permuted by row (swizzled)
     interleave: bool = False  # simt / float64 mma: the next stage's copies between two halves of a K step's product
     edge_copy: bool = False  # simt / mma: tiles crossing an operand's edge copied as interior ones, chunks predicated
+    simt_rows: int = 8  # simt: rows of outputs per thread (SIMT_ROWS: 8 or 16), of SIMT_TILE columns each
 
     @property
     def acc_dtype(self) -> str:
@@ -92,6 +93,7 @@ class PipeSpec:
         act += "_sw" if self.swizzle else ""
         act += "_il" if self.interleave else ""
         act += "_ec" if self.edge_copy else ""
+        act += f"_r{self.simt_rows}" if self.simt and self.simt_rows != SIMT_TILE else ""
         act += "_ts" if staged_store(self) else ""  # the epilogue through shared memory (_STAGED_STORE)
         return (f"wg_pipe_{self.in_dtype}_{self.out_dtype}_{self.layout_a}{self.layout_b}_"
                 f"{self.tm}x{self.tn}x{self.tk}_s{self.stages}_b{self.block_dim}{occ}_c{self.chunk}_"
@@ -168,7 +170,8 @@ def default_spec(in_dtype: str, out_dtype: str | None = None, *, tf32: bool = Fa
     grid = _Grid(small=blocks64 <= sm_count, quarter=blocks64 <= sm_count // 2,
                  narrow=blocks64 > sm_count and _narrow_rows(M, N, batch, sm_count),
                  short_k=K is not None and K <= SHORT_K_STEPS * 128, tiny=M is not None and N is not None
-                 and max(M, N) <= TINY_SIDE, deep_k=K is not None and K > 32, one_wave=blocks128 <= sm_count)
+                 and max(M, N) <= TINY_SIDE, deep_k=K is not None and K > 32, one_wave=blocks128 <= sm_count,
+                 tiles128=blocks128, k=K or 0)
     snippets = options().pipe_snippets and not device_is_cpu and over.get("activation") is None
     if device_is_cpu:
         base = dict(tm=32, tn=32, tk=32, stages=2, block_dim=1, pad_ab=0, pad_c=0)
@@ -177,7 +180,7 @@ def default_spec(in_dtype: str, out_dtype: str | None = None, *, tf32: bool = Fa
     elif in_dtype == "float32" and tf32:
         base = _base_tf32(grid, snippets)
     elif in_dtype == "float32":
-        base = _base_fp32(grid, snippets)
+        base = _base_fp32(grid, snippets, layout)
     else:
         base = _base_fp64(grid, snippets, layout)
     if base.get("edge_copy") and not _has_edges(base, M, N, K):
@@ -198,6 +201,8 @@ class _Grid:
     tiny: bool  # both output sides at most TINY_SIDE (batched small products)
     deep_k: bool  # K > 32
     one_wave: bool  # 128x128 tiles fit in one wave
+    tiles128: int  # 128x128 output tiles (batch included)
+    k: int  # K (0: not given)
 
 
 def _base_16bit(g: _Grid, snippets: bool) -> dict:
@@ -336,13 +341,25 @@ def _base_fp64(g: _Grid, snippets: bool, layout: str = "NN") -> dict:
     return dict(tm=64, tn=64, tk=32, stages=2, block_dim=128, min_blocks=2, pad_ab=4, pad_c=4)
 
 
-def _base_fp32(g: _Grid, snippets: bool) -> dict:
+#: exact float32 with B stored (N, K) (NT, TT) takes 16 x 8 outputs per thread on 128x128 tiles from this many
+#: 128x128 output tiles and K (4095^3 the smallest problem timed)
+SIMT16_MIN_TILES = 1024
+SIMT16_MIN_K = 4000
+
+
+def _base_fp32(g: _Grid, snippets: bool, layout: str = "NN") -> dict:
     """Exact float32 (H100, TFLOP/s at 4096^3 / 8192^3)."""
     if snippets:
         # The SIMT kernel: 64x128x16 s3, 128 threads (2 x 2 warps of 32 x 64 outputs), three blocks/SM: 4096^3 44.9,
         # 4095^3 41.9 (0.86x cuBLAS), every layout; 128x64x16 41.7, 128x128x16 s2-s4 39.6-40.7; again 44.7 (0.87x;
         # TN, no transposing copy, 46.7 = 0.90x; 4 stages 45.3, 64x128x32 38.7, tk 8 37.2-39.3). Stream-K over three
         # blocks per SM (4 whole waves, the last 1.2 shared): 43.5 against 44.7-44.8 (TN 47.8 against 46.7, H200).
+        # 16 x 8 outputs per thread (simt_rows 16, 213-229 registers) on 128x128x16 tiles of 128 threads, two blocks
+        # per SM: 4096^3 NN 45.1 against 45.1-45.4 for this tile timed first and last, 4095^3 41.4 against 42.2-43.3,
+        # 8192^3 45.5 against 44.3-45.0, 2048^3 43.3 against 43.1-43.7, 1536^3 24.9 against 31.4-31.5; NT 41.3
+        # against 37.1, TN 44.7 against 47.1, TT 44.9 against 38.2 (4096^3 only); 128x256 of 256 threads, one
+        # block per SM, 46.6 (0.905x, 4096^3 NN only, one process); 256x128 42.6, 64x128 / 128x64 of 64 threads
+        # 43.4 / 42.3, tk 8 39.6, tk 32 43.6-43.7 (H100, cuBLAS in the same process, dmma_bench.py set 11).
         base = dict(tm=64, tn=128, tk=16, stages=3, block_dim=128, min_blocks=3, pad_ab=4, pad_c=0, simt=True)
         if g.small:
             # 128x64 tiles in one wave: the same tile, stream-K over three blocks per SM: 1000^3 69.5-69.8 us (0.86-0.88x
@@ -356,6 +373,12 @@ def _base_fp32(g: _Grid, snippets: bool) -> dict:
         if g.quarter:
             # grids under half the SMs: 32x64 tiles of one warp (four times the blocks; not timed there)
             base.update(tm=32, tn=64, block_dim=32, min_blocks=0, stream_k=0, edge_copy=False)
+        if layout[1] == "T" and g.tiles128 >= SIMT16_MIN_TILES and g.k >= SIMT16_MIN_K:
+            # B's 128 columns copied transposed, 4 bytes per cp.async, weigh on the 64x128 tile: 16 x 8 outputs per
+            # thread on 128x128 tiles, two blocks per SM: TT 4096^3 44.6 against 38.2 (0.90x cuBLAS against 0.77x),
+            # 4095^3 40.7 against 36.0, 8192^3 45.2 (0.89x); NT 41.4 against 37.1, 4095^3 38.2 against 35.1, 8192^3
+            # 41.7 (0.81x) (H100, cuBLAS in the same process, dmma_bench.py set 12)
+            base.update(tm=128, tn=128, block_dim=128, min_blocks=2, simt_rows=16)
         return base
     # tile_matmul's SIMT path: 128x64x32 s2 dense, register accumulator: 27.9/28.7, 1000^3 20.3. NN only: NT measured
     # 4.8 and TN 10.9 (transposed views in that path).
@@ -447,17 +470,22 @@ def max_chunk(arr, dtype: str) -> int:
 # in shared memory, against an fp32 FMA peak of ~67 and cuBLAS's 51.5 (H100; docs/performance.md, "Where the tile
 # API is the wall"): a ceiling under issue 16's 41.5 for every kernel built on it. _SIMT_MMA replaces the
 # tile_matmul of a K step by the register-blocked outer product of SIMT GEMMs: each thread keeps an 8x8 block of
-# outputs in registers and, per k, reads 8 values of A and 8 of B with four 16-byte shared loads for 64 FMAs.
+# outputs in registers and, per k, reads 8 values of A and 8 of B with four 16-byte shared loads for 64 FMAs
+# (spec.simt_rows 16: a 16x8 block, 16 values of A and 8 of B, six loads for 128 FMAs, warps of 64 x 64 outputs).
 # Both stages are K-major, (TK, TM) and (TK, TN), whatever the layout: A stored (M, K) and B stored (N, K) are
 # copied transposed, 4 bytes per cp.async (_COPY_T). Read K-contiguous instead, the compiler merged four k's
 # loads into one 16-byte load and kept them live: 168-254 registers (ptxas 13.0, sm_90, NN/NT 128x128x16), or
 # spills under __launch_bounds__(256, 2); K-major stages: 128 registers, no spill. Warps are 4 x 8 lanes over
-# 32 x 64 outputs; a thread's rows and columns are two groups of 4 contiguous ones, 16 rows and 32 columns apart,
-# so a warp's loads of one k read 64 (A) and 128 (B) contiguous bytes: no bank conflict. The accumulator is the
+# 32 x 64 outputs (simt_rows 16: 64 x 64); a thread's rows and columns are groups of 4 contiguous ones (two of
+# columns, two or four of rows), 16 rows and 32 columns apart, so a warp's loads of one k read 64 (A) and 128 (B)
+# contiguous bytes: no bank conflict. The accumulator is the
 # register tile's own storage (acc.data) in this order, so only these snippets may read it; the epilogue is
 # _OWN_STORE (alpha, beta * C, the output cast; no bias or activation). One barrier per K step: the K loop waits
 # for stage k (and syncs) before refilling the stage the previous step read (_build).
-SIMT_TILE = 8  # rows and columns of outputs per thread
+SIMT_TILE = 8  # columns of outputs per thread, and the default rows (spec.simt_rows)
+
+
+SIMT_ROWS = (8, 16)  # the rows of outputs per thread the SIMT kernel takes (spec.simt_rows)
 
 
 MMA_TYPES = {"float16": "f16", "bfloat16": "bf16"}
@@ -524,8 +552,8 @@ def staged_store(spec: PipeSpec) -> bool:
 
 
 def simt_threads(spec: PipeSpec) -> int:
-    """Threads of the SIMT kernel's tile (:data:`_SIMT_MMA`): one per 8x8 outputs; the CUDA block size."""
-    return spec.tm * spec.tn // (SIMT_TILE * SIMT_TILE)
+    """Threads of the SIMT kernel's tile (:data:`_SIMT_MMA`): one per ``simt_rows`` x 8 outputs; the CUDA block size."""
+    return spec.tm * spec.tn // (spec.simt_rows * SIMT_TILE)
 
 
 # Tiles of fewer rows keep tile_zeros and Warp's epilogue: the split-K plan's 16x128 tiles ran slower with
@@ -617,12 +645,15 @@ def _check(spec: PipeSpec) -> None:
 def _check_simt(spec: PipeSpec) -> None:
     if spec.in_dtype != "float32" or spec.tf32:
         raise ValueError(f"{spec}: the SIMT kernel (simt) is for exact float32 inputs only")
-    if spec.tm % (4 * SIMT_TILE) or spec.tn % 64:
-        raise ValueError(f"{spec}: the SIMT kernel needs tm a multiple of {4 * SIMT_TILE} and tn of 64 (warps of 4 x 8 "
-                         f"lanes, {SIMT_TILE} x {SIMT_TILE} outputs per thread)")
+    if spec.simt_rows not in SIMT_ROWS:
+        raise ValueError(f"{spec}: the SIMT kernel keeps {SIMT_ROWS} rows of outputs per thread, got simt_rows "
+                         f"{spec.simt_rows}")
+    if spec.tm % (4 * spec.simt_rows) or spec.tn % 64:
+        raise ValueError(f"{spec}: the SIMT kernel needs tm a multiple of {4 * spec.simt_rows} and tn of 64 (warps of "
+                         f"4 x 8 lanes, {spec.simt_rows} x {SIMT_TILE} outputs per thread)")
     if spec.block_dim not in (1, simt_threads(spec)):
         raise ValueError(f"{spec}: the SIMT kernel's {spec.tm}x{spec.tn} tile takes block_dim {simt_threads(spec)} "
-                         f"(one thread per {SIMT_TILE}x{SIMT_TILE} outputs; 1 on the CPU), got {spec.block_dim}")
+                         f"(one thread per {spec.simt_rows}x{SIMT_TILE} outputs; 1 on the CPU), got {spec.block_dim}")
     if spec.pad_c or spec.bias or spec.activation is not None:
         raise ValueError(f"{spec}: the SIMT kernel keeps its accumulator in registers and stores it itself: no pad_c, "
                          "bias or activation")
