@@ -1,4 +1,5 @@
-"""TODO"""
+"""The GEMV family's kernels: the product kernel of a spec (rowdot, colsum or bands snippet plus its store), the
+bands finishing kernel, and the kernels a precompile job builds."""
 
 # No `from __future__ import annotations`: Warp reads the kernels' annotations as objects.
 import dataclasses

@@ -1,4 +1,5 @@
-"""TODO"""
+"""Launching the GEMV family: operand views as vectors, the arguments of one launch (``launch_args``), split-K
+counters, and the launches of a plan."""
 
 # No `from __future__ import annotations`: Warp reads the kernels' annotations as objects.
 import warp as wp

@@ -1,4 +1,4 @@
-"""TODO"""
+"""The GEMV family's native snippets (``native/*.cuh``: rowdot, colsum, bands) filled for one spec."""
 
 # No `from __future__ import annotations`: Warp reads the kernels' annotations as objects.
 from ..common import native

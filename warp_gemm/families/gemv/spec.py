@@ -1,4 +1,5 @@
-"""TODO"""
+"""What a GEMV kernel is: ``GemvSpec``, its kind per layout (rowdot, colsum, bands), the K split that fills the GPU,
+workspace and counter sizes, and the measured constants behind them."""
 
 # No `from __future__ import annotations`: Warp reads the kernels' annotations as objects.
 import dataclasses

@@ -77,16 +77,24 @@ def tma_stage(spec, a_row: str, map_a: str = "tma_a", map_b: str = "tma_b", b_co
     row, B column and batch coordinates are the C++ expressions given: the dense and grouped kernels' K loop and
     the fused functions' (fused.py) share it. ``spec``: anything with ``layout_b``."""
     sn = native.load(__file__, "gemm.cuh")
-    return native.fill(sn["tma_stage"], B_MN=int(spec.layout_b == "N"), MAP_A=map_a, MAP_B=map_b, A_ROW=a_row,
-                       B_COL=b_col, A_BATCH=a_batch, B_BATCH=b_batch)
+    f = dict(B_MN=int(spec.layout_b == "N"), MAP_A=map_a, MAP_B=map_b, A_ROW=a_row, B_COL=b_col, A_BATCH=a_batch,
+             B_BATCH=b_batch)
+    return native.fill(sn["tma_stage"], **f, **_tma_copies(sn, f))
+
+
+def _tma_copies(sn: dict, f: dict) -> dict:
+    """The plain TMA copies of A and B (native/gemm.cuh's ``tma_a``, ``tma_b``) filled with ``f``, as the stage
+    snippets' TMA_A and TMA_B."""
+    return dict(TMA_A=native.fill(sn["tma_a"], **f), TMA_B=native.fill(sn["tma_b"], **f))
 
 
 def tma_stage_cluster(spec: HopperSpec, a_row: str, b_col: str) -> str:
     """The producer's copies of one K tile for clusters of two (native/gemm.cuh's ``tma_stage_cluster``): the
     unshared tile alone, this block's half of the shared one multicast into both blocks."""
     sn = native.load(__file__, "gemm.cuh")
-    return native.fill(sn["tma_stage_cluster"], B_MN=int(spec.layout_b == "N"), SHARE_B=int(spec.pair == "M"),
-                       MAP_A="tma_a", MAP_B="tma_b", A_ROW=a_row, B_COL=b_col, A_BATCH="ba", B_BATCH="bb")
+    f = dict(B_MN=int(spec.layout_b == "N"), SHARE_B=int(spec.pair == "M"), MAP_A="tma_a", MAP_B="tma_b", A_ROW=a_row,
+             B_COL=b_col, A_BATCH="ba", B_BATCH="bb")
+    return native.fill(sn["tma_stage_cluster"], **f, **_tma_copies(sn, f))
 
 
 def snippet(spec: HopperSpec) -> str:

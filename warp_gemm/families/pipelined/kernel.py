@@ -1,4 +1,5 @@
-"""TODO"""
+"""The pipelined family's kernels: the one-tile-per-block K loop (copies S - 1 stages ahead of the product, one
+barrier per K step), its persistent variant, the stage copier and the tile_matmul epilogue, built once per spec."""
 
 # No `from __future__ import annotations`: Warp reads the kernels' annotations as objects.
 import functools

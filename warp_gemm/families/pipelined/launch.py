@@ -1,4 +1,5 @@
-"""TODO"""
+"""Launching the pipelined family: the arguments of one kernel launch (``launch_args``), which devices, dtypes and
+layouts it applies to, stream-K buffers, and the launches of a plan."""
 
 # No `from __future__ import annotations`: Warp reads the kernels' annotations as objects.
 import dataclasses

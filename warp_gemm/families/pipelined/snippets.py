@@ -1,4 +1,5 @@
-"""TODO"""
+"""The pipelined family's native snippets (``native/*.cuh``) filled for one spec: copies into the shared stages, the
+SIMT / mma.sync / wgmma / DMMA products of a K step, the register-accumulator stores, and their Warp stubs."""
 
 # No `from __future__ import annotations`: Warp reads the kernels' annotations as objects.
 import warp as wp

@@ -1,4 +1,5 @@
-"""TODO"""
+"""What a pipelined kernel is: ``PipeSpec`` (every compile-time choice), the measured defaults per dtype, layout and
+grid (``default_spec``), shared-memory sizes and the checks that refuse a spec before any compile."""
 
 # No `from __future__ import annotations`: Warp reads the kernels' annotations as objects.
 from dataclasses import dataclass

@@ -1,4 +1,5 @@
-"""TODO"""
+"""The pipelined family's stream-K kernel (``spec.stream_k``): whole waves of tiles one per block, then the last
+tiles' K steps shared by a fixed grid, split tiles summed in block order; and its grid and workspace sizes."""
 
 # No `from __future__ import annotations`: Warp reads the kernels' annotations as objects.
 import warp as wp

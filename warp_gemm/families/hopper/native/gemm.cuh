@@ -184,24 +184,8 @@ ${STORE}
                     // the full box bytes count even where the box reaches past the tensor (zero-filled)
                     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n"
                                  :: "r"(fb), "r"(STAGE) : "memory");
-                    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
-                                 " [%0], [%1, {%2, %3, %4}], [%5];\n"
-                                 :: "r"(sa), "l"(${MAP_A}), "r"(kt * BK), "r"(${A_ROW}), "r"(${A_BATCH}), "r"(fb)
-                                 : "memory");
-#if ${B_MN}
-                    // B stored (K, N): BN / 64 boxes of 64 K rows x 64 columns (128 bytes), 8 KB apart
-#pragma unroll
-                    for (int j = 0; j < BN / 64; ++j)
-                        asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
-                                     " [%0], [%1, {%2, %3, %4}], [%5];\n"
-                                     :: "r"(sb + 8192u * j), "l"(${MAP_B}), "r"(${B_COL} + 64 * j), "r"(kt * BK),
-                                        "r"(${B_BATCH}), "r"(fb) : "memory");
-#else
-                    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
-                                 " [%0], [%1, {%2, %3, %4}], [%5];\n"
-                                 :: "r"(sb), "l"(${MAP_B}), "r"(kt * BK), "r"(${B_COL}), "r"(${B_BATCH}), "r"(fb)
-                                 : "memory");
-#endif
+${TMA_A}
+${TMA_B}
                     if (++s == ST) { s = 0; ph ^= 1; }
 //! snippet wgmma_stage template nonl
 //! A consumer warpgroup's products of K tile `kt` from stage s (the gemm template's names: wait, desc, full0, empty0,
@@ -393,10 +377,7 @@ release(empty0 + 8 * prev);
                                  :: "r"(fb), "r"(STAGE) : "memory");
                     const unsigned short mask = 3;
 #if ${SHARE_B}
-                    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
-                                 " [%0], [%1, {%2, %3, %4}], [%5];\n"
-                                 :: "r"(sa), "l"(${MAP_A}), "r"(kt * BK), "r"(${A_ROW}), "r"(${A_BATCH}), "r"(fb)
-                                 : "memory");
+${TMA_A}
 #if ${B_MN}
 #pragma unroll
                     for (int j = 0; j < BN / 128; ++j) {
@@ -419,6 +400,19 @@ release(empty0 + 8 * prev);
                                  :: "r"(sa + crank * (BM / 2) * 128u), "l"(${MAP_A}), "r"(kt * BK),
                                     "r"(${A_ROW} + (int)crank * (BM / 2)), "r"(${A_BATCH}), "r"(fb), "h"(mask)
                                  : "memory");
+${TMA_B}
+#endif
+                    if (++s == ST) { s = 0; ph ^= 1; }
+//! snippet tma_a template nonl
+//! The TMA copy of A's box into the stage at sa (map ${MAP_A}: K tile kt, row ${A_ROW}, batch ${A_BATCH}), its bytes
+//! counted on the barrier at fb: tma_stage's and, for the unshared A of a cluster, tma_stage_cluster's.
+                    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                                 " [%0], [%1, {%2, %3, %4}], [%5];\n"
+                                 :: "r"(sa), "l"(${MAP_A}), "r"(kt * BK), "r"(${A_ROW}), "r"(${A_BATCH}), "r"(fb)
+                                 : "memory");
+//! snippet tma_b template nonl
+//! The TMA copy of B's tile into the stage at sb (map ${MAP_B}: column ${B_COL}, batch ${B_BATCH}), its bytes counted
+//! on the barrier at fb; B stored (K, N) (${B_MN}): BN / 64 boxes of 64 K rows x 64 columns (128 bytes), 8 KB apart.
 #if ${B_MN}
 #pragma unroll
                     for (int j = 0; j < BN / 64; ++j)
@@ -432,5 +426,3 @@ release(empty0 + 8 * prev);
                                  :: "r"(sb), "l"(${MAP_B}), "r"(kt * BK), "r"(${B_COL}), "r"(${B_BATCH}), "r"(fb)
                                  : "memory");
 #endif
-#endif
-                    if (++s == ST) { s = 0; ph ^= 1; }
