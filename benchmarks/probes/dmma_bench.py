@@ -390,7 +390,22 @@ CANDIDATES12 = [
     (f"s128x128r16o2{lay}", "float32", lay, _NEW32, (BIG, O4095, B8)) for lay in ("NT", "TT")] + [
     ("s64x128o3", "float32", "NN", _OLD32, _SIZES12),
 ]
-SETS = {"1": CANDIDATES, "2": CANDIDATES2, "3": CANDIDATES3, "4": CANDIDATES4, "5": CANDIDATES5, "6": CANDIDATES6,
+# The thirteenth pass (H100): 128x256 tiles of 16 x 8 outputs per thread (one block per SM) with 32-deep K tiles (half
+# the block barriers) against 16-deep ones, NN, at sizes of whole tiles and waves (4096^3, 8192^3, 2048^3) and 4095^3;
+# the default first and last.
+CANDIDATES13 = [
+    ("s64x128o3", "float32", "NN", _OLD32, (BIG, B8, B2, O4095)),
+    ("s128x256r16o1", "float32", "NN", _W256, (BIG, B8, B2, O4095)),
+    ("s128x256x32r16o1", "float32", "NN", _f32(128, 256, 32, 3, 1, r=16), (BIG, B8, B2, O4095)),
+    ("s128x256x32s2r16o1", "float32", "NN", _f32(128, 256, 32, 2, 1, r=16), (BIG, B8)),
+    ("s128x256x8s4r16o1", "float32", "NN", _f32(128, 256, 8, 4, 1, r=16), (BIG,)),
+    ("s128x256x32r16o1TN", "float32", "TN", _f32(128, 256, 32, 3, 1, r=16), (BIG,)),
+    ("s64x128x32o3", "float32", "NN", _f32(64, 128, 32, 3, 3), (BIG,)),
+    ("s64x128o3", "float32", "NN", _OLD32, (BIG, B8, B2, O4095)),
+    ("s128x256r16o1", "float32", "NN", _W256, (BIG, B8)),
+    ("s128x256x32r16o1", "float32", "NN", _f32(128, 256, 32, 3, 1, r=16), (BIG, B8)),
+]
+SETS = {"13": CANDIDATES13, "1": CANDIDATES, "2": CANDIDATES2, "3": CANDIDATES3, "4": CANDIDATES4, "5": CANDIDATES5, "6": CANDIDATES6,
         "7": CANDIDATES7, "8": CANDIDATES8, "9": CANDIDATES9, "10": CANDIDATES10,
         "11": CANDIDATES11, "12": CANDIDATES12}
 

@@ -483,13 +483,13 @@ def test_precompile_lists_the_pipelined_family():
             assert P.default_spec("float32", "float32", tf32=True, M=side, N=side, K=side).key in t32
     # exact float32: its large, small-grid (stream-K) and quarter-grid kernels (SIMT), one per layout and epilogue, and
     # the small-grid one with edge copies (sides not a multiple of its tiles), TT's 16 x 8 kernel of large grids with
-    # a deep K; float64: the DMMA kernel's three, and with edge copies
+    # a deep K, NN's 16 x 8 kernel of whole 128x256 tiles; float64: the DMMA kernel's three, and with edge copies
     f32 = {j[1].key for j in jobs if j[1].in_dtype == "float32"}
-    sides = ((8192, None), (1024, None), (512, None), (1016, 1016), (8184, 8184))
+    sides = ((8192, None), (1024, None), (512, None), (1016, 1016), (8184, 8184), (8192, 8192))
     assert f32 == {P.default_spec("float32", "float32", layout=lay, epilogue=epi, M=side, N=side, K=k).key
                    for lay in ("NN", "TT") for epi in ("scale", "axpby") for side, k in sides}
-    assert sum("_r16" in k for k in f32) == 2
-    assert len(f32) == 18 and all(j[1].simt for j in jobs if j[1].in_dtype == "float32") == options().pipe_snippets
+    assert sum("_r16" in k for k in f32) == 4  # TT 8184^3 on 128x128 tiles, NN 8192^2 on 128x256 ones
+    assert len(f32) == 20 and all(j[1].simt for j in jobs if j[1].in_dtype == "float32") == options().pipe_snippets
     f64 = {j[1].key for j in jobs if j[1].in_dtype == "float64"}
     assert f64 >= {P.default_spec("float64", "float64", layout=lay, epilogue=epi, M=side, N=side, K=k).key
                    for lay in ("NN", "TT") for epi in ("scale", "axpby") for side, k in sides + ((8184, 8184),)}
@@ -1972,7 +1972,7 @@ def test_dmma_refusals_name_the_reason(over, match):
 @pytest.mark.parametrize("cfg,rows", [("pipe/128x128x16/s3/b128/o2/simt", 16), ("pipe/128x128x16/s3/b256/o2/simt", 8),
                                       ("pipe/64x128x16/s3/b128/o3/simt", 8), ("pipe/64x128x16/s3/b64/o4/simt", 16),
                                       ("pipe/128x128x16/s3/b64/o2/simt", 0), ("pipe/128x64x32/s2/b256/o1", 8)])
-@pytest.mark.parametrize("size", [4096, 1000])
+@pytest.mark.parametrize("size", [4095, 1000])
 def test_simt_configurations_over_the_default(cfg, rows, size):
     """A configuration applied over the exact-float32 default (8 x 8 outputs per thread): /simt takes the rows per
     thread its block implies (tm * tn / block_dim / 8), 8 or 16; a block implying neither is refused (rows 0 here),
@@ -1988,22 +1988,26 @@ def test_simt_configurations_over_the_default(cfg, rows, size):
         _assert_refused(spec, "takes block_dim")
         return
     assert spec.simt_rows == rows and P.unfit(spec) == ""
-    assert (spec == base) == (size == 4096 and cfg == "pipe/64x128x16/s3/b128/o3/simt")
+    assert (spec == base) == (size == 4095 and cfg == "pipe/64x128x16/s3/b128/o3/simt")
 
 
 @pytest.mark.parametrize("layout", ["NN", "NT", "TN", "TT"])
 @pytest.mark.parametrize("M,N,K", [(4096, 4096, 4096), (4095, 4100, 4000), (8192, 8192, 8192), (4096, 4096, 64),
                                    (3968, 4096, 4096), (1536, 1536, 1536)])
-def test_simt_16_rows_default_where_b_is_transposed(layout, M, N, K):
-    """Exact float32's large-grid default: 16 x 8 outputs per thread on 128x128 tiles (two blocks per SM) where B is
-    stored (N, K) (NT, TT), from 32 x 32 tiles of 128 and K 4000 up (the grids timed); 8 x 8 on 64x128 tiles
-    otherwise."""
+def test_simt_16_rows_defaults(layout, M, N, K):
+    """Exact float32's large-grid defaults: 16 x 8 outputs per thread on 128x128 tiles (two blocks per SM) where B is
+    stored (N, K) (NT, TT), from 32 x 32 tiles of 128 and K 4000 up; on 128x256 tiles (one block per SM) for NN where
+    M and N are whole tiles filling at least 95% of whole waves on 132 SMs and K >= 2048 (4096^3: 512 tiles, 4 waves;
+    3968 x 4096: 496 tiles, 94%); 8 x 8 on 64x128 tiles otherwise (the grids timed)."""
     spec = P.default_spec("float32", layout=layout, M=M, N=N, K=K)
     r16 = layout[1] == "T" and -(-M // 128) * -(-N // 128) >= 1024 and K >= 4000
+    w256 = layout == "NN" and (M, N, K) in ((4096, 4096, 4096), (8192, 8192, 8192))
     assert (spec.tm, spec.tn, spec.block_dim, spec.min_blocks, spec.simt_rows) == (
-        (128, 128, 128, 2, 16) if r16 else (64, 128, 128, 3, 8))
+        (128, 128, 128, 2, 16) if r16 else (128, 256, 256, 1, 16) if w256 else (64, 128, 128, 3, 8))
     assert r16 == ((M, N, K) in ((4096, 4096, 4096), (4095, 4100, 4000), (8192, 8192, 8192)) and layout[1] == "T")
     assert P.unfit(spec) == ""
+    assert P.default_spec("float32", M=2048, N=2048, K=2048).tn == 256  # 128 tiles: one wave, 97%
+    assert P.default_spec("float32", M=2048, N=2048, K=2048, sm_count=114).tn == 128  # 2 waves, 56%
 
 
 @pytest.mark.parametrize("cfg,mma_k,swizzle", [("pipe/128x64x16/s3/b128/o2/mma", P.DMMA_DEFAULT_K, True),
@@ -2110,6 +2114,19 @@ def test_simt_16_rows_default_on_cuda(layout, request):
     spec = P.default_spec("float32", layout=layout, epilogue="axpby", M=M, N=N, K=K)
     assert spec.simt_rows == 16
     out, ref = _launch_on_cuda(spec, M, N, K, _rng(request), batch=1)
+    _assert_close(out, ref, spec.out_dtype)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("epilogue", ["scale", "axpby"])
+def test_simt_128x256_default_on_cuda(epilogue, request):
+    """Exact float32's NN default for whole 128x256 tiles in full waves (16 x 8 outputs per thread, 256 threads) on
+    CUDA: 2048 x 2048 x 2056 (one wave of 128 tiles, a partial K tile), two batch entries (B broadcast), alpha and
+    (axpby) beta * C, NaN-prefilled, against float64."""
+    M, N, K = 2048, 2048, 2056
+    spec = P.default_spec("float32", layout="NN", epilogue=epilogue, M=M, N=N, K=K)
+    assert (spec.tm, spec.tn, spec.simt_rows) == (128, 256, 16)
+    out, ref = _launch_on_cuda(spec, M, N, K, _rng(request), batch=2)
     _assert_close(out, ref, spec.out_dtype)
 
 

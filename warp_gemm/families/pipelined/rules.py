@@ -216,13 +216,15 @@ def precompile_jobs(dtypes: list[str], layouts: tuple[str, ...] = ("NN",),
                 # products of sides 17-32 (tiny_batched) and of tf32 outputs up to 32x32; 8192 with K 256: 16-bit
                 # 128x128 tiles with few K steps (pipelined.SHORT_K_STEPS)
                 # exact float32 and float64 also at sides 8 less (1000^3-class): their kernels with edge copies
-                # (spec.edge_copy, where tiles cross an edge)
+                # (spec.edge_copy, where tiles cross an edge); exact float32 at 8192^3: NN's 128x256 tiles
                 for side, k in ((8192, None), (8192, 256), (1024, None), (1536, None), (512, None), (32, 32),
-                                (32, 128), (8184, 8184), (1016, 1016), (504, 504)):
+                                (32, 128), (8184, 8184), (1016, 1016), (504, 504), (8192, 8192)):
                     if side in (8184, 1016, 504) and not (exact32 or base == "float64"):
                         continue
+                    if (side, k) == (8192, 8192) and not exact32:
+                        continue
                     if exact32 and (side, k) not in ((8192, None), (1024, None), (512, None), (8184, 8184),
-                                                     (1016, 1016), (504, 504)):
+                                                     (1016, 1016), (504, 504), (8192, 8192)):
                         continue
                     if side == 32 and not (tiny_batched(base, side, side, k, TINY_MIN_BATCH) or tf32):
                         continue

@@ -172,7 +172,7 @@ def default_spec(in_dtype: str, out_dtype: str | None = None, *, tf32: bool = Fa
                  narrow=blocks64 > sm_count and _narrow_rows(M, N, batch, sm_count),
                  short_k=K is not None and K <= SHORT_K_STEPS * 128, tiny=M is not None and N is not None
                  and max(M, N) <= TINY_SIDE, deep_k=K is not None and K > 32, one_wave=blocks128 <= sm_count,
-                 tiles128=blocks128, k=K or 0)
+                 tiles128=blocks128, k=K or 0, full256=_full_waves_256(M, N, batch, sm_count))
     snippets = options().pipe_snippets and not device_is_cpu and over.get("activation") is None
     if device_is_cpu:
         base = dict(tm=32, tn=32, tk=32, stages=2, block_dim=1, pad_ab=0, pad_c=0)
@@ -204,6 +204,23 @@ class _Grid:
     one_wave: bool  # 128x128 tiles fit in one wave
     tiles128: int  # 128x128 output tiles (batch included)
     k: int  # K (0: not given)
+    full256: bool = False  # whole 128x256 tiles filling at least SIMT256_FILL of whole waves (_full_waves_256)
+
+
+#: exact float32 NN takes 16 x 8 outputs per thread on 128x256 tiles where M and N are whole tiles and the tiles
+#: fill at least this share of whole waves of one block per SM
+SIMT256_FILL = 0.95
+SIMT256_MIN_K = 2048  # the smallest K timed (2048^3)
+
+
+def _full_waves_256(M, N, batch: int, sm_count: int) -> bool:
+    """Whether ``M x N`` (``batch`` entries) is whole 128x256 tiles filling at least :data:`SIMT256_FILL` of whole
+    waves of one block per SM on ``sm_count`` SMs (4096^3: 512 tiles in 4 waves of 132, 97%; 2048^3: 128 in one)."""
+    if M is None or N is None or M % 128 or N % 256:
+        return False
+    tiles = (M // 128) * (N // 256) * max(1, batch)
+    waves = -(-tiles // sm_count)
+    return tiles >= SIMT256_FILL * waves * sm_count
 
 
 def _base_16bit(g: _Grid, snippets: bool) -> dict:
@@ -374,6 +391,13 @@ def _base_fp32(g: _Grid, snippets: bool, layout: str = "NN") -> dict:
         if g.quarter:
             # grids under half the SMs: 32x64 tiles of one warp (four times the blocks; not timed there)
             base.update(tm=32, tn=64, block_dim=32, min_blocks=0, stream_k=0, edge_copy=False)
+        if layout == "NN" and g.full256 and g.k >= SIMT256_MIN_K:
+            # whole 128x256 tiles in full waves: 16 x 8 outputs per thread, 256 threads, one block per SM: 4096^3
+            # 46.1-46.2 against 45.2-45.5 for the 64x128 tile first and last (0.896-0.897x cuBLAS against
+            # 0.877-0.884x), 2048^3 44.7 against 43.7, 8192^3 46.3-46.7 against 44.0-46.7; 4095^3 (edge tiles) 42.3
+            # against 43.3-43.4 and 3072^3 (2.2 waves) 0.78x against 0.99x keep 64x128 (H100, cuBLAS in the same
+            # process, dmma_bench.py sets 12 and 13)
+            base.update(tm=128, tn=256, block_dim=256, min_blocks=1, simt_rows=16)
         if layout[1] == "T" and g.tiles128 >= SIMT16_MIN_TILES and g.k >= SIMT16_MIN_K:
             # B's 128 columns copied transposed, 4 bytes per cp.async, weigh on the 64x128 tile: 16 x 8 outputs per
             # thread on 128x128 tiles, two blocks per SM: TT 4096^3 44.6 against 38.2 (0.90x cuBLAS against 0.77x),
