@@ -5,44 +5,27 @@ from ..common import native
 from ..common.kernels import ITEM_BYTES
 from .spec import BANDS_FINISH_UNROLL, GemvSpec
 
-_SNIPPETS = {**native.load(__file__, 'bands.cuh'), **native.load(__file__, 'colsum.cuh'), **native.load(__file__, 'rowdot.cuh')}
-
-_ROWDOT = _SNIPPETS['rowdot']
-
-_COLSUM_SCALAR = _SNIPPETS['colsum_scalar']
-
-_COLSUM = _SNIPPETS['colsum']
-
-_BANDS = _SNIPPETS['bands']
-
-_BANDS_GROUPS = _SNIPPETS['bands_groups']
-
+# every snippet of native/*.cuh, by name
+_SNIPPETS = {name: text for cuh in ("bands.cuh", "colsum.cuh", "rowdot.cuh")
+             for name, text in native.load(__file__, cuh).items()}
+_ROWDOT = _SNIPPETS["rowdot"]
+_COLSUM_SCALAR = _SNIPPETS["colsum_scalar"]
+_COLSUM = _SNIPPETS["colsum"]
+_BANDS = _SNIPPETS["bands"]
+_BANDS_GROUPS = _SNIPPETS["bands_groups"]
 _BANDS_GROUPS_LEAVE = {False: dict(THEN="", CUDA_LEAVE="    if (grp > 0) return;\n", CPU_LEAVE="        return;\n"),
                        True: dict(THEN=" Then the fused finish: every thread goes on.", CUDA_LEAVE="",
                                   CPU_LEAVE="")}
-
-
 _BANDS_GROUP0_OPEN = "    if (grp == 0) {\n"
-
-
-_BANDS_GROUP0_CLOSE = _SNIPPETS['bands_group0_close']
-
+_BANDS_GROUP0_CLOSE = _SNIPPETS["bands_group0_close"]
 # After _BANDS' vector stores: return (the partial sums are all), or fall through to the fused finish (the scalar
 # stores become the else branch).
 _BANDS_VEC_RETURN = "        return;\n    }\n"
-
-
 _BANDS_VEC_ELSE = "    } else\n"
-
-
-_BANDS_SUM = _SNIPPETS['bands_sum']
-
-_BANDS_FUSED_TAIL = _SNIPPETS['bands_fused_tail']
-
-_BANDS_FUSED_STORE = _SNIPPETS['bands_fused_store']
-
-_BANDS_FUSED_AXPBY = _SNIPPETS['bands_fused_axpby']
-
+_BANDS_SUM = _SNIPPETS["bands_sum"]
+_BANDS_FUSED_TAIL = _SNIPPETS["bands_fused_tail"]
+_BANDS_FUSED_STORE = _SNIPPETS["bands_fused_store"]
+_BANDS_FUSED_AXPBY = _SNIPPETS["bands_fused_axpby"]
 
 
 def _snippet(spec: GemvSpec) -> str:

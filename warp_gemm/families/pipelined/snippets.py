@@ -8,47 +8,27 @@ from ..common import native
 from ..common.kernels import ITEM_BYTES, grouped_tile
 from .spec import MMA_TYPES, SIMT_TILE, PipeSpec, interleave_split, mma_warps, simt_threads, wgmma_threads
 
-_SNIPPETS = {**native.load(__file__, 'copy.cuh'), **native.load(__file__, 'mma_sync.cuh'), **native.load(__file__, 'simt.cuh'), **native.load(__file__, 'store.cuh'), **native.load(__file__, 'stream_k.cuh'), **native.load(__file__, 'wgmma.cuh'), **native.load(__file__, 'dmma.cuh')}
-
-_COPY = _SNIPPETS['copy']
-
-_COPY_FAST = _SNIPPETS['copy_fast']
-
-_COPY_EDGE = _SNIPPETS['copy_edge']
-
-_COMMIT = _SNIPPETS['commit']
-
-_SYNC = _SNIPPETS['sync']
-
-_WAIT = _SNIPPETS['wait']
-
-_SK_ZERO = _SNIPPETS['sk_zero']
-
-_SK_SPILL = _SNIPPETS['sk_spill']
-
-_SK_ADD = _SNIPPETS['sk_add']
-
-_ZERO_ACC = _SNIPPETS['zero_acc']
-
-_STORE = _SNIPPETS['store']
-
-
-
-
-
-_COPY_T = _SNIPPETS['copy_t']
-
-_SIMT_GEOMETRY = _SNIPPETS['simt_geometry']
-
-_SIMT_MMA = _SNIPPETS['simt_mma']
-
-_MMA_GEOMETRY = _SNIPPETS['mma_geometry']
-
-_MMA_SYNC = _SNIPPETS['mma_sync']
-
-_MMA_CVT = _SNIPPETS['mma_cvt']
-
-_MMA_CPU_CVT = _SNIPPETS['mma_cpu_cvt']
+# every snippet of native/*.cuh, by name
+_SNIPPETS = {name: text for cuh in ("copy.cuh", "mma_sync.cuh", "simt.cuh", "store.cuh", "stream_k.cuh", "wgmma.cuh",
+                                    "dmma.cuh") for name, text in native.load(__file__, cuh).items()}
+_COPY = _SNIPPETS["copy"]
+_COPY_FAST = _SNIPPETS["copy_fast"]
+_COPY_EDGE = _SNIPPETS["copy_edge"]
+_COMMIT = _SNIPPETS["commit"]
+_SYNC = _SNIPPETS["sync"]
+_WAIT = _SNIPPETS["wait"]
+_SK_ZERO = _SNIPPETS["sk_zero"]
+_SK_SPILL = _SNIPPETS["sk_spill"]
+_SK_ADD = _SNIPPETS["sk_add"]
+_ZERO_ACC = _SNIPPETS["zero_acc"]
+_STORE = _SNIPPETS["store"]
+_COPY_T = _SNIPPETS["copy_t"]
+_SIMT_GEOMETRY = _SNIPPETS["simt_geometry"]
+_SIMT_MMA = _SNIPPETS["simt_mma"]
+_MMA_GEOMETRY = _SNIPPETS["mma_geometry"]
+_MMA_SYNC = _SNIPPETS["mma_sync"]
+_MMA_CVT = _SNIPPETS["mma_cvt"]
+_MMA_CPU_CVT = _SNIPPETS["mma_cpu_cvt"]
 
 # ldmatrix addressing per operand and storage (_MMA_SYNC): the element offset in the stage of row {I} of x4 matrix
 # {J} at (rb, cb) (rb: the first row of A / column of B, cb: the first k), the .trans flag, and, for the CPU, which
