@@ -9,6 +9,7 @@ Every output is NaN-prefilled; every input is fresh random data from a per-test 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import zlib
@@ -65,11 +66,26 @@ def _f64(a: wp.array, dtype: str) -> np.ndarray:
     return a.numpy().astype(np.float64)
 
 
+@contextlib.contextmanager
+def _cpu_blocks(on: bool):
+    """``wp.config.enable_cpu_blocks`` set while the block runs, restored after (``on`` False: untouched; Warp before
+    1.18 has no such option)."""
+    if not on:
+        yield
+        return
+    old = wp.config.enable_cpu_blocks
+    wp.config.enable_cpu_blocks = True
+    try:
+        yield
+    finally:
+        wp.config.enable_cpu_blocks = old
+
+
 def _run(spec: P.PipeSpec, M, N, K, rng, *, batch=1, a_nb=1, b_nb=1, c_nb=1, alpha=1.25, beta=-0.5,
          lda=None, ldb=None, ldd=None, chunk_check=True, a=None, b=None, group_m=2, fibers=False):
     """Run ``spec`` on fresh operands; returns (D as float64, float64 reference). ``ldd``: D is a column
     view of a wider array (row stride ``ldd``) whose other columns must come back untouched. ``fibers``: blocks of
-    ``spec.block_dim`` CPU fibers (``wp.config.enable_cpu_blocks``, set by the caller), as CUDA threads."""
+    ``spec.block_dim`` CPU fibers (``wp.config.enable_cpu_blocks`` for the build and launch), as CUDA threads."""
     dt = spec.in_dtype
     nb = max(a_nb, b_nb, batch)
     if a is None:
@@ -88,10 +104,11 @@ def _run(spec: P.PipeSpec, M, N, K, rng, *, batch=1, a_nb=1, b_nb=1, c_nb=1, alp
         acc = spec.acc_dtype  # the workspace holds partial sums in the accumulator dtype
         sk = {"workspace": wp.array(np.full(n_ws, np.nan, NP[acc]), dtype=WP_DTYPES[acc], device="cpu"),
               "flags": wp.zeros(n_flags, dtype=wp.int32, device="cpu")}
-    k, dim, inputs, block = P.launch_args(spec, A, B, C, D, alpha, beta, M, N, K, batch, a_nb, b_nb,
-                                          c_nb if C is not None else 1, group_m=group_m, **sk)
-    wp.launch_tiled(k, dim=dim, inputs=inputs, block_dim=spec.block_dim if fibers else block, device="cpu")
-    wp.synchronize_device("cpu")
+    with _cpu_blocks(fibers):
+        k, dim, inputs, block = P.launch_args(spec, A, B, C, D, alpha, beta, M, N, K, batch, a_nb, b_nb,
+                                              c_nb if C is not None else 1, group_m=group_m, **sk)
+        wp.launch_tiled(k, dim=dim, inputs=inputs, block_dim=spec.block_dim if fibers else block, device="cpu")
+        wp.synchronize_device("cpu")
     if grid:
         assert dim == (1, grid) and not sk["flags"].numpy().any(), "stream-K left a flag set"
     if ldd is not None and ldd != N:
@@ -815,13 +832,8 @@ def test_simt_16_rows_on_cpu_fibers(layout, tm, tn, over, request):
     M, N, K = 2 * tm + 19, tn + 37, 3 * spec.tk + 7
     lda = _ld4(M) if layout[0] == "T" else _ld4(K)
     ldb = _ld4(K) if layout[1] == "T" else _ld4(N)
-    old = wp.config.enable_cpu_blocks
-    wp.config.enable_cpu_blocks = True
-    try:
-        out, ref = _run(spec, M, N, K, _rng(request), batch=2, a_nb=1, b_nb=2, c_nb=2, lda=lda, ldb=ldb, ldd=N + 3,
-                        fibers=True)
-    finally:
-        wp.config.enable_cpu_blocks = old
+    out, ref = _run(spec, M, N, K, _rng(request), batch=2, a_nb=1, b_nb=2, c_nb=2, lda=lda, ldb=ldb, ldd=N + 3,
+                    fibers=True)
     _assert_close(out, ref, "float32")
 
 
@@ -1496,15 +1508,10 @@ def test_staged_store_on_cpu_fibers(case, request):
     """The staged epilogue with each block's CUDA block size of fibers: every thread writes its own fragments, the
     barrier, then each thread its own chunks of the copy-out (as on CUDA), against float64."""
     spec = _staged_spec(*case, threads=True)
-    old = wp.config.enable_cpu_blocks
-    wp.config.enable_cpu_blocks = True
-    try:
-        M, N, K = spec.tm + 24, spec.tn + 8, 2 * spec.tk + 8
-        lda = _ld8(M) if spec.layout_a == "T" else _ld8(K)
-        ldb = _ld8(K) if spec.layout_b == "T" else _ld8(N)
-        out, ref = _run(spec, M, N, K, _rng(request), batch=2, lda=lda, ldb=ldb, fibers=True)
-    finally:
-        wp.config.enable_cpu_blocks = old
+    M, N, K = spec.tm + 24, spec.tn + 8, 2 * spec.tk + 8
+    lda = _ld8(M) if spec.layout_a == "T" else _ld8(K)
+    ldb = _ld8(K) if spec.layout_b == "T" else _ld8(N)
+    out, ref = _run(spec, M, N, K, _rng(request), batch=2, lda=lda, ldb=ldb, fibers=True)
     _assert_close(out, ref, spec.out_dtype)
 
 
@@ -1576,12 +1583,7 @@ def test_cuda_thread_paths_on_cpu_fibers(dtype, tf32, over, layout, request):
         pytest.skip("the wgmma kernel is for layout NT only; NT is run for it alone")
     spec = P.default_spec(dtype, "float32", tf32=tf32, layout=layout, epilogue="axpby", device_is_cpu=True, stages=3,
                           **{"pad_c": 0, **over})
-    old = wp.config.enable_cpu_blocks
-    wp.config.enable_cpu_blocks = True
-    try:
-        out, ref = _run(spec, 152, 136, 200, _rng(request), fibers=True)
-    finally:
-        wp.config.enable_cpu_blocks = old
+    out, ref = _run(spec, 152, 136, 200, _rng(request), fibers=True)
     _assert_close(out, ref, "float32", tf32=tf32)
 
 
@@ -1843,15 +1845,10 @@ def test_dmma_swizzled_stages_on_cpu_fibers(layout, request):
     """Swizzled stages with the CUDA block size of fibers: the copies' interior fast path (a thread's chunks 16 rows
     apart, one permuted address) and each thread's own fragments, interior and edge tiles, against float64."""
     spec = dataclasses.replace(_dmma_spec(layout, "scale", tm=64, tn=64, pad_ab=0, swizzle=True), block_dim=128)
-    old = wp.config.enable_cpu_blocks
-    wp.config.enable_cpu_blocks = True
-    try:
-        M, N, K = 2 * spec.tm + 24, spec.tn + 16, 4 * spec.tk + 8
-        lda = _ld2(M) if layout[0] == "T" else _ld2(K)
-        ldb = _ld2(K) if layout[1] == "T" else _ld2(N)
-        out, ref = _run(spec, M, N, K, _rng(request), lda=lda, ldb=ldb, fibers=True)
-    finally:
-        wp.config.enable_cpu_blocks = old
+    M, N, K = 2 * spec.tm + 24, spec.tn + 16, 4 * spec.tk + 8
+    lda = _ld2(M) if layout[0] == "T" else _ld2(K)
+    ldb = _ld2(K) if layout[1] == "T" else _ld2(N)
+    out, ref = _run(spec, M, N, K, _rng(request), lda=lda, ldb=ldb, fibers=True)
     _assert_close(out, ref, "float64")
 
 
@@ -1882,12 +1879,7 @@ def test_edge_copies_on_cpu_fibers(kind, layout, over, request):
     assert "_ec" in spec.key and P.unfit(spec) == ""
     # the edge path is in the copy of B's stages (the generic chunk loop stays for tiles the fast path does not fit)
     assert "crossing src's edge" in P.snippets._copy_snippet(spec, *spec.b_tile(), spec.stage_cols()[1])
-    old = wp.config.enable_cpu_blocks
-    wp.config.enable_cpu_blocks = True
-    try:
-        out, ref = _run(spec, M, N, K, _rng(request), lda=lda, ldb=ldb, fibers=True)
-    finally:
-        wp.config.enable_cpu_blocks = old
+    out, ref = _run(spec, M, N, K, _rng(request), lda=lda, ldb=ldb, fibers=True)
     _assert_close(out, ref, spec.out_dtype)
 
 
@@ -1906,13 +1898,8 @@ def test_edge_copy_defaults_on_cpu_fibers(dtype, layout, shape, request):
     ld, pad = (_ld2, 2) if dtype == "float64" else (_ld4, 4)  # rows of 16-byte multiples, wider than the views
     lda = ld(M) + pad if layout[0] == "T" else ld(K) + pad
     ldb = ld(K) + pad if layout[1] == "T" else ld(N) + pad
-    old = wp.config.enable_cpu_blocks
-    wp.config.enable_cpu_blocks = True
-    try:
-        out, ref = _run(spec, M, N, K, _rng(request), batch=2, a_nb=1, b_nb=2, c_nb=2, lda=lda, ldb=ldb, ldd=N + 3,
-                        fibers=True)
-    finally:
-        wp.config.enable_cpu_blocks = old
+    out, ref = _run(spec, M, N, K, _rng(request), batch=2, a_nb=1, b_nb=2, c_nb=2, lda=lda, ldb=ldb, ldd=N + 3,
+                    fibers=True)
     _assert_close(out, ref, dtype)
 
 
