@@ -22,7 +22,7 @@ from warp_gemm.core.options import options
 from warp_gemm.families.common.kernels import ITEM_BYTES, WP_DTYPES
 import warp as wp
 
-from warp_gemm import _compat
+from warp_gemm import _compat, fused
 from warp_gemm.families import pipelined as P
 
 try:
@@ -66,21 +66,6 @@ def _f64(a: wp.array, dtype: str) -> np.ndarray:
     return a.numpy().astype(np.float64)
 
 
-@contextlib.contextmanager
-def _cpu_blocks(on: bool):
-    """``wp.config.enable_cpu_blocks`` set while the block runs, restored after (``on`` False: untouched; Warp before
-    1.18 has no such option)."""
-    if not on:
-        yield
-        return
-    old = wp.config.enable_cpu_blocks
-    wp.config.enable_cpu_blocks = True
-    try:
-        yield
-    finally:
-        wp.config.enable_cpu_blocks = old
-
-
 def _run(spec: P.PipeSpec, M, N, K, rng, *, batch=1, a_nb=1, b_nb=1, c_nb=1, alpha=1.25, beta=-0.5,
          lda=None, ldb=None, ldd=None, chunk_check=True, a=None, b=None, group_m=2, fibers=False):
     """Run ``spec`` on fresh operands; returns (D as float64, float64 reference). ``ldd``: D is a column
@@ -104,7 +89,7 @@ def _run(spec: P.PipeSpec, M, N, K, rng, *, batch=1, a_nb=1, b_nb=1, c_nb=1, alp
         acc = spec.acc_dtype  # the workspace holds partial sums in the accumulator dtype
         sk = {"workspace": wp.array(np.full(n_ws, np.nan, NP[acc]), dtype=WP_DTYPES[acc], device="cpu"),
               "flags": wp.zeros(n_flags, dtype=wp.int32, device="cpu")}
-    with _cpu_blocks(fibers):
+    with fused._cpu_blocks() if fibers else contextlib.nullcontext():
         k, dim, inputs, block = P.launch_args(spec, A, B, C, D, alpha, beta, M, N, K, batch, a_nb, b_nb,
                                               c_nb if C is not None else 1, group_m=group_m, **sk)
         wp.launch_tiled(k, dim=dim, inputs=inputs, block_dim=spec.block_dim if fibers else block, device="cpu")
