@@ -405,7 +405,34 @@ CANDIDATES13 = [
     ("s128x256r16o1", "float32", "NN", _W256, (BIG, B8)),
     ("s128x256x32r16o1", "float32", "NN", _f32(128, 256, 32, 3, 1, r=16), (BIG, B8)),
 ]
-SETS = {"13": CANDIDATES13, "1": CANDIDATES, "2": CANDIDATES2, "3": CANDIDATES3, "4": CANDIDATES4, "5": CANDIDATES5, "6": CANDIDATES6,
+# The fourteenth pass (H100): the 128x256 NN default with the next stage's copies between the two halves of a K
+# step's product (spec.interleave), 16- and 32-deep K tiles, 4 stages; the default first and last.
+_W256I = dict(_W256, interleave=True)
+CANDIDATES14 = [
+    ("s128x256r16o1", "float32", "NN", _W256, (BIG, B8)),
+    ("s128x256r16o1il", "float32", "NN", _W256I, (BIG, B8)),
+    ("s128x256x32r16o1il", "float32", "NN", dict(_W256I, tk=32), (BIG, B8)),
+    ("s128x256s4r16o1il", "float32", "NN", dict(_W256I, stages=4), (BIG,)),
+    ("s128x256r16o1", "float32", "NN", _W256, (BIG, B8)),
+    ("s128x256r16o1il", "float32", "NN", _W256I, (BIG, B8)),
+]
+# The fifteenth pass (H100): 32-deep K tiles with interleaved copies (pass 14's best at 4096^3 / 8192^3) over the
+# 128x256 rule's domain (K from 2048, K off the K tile) and on the B = W.T kernel of 128x128 tiles (16 x 8 per
+# thread); the defaults and the candidates in turn, twice.
+_K32I = dict(tk=32, interleave=True)
+_S15 = (BIG, B8, B2, (4096, 4096, 2048), (4096, 4096, 3000), (2048, 4096, 8192))
+CANDIDATES15 = [
+    ("s128x256r16o1", "float32", "NN", _W256, _S15),
+    ("s128x256x32r16o1il", "float32", "NN", dict(_W256, **_K32I), _S15),
+    ("s128x128r16o2NT", "float32", "NT", _NEW32, (BIG, B8)),
+    ("s128x128x32r16o2ilNT", "float32", "NT", dict(_NEW32, **_K32I), (BIG, B8)),
+    ("s128x128x32r16o2ilTT", "float32", "TT", dict(_NEW32, **_K32I), (BIG,)),
+    ("s128x256r16o1", "float32", "NN", _W256, _S15),
+    ("s128x256x32r16o1il", "float32", "NN", dict(_W256, **_K32I), _S15),
+    ("s128x128r16o2NT", "float32", "NT", _NEW32, (BIG, B8)),
+    ("s128x128x32r16o2ilNT", "float32", "NT", dict(_NEW32, **_K32I), (BIG, B8)),
+]
+SETS = {"15": CANDIDATES15, "14": CANDIDATES14, "13": CANDIDATES13, "1": CANDIDATES, "2": CANDIDATES2, "3": CANDIDATES3, "4": CANDIDATES4, "5": CANDIDATES5, "6": CANDIDATES6,
         "7": CANDIDATES7, "8": CANDIDATES8, "9": CANDIDATES9, "10": CANDIDATES10,
         "11": CANDIDATES11, "12": CANDIDATES12}
 

@@ -2092,12 +2092,12 @@ def test_simt_16_rows_default_on_cuda(layout, request):
 @pytest.mark.gpu
 @pytest.mark.parametrize("epilogue", ["scale", "axpby"])
 def test_simt_128x256_default_on_cuda(epilogue, request):
-    """Exact float32's NN default for whole 128x256 tiles in full waves (16 x 8 outputs per thread, 256 threads) on
-    CUDA: 2048 x 2048 x 2056 (one wave of 128 tiles, a partial K tile), two batch entries (B broadcast), alpha and
-    (axpby) beta * C, NaN-prefilled, against float64."""
+    """Exact float32's NN default for whole 128x256 tiles in full waves (16 x 8 outputs per thread, 256 threads,
+    32-deep K tiles, interleaved copies) on CUDA: 2048 x 2048 x 2056 (one wave of 128 tiles, a partial K tile), two
+    batch entries (B broadcast), alpha and (axpby) beta * C, NaN-prefilled, against float64."""
     M, N, K = 2048, 2048, 2056
     spec = P.default_spec("float32", layout="NN", epilogue=epilogue, M=M, N=N, K=K)
-    assert (spec.tm, spec.tn, spec.simt_rows) == (128, 256, 16)
+    assert (spec.tm, spec.tn, spec.tk, spec.simt_rows, spec.interleave) == (128, 256, 32, 16, True)
     out, ref = _launch_on_cuda(spec, M, N, K, _rng(request), batch=2)
     _assert_close(out, ref, spec.out_dtype)
 

@@ -396,8 +396,10 @@ def _base_fp32(g: _Grid, snippets: bool, layout: str = "NN") -> dict:
             # 46.1-46.2 against 45.2-45.5 for the 64x128 tile first and last (0.896-0.897x cuBLAS against
             # 0.877-0.884x), 2048^3 44.7 against 43.7, 8192^3 46.3-46.7 against 44.0-46.7; 4095^3 (edge tiles) 42.3
             # against 43.3-43.4 and 3072^3 (2.2 waves) 0.78x against 0.99x keep 64x128 (H100, cuBLAS in the same
-            # process, dmma_bench.py sets 12 and 13)
-            base.update(tm=128, tn=256, block_dim=256, min_blocks=1, simt_rows=16)
+            # process, dmma_bench.py sets 12 and 13). 32-deep K tiles with the next stage's copies between the two
+            # halves of a K step's product (interleave): 4096^3 47.3 against 46.2-46.5 (0.913x), 8192^3 47.5 against
+            # 46.7; interleaved 16-deep ones 44.8-44.9 (H100, dmma_bench.py set 14)
+            base.update(tm=128, tn=256, tk=32, block_dim=256, min_blocks=1, simt_rows=16, interleave=True)
         if layout[1] == "T" and g.tiles128 >= SIMT16_MIN_TILES and g.k >= SIMT16_MIN_K:
             # B's 128 columns copied transposed, 4 bytes per cp.async, weigh on the 64x128 tile: 16 x 8 outputs per
             # thread on 128x128 tiles, two blocks per SM: TT 4096^3 44.6 against 38.2 (0.90x cuBLAS against 0.77x),
