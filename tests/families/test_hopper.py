@@ -173,6 +173,53 @@ def test_other_tiles(over, layout_b, request):
     _check(out, ref, "float32")
 
 
+STAGED = [  # the staged store (bulk_store): the tiles whose buffer fits beside the stages
+    {"bm": 128, "bn": 128, "stages": 5, "bulk_store": True},
+    {"bm": 64, "bn": 128, "stages": 8, "split_n": True, "bulk_store": True},
+    {"bm": 64, "bn": 128, "stages": 8, "consumers": 1, "cluster": 2, "bulk_store": True},
+    {"bm": 64, "bn": 128, "stages": 8, "split_n": True, "cluster": 2, "bulk_store": True}]
+
+
+@pytest.mark.gpu
+@needs_sm90
+@pytest.mark.parametrize("over", STAGED, ids=lambda o: H.HopperSpec(**o).key)
+@pytest.mark.parametrize("out_dtype", _IN)
+@pytest.mark.parametrize("epilogue", ["scale", "axpby"])
+@pytest.mark.parametrize("N,ldd,grid", [(776, 776 + 8, None), (776, 776 + 8, 5), (771, 771 + 5, None)],
+                         ids=["bulk", "bulk-grid5", "odd-N"])
+def test_staged_store_against_float64(over, out_dtype, epilogue, N, ldd, grid, request):
+    """16-bit outputs through the shared staging buffer and bulk copies: 515 rows (a partial last tile row), N 776
+    (a partial last tile column of 8) in a D whose rows are 16-byte aligned but wider (nothing written past N), a
+    persistent grid of 5 blocks (several tiles per block reuse the buffer), and N 771 (rows off 16 bytes: the stores
+    from registers); batch 2, C broadcast, both B layouts over the two grids."""
+    layout_b = "N" if grid else "T"
+    spec = _spec(out_dtype, out_dtype, layout_b, epilogue, **over)
+    out, ref = _run(spec, 515, N, 333, _rng(request), batch=2, a_nb=2, b_nb=2, c_nb=1, ldd=ldd, grid=grid)
+    _check(out, ref, out_dtype)
+
+
+def test_staged_store_rule():
+    """16-bit outputs take the staged store on 128x128 tiles with K up to STAGED_STORE_MAX_K (5 stages) and on the
+    64x128 cluster tiles (8 stages); float32 outputs, longer K, split_n, split-K kernels and 128x256 tiles keep the
+    stores from registers; an unfit spec is refused."""
+    from warp_gemm.families.hopper import rules as R
+
+    s = R.default_spec("float16", "float16", "N", 1000, 1000, 1000, 1, 132)
+    assert (s.bm, s.bn, s.stages, s.bulk_store) == (128, 128, 5, True) and not H.unfit(s)
+    s = R.default_spec("bfloat16", "bfloat16", "T", 1000, 1000, 4000, 1, 132)
+    assert (s.bm, s.bn, s.stages, s.cluster, s.bulk_store) == (64, 128, 8, 2, True)
+    assert not R.default_spec("float16", "float32", "N", 1000, 1000, 1000, 1, 132).bulk_store
+    assert not R.default_spec("float16", "float16", "N", 4096, 4096, 4096, 1, 132).bulk_store
+    long_k = R.default_spec("float16", "float16", "N", 1000, 1000, 1536, 1, 132)
+    assert (long_k.bm, long_k.bn, long_k.cluster) == (128, 128, 1) and not long_k.bulk_store and long_k.stages == 6
+    sn = R.default_spec("float16", "float16", "N", 1024, 1024, 1024, 1, 132, rows_128=True)
+    assert sn.split_n and not sn.bulk_store
+    split = R.default_spec("float16", "float16", "N", 1024, 1024, 16384, 1, 132)
+    assert split.splits > 1 and not split.bulk_store and not split.kernel_spec.bulk_store
+    assert "bulk_store" in H.unfit(H.HopperSpec(out_dtype="float32", bulk_store=True))
+    assert "shared memory" in H.unfit(H.HopperSpec(bm=128, bn=128, stages=6, bulk_store=True))
+
+
 CLUSTERS = [  # clusters of two blocks: the tile shapes the benchmarks compare, sharing B (pair M) or A (pair N)
     {"bm": 64, "bn": 128, "stages": 8, "split_n": True, "cluster": 2},
     {"bm": 64, "bn": 128, "stages": 8, "split_n": True, "cluster": 2, "pair": "N"},
@@ -513,7 +560,10 @@ _OFFLINE = [H.HopperSpec(), H.HopperSpec(layout_b="N", out_dtype="float32", epil
             H.HopperSpec(bm=64, bn=128, stages=8, split_n=True, cluster=2, layout_b="N"),
             H.HopperSpec(bm=64, bn=128, stages=8, split_n=True, cluster=2, pair="N", out_dtype="float32",
                          epilogue="axpby"),
-            H.HopperSpec(bn=128, stages=6, cluster=2, splits=3)] + (
+            H.HopperSpec(bn=128, stages=6, cluster=2, splits=3),
+            H.HopperSpec(layout_b="N", bn=128, stages=5, bulk_store=True),
+            H.HopperSpec(bm=64, bn=128, stages=8, split_n=True, cluster=2, layout_b="N", epilogue="axpby",
+                         bulk_store=True)] + (
     [H.HopperSpec(in_dtype="bfloat16", out_dtype="bfloat16", bm=256, bn=128, epilogue="axpby")] if HAS_BF16 else [])
 
 
@@ -550,6 +600,9 @@ def test_cuda_build_offline_sm90a(spec, tmp_path):
     assert ("mbarrier.arrive.shared::cluster.b64" in ptx) == clustered
     assert ptx.count("barrier.cluster.arrive.release") == (2 if clustered else 0)
     assert ptx.count("barrier.cluster.wait.acquire") == (2 if clustered else 0)
+    # the staged store: bulk copies of rows from shared memory, after the async-proxy fence; none without it
+    assert ("cp.async.bulk.global.shared::cta.bulk_group" in ptx) == spec.bulk_store
+    assert ("fence.proxy.async.shared::cta" in ptx) == spec.bulk_store
     if t == "tf32":
         wg = re.findall(r"wgmma\.mma_async\.sync\.aligned\.m64n(\d+)k8\.f32\.tf32\.tf32[^;]*, 1, 1;", ptx)
         assert wg and {int(n) for n in wg} == {spec.wg_n}, wg[:2]

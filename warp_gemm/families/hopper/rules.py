@@ -124,8 +124,36 @@ def peel_choice(spec: HopperSpec, M: int, N: int, K: int, batch: int, sm_count: 
             edge = batch * K * (N if pr else M) * item / peel.PEEL_GEMV_BYTES_PER_S + peel.PEEL_LAUNCH_S
             total = t(bm, bn, M - pr, N - pc) + edge
             if total <= (1 - peel.PEEL_MIN_GAIN) * full and (best is None or total < best[0]):
-                best = (total, replace(spec, bm=bm, bn=bn, stages=STAGES[(bm, bn)], split_n=False, cluster=1), pr, pc)
+                core = replace(spec, bm=bm, bn=bn, stages=STAGES[(bm, bn)], split_n=False, cluster=1, bulk_store=False)
+                best = (total, staged_store(core, K), pr, pc)
     return None if best is None else best[1:]
+
+
+def staged_store(spec: HopperSpec, K: int) -> HopperSpec:
+    """``spec`` with its 16-bit outputs stored through the shared staging buffer (``bulk_store``) where that pays: the
+    64x128 tiles in clusters of two (8 stages and the buffer fit), and 128x128 tiles with K up to
+    :data:`STAGED_STORE_MAX_K` (5 stages for 6: the buffer and 6 stages need 232544 bytes, over sm_90's 232448). H100,
+    kernels with cuBLAS in the same process, µs: fp16 1000^3 15.3-15.5 against 15.6-15.8, W.T 14.9 against
+    15.1-15.2, bf16 15.3-15.4 against 15.6, 1000x1000x64 9.0-9.4 against 9.4-9.8, 1024^3 13.9 against 14.1-14.2;
+    clusters at 1000x1000x4000 29.1-29.2 against 29.5, 777x1000x3000 W.T 25.4 against 25.9-26.0. Left out: 128x128 at
+    2048^3 33.7-33.8 against 33.3-33.5 and bf16 333x4096x4096 W.T 35.9-36.0 against 33.9-34.2 (5 stages on long K),
+    1536^3 tied; the split_n 64x128 tiles 12.8-12.9 against 12.7-12.8 at 1024^3. A kernel without any output store
+    ran 1000^3 in 14.0-14.1 µs: the rest of the store's cost is the writes themselves."""
+    if spec.out_dtype not in ("float16", "bfloat16") or spec.splits > 1 or spec.split_n:
+        return spec
+    if (spec.bm, spec.bn) == (128, 128) and spec.cluster == 1 and K <= STAGED_STORE_MAX_K:
+        staged = replace(spec, stages=STAGED_STORE_STAGES_128, bulk_store=True)
+    elif (spec.bm, spec.bn, spec.cluster) == (64, 128, 2):
+        staged = replace(spec, bulk_store=True)
+    else:
+        return spec
+    return spec if unfit(staged) else staged
+
+
+#: 128x128 tiles with the staged store: 5 stages of 32 KB, the mbarriers and the 34 KB buffer
+STAGED_STORE_STAGES_128 = 5
+#: the longest K of 128x128 tiles with the staged store (1024 the largest measured gaining, 1536 tied, 2048 lost)
+STAGED_STORE_MAX_K = 1024
 
 
 def default_spec(in_dtype: str, out_dtype: str, layout_b: str, M: int, N: int, K: int, batch: int, sm_count: int = 132,
@@ -144,10 +172,10 @@ def default_spec(in_dtype: str, out_dtype: str, layout_b: str, M: int, N: int, K
         return HopperSpec(in_dtype, out_dtype, "N", layout_b, bm=64, bn=128, stages=STAGES[(64, 128)], epilogue=epi,
                           split_n=True)
     if in_dtype != "float32" and wants_cluster(bm, bn, s, M, N, K, batch, sm_count, rows_128, layout_b):
-        return HopperSpec(in_dtype, out_dtype, "N", layout_b, bm=64, bn=128, stages=STAGES[(64, 128)], consumers=1,
-                          epilogue=epi, cluster=2)
-    return HopperSpec(in_dtype, out_dtype, "N", "T" if transpose else layout_b, bm=bm, bn=bn, stages=STAGES[(bm, bn)],
-                      epilogue=epi, splits=s, transpose_b=transpose)
+        return staged_store(HopperSpec(in_dtype, out_dtype, "N", layout_b, bm=64, bn=128, stages=STAGES[(64, 128)],
+                                       consumers=1, epilogue=epi, cluster=2), K)
+    return staged_store(HopperSpec(in_dtype, out_dtype, "N", "T" if transpose else layout_b, bm=bm, bn=bn,
+                                   stages=STAGES[(bm, bn)], epilogue=epi, splits=s, transpose_b=transpose), K)
 
 
 def _operand_reason(name: str, view, item: int) -> str:

@@ -42,6 +42,7 @@
     // WGN 2 (split_n): both consumers multiply all BM rows, consumer c columns CBN c .. CBN (c + 1) - 1.
     constexpr int BM = ${BM}, BN = ${BN}, BK = ${BK}, ST = ${ST}, NC = ${NC}, WGM = ${WGM}, WGN = ${WGN};
     constexpr int CBN = ${CBN}, NR = CBN / 2;
+    constexpr unsigned EPITCH = ${EPITCH};  // bytes per row of the staged store's buffer (BULK)
     constexpr unsigned A_BYTES = BM * 128, B_BYTES = BN * 128, STAGE = A_BYTES + B_BYTES;  // 128-byte rows of K
     const unsigned s_raw = (unsigned)__cvta_generic_to_shared(buf.data.ptr);
     const unsigned sbase = (s_raw + 1023u) & ~1023u;  // the 128-byte swizzle repeats every 1024 bytes
@@ -119,6 +120,54 @@ ${C_DRAIN}
             const int r0 = tm * BM + (WGN == 1 ? c * WGM * 64 : 0) + 16 * w + l / 4;
             const int cn0 = tn * BN + (WGN == 1 ? 0 : c * CBN);  // the consumer's first column
             const int c0 = cn0 + 2 * (l % 4);
+#if ${BULK}
+            // Staged store (spec.bulk_store): where D's rows start on 16 bytes and N is a multiple of 8, the warpgroup
+            // writes its packed outputs to its own rows of the staging buffer (rows of EPITCH bytes after the
+            // mbarriers), then thread i copies row i out with one bulk copy (cp.async.bulk) of the tile's columns.
+            if (vec && (N & 7) == 0) {
+                const unsigned eb = empty0 + 8 * ST + (unsigned)c * (64u * WGM * EPITCH);
+                const int rb = tm * BM + (WGN == 1 ? c * WGM * 64 : 0);  // the warpgroup's first row
+#pragma unroll
+                for (int h = 0; h < WGM; ++h) {
+#pragma unroll
+                    for (int e = 0; e < 2; ++e) {
+                        const int rl = 16 * w + l / 4 + 8 * e + 64 * h;
+                        const int r = rb + rl;
+                        const char* crow = cbase + (size_t)r * (size_t)C.strides[1];
+                        (void)crow;
+#pragma unroll
+                        for (int j = 0; j < CBN / 8; ++j) {
+                            const int col = c0 + 8 * j;
+                            float v0 = alpha * d[h][4 * j + 2 * e];
+                            float v1 = alpha * d[h][4 * j + 2 * e + 1];
+                            const bool two = true;
+                            (void)two;
+                            if (r < ${M_END} && col < N) {
+${AXPBY}
+                            }
+                            unsigned u;  // cvt packs its first source into the upper half
+                            asm("cvt.rn.${OUT_T}x2.f32 %0, %1, %2;" : "=r"(u) : "f"(v1), "f"(v0));
+                            asm volatile("st.shared.b32 [%0], %1;\n"
+                                         :: "r"(eb + (unsigned)rl * EPITCH + (unsigned)(8 * j + 2 * (l % 4)) * 2u),
+                                            "r"(u) : "memory");
+                        }
+                    }
+                }
+                // the generic proxy's writes made visible to the bulk copies, then the warpgroup's rows complete
+                asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+                asm volatile("bar.sync %0, 128;\n" :: "r"(1 + c) : "memory");
+                const int cols = N - cn0 < CBN ? N - cn0 : CBN;
+                if (lt < 64 * WGM && rb + lt < ${M_END} && cols > 0) {
+                    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n"
+                                 :: "l"(dbase + (size_t)(rb + lt) * (size_t)D.strides[1] + (size_t)cn0 * 2),
+                                    "r"(eb + (unsigned)lt * EPITCH), "r"(cols * 2) : "memory");
+                    asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+                    asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+                }
+                asm volatile("bar.sync %0, 128;\n" :: "r"(1 + c) : "memory");  // the rows are free for the next item
+                continue;
+            }
+#endif
 #pragma unroll
             for (int h = 0; h < WGM; ++h) {
 #pragma unroll
