@@ -124,8 +124,9 @@ def peel_choice(spec: HopperSpec, M: int, N: int, K: int, batch: int, sm_count: 
             edge = batch * K * (N if pr else M) * item / peel.PEEL_GEMV_BYTES_PER_S + peel.PEEL_LAUNCH_S
             total = t(bm, bn, M - pr, N - pc) + edge
             if total <= (1 - peel.PEEL_MIN_GAIN) * full and (best is None or total < best[0]):
+                # the cores' 128x256 / 256x128 tiles store from registers (staged_store leaves them)
                 core = replace(spec, bm=bm, bn=bn, stages=STAGES[(bm, bn)], split_n=False, cluster=1, bulk_store=False)
-                best = (total, staged_store(core, K), pr, pc)
+                best = (total, core, pr, pc)
     return None if best is None else best[1:]
 
 
