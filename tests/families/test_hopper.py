@@ -173,11 +173,11 @@ def test_other_tiles(over, layout_b, request):
     _check(out, ref, "float32")
 
 
-STAGED = [  # the staged store (bulk_store): the tiles whose buffer fits beside the stages
-    {"bm": 128, "bn": 128, "stages": 5, "bulk_store": True},
-    {"bm": 64, "bn": 128, "stages": 8, "split_n": True, "bulk_store": True},
-    {"bm": 64, "bn": 128, "stages": 8, "consumers": 1, "cluster": 2, "bulk_store": True},
-    {"bm": 64, "bn": 128, "stages": 8, "split_n": True, "cluster": 2, "bulk_store": True}]
+STAGED = [  # the staged store (staged_store): the tiles whose buffer fits beside the stages
+    {"bm": 128, "bn": 128, "stages": 5, "staged_store": True},
+    {"bm": 64, "bn": 128, "stages": 8, "split_n": True, "staged_store": True},
+    {"bm": 64, "bn": 128, "stages": 8, "consumers": 1, "cluster": 2, "staged_store": True},
+    {"bm": 64, "bn": 128, "stages": 8, "split_n": True, "cluster": 2, "staged_store": True}]
 
 
 @pytest.mark.gpu
@@ -186,9 +186,9 @@ STAGED = [  # the staged store (bulk_store): the tiles whose buffer fits beside 
 @pytest.mark.parametrize("out_dtype", _IN)
 @pytest.mark.parametrize("epilogue", ["scale", "axpby"])
 @pytest.mark.parametrize("N,ldd,grid", [(776, 776 + 8, None), (776, 776 + 8, 5), (771, 771 + 5, None)],
-                         ids=["bulk", "bulk-grid5", "odd-N"])
+                         ids=["rows16", "rows16-grid5", "odd-N"])
 def test_staged_store_against_float64(over, out_dtype, epilogue, N, ldd, grid, request):
-    """16-bit outputs through the shared staging buffer and bulk copies: 515 rows (a partial last tile row), N 776
+    """16-bit outputs through the shared staging buffer (stmatrix, then 16-byte stores of whole rows): 515 rows (a partial last tile row), N 776
     (a partial last tile column of 8) in a D whose rows are 16-byte aligned but wider (nothing written past N), a
     persistent grid of 5 blocks (several tiles per block reuse the buffer), and N 771 (rows off 16 bytes: the stores
     from registers); batch 2, C broadcast, both B layouts over the two grids."""
@@ -200,24 +200,27 @@ def test_staged_store_against_float64(over, out_dtype, epilogue, N, ldd, grid, r
 
 def test_staged_store_rule():
     """16-bit outputs take the staged store on 128x128 tiles with K up to STAGED_STORE_MAX_K (5 stages) and on the
-    64x128 cluster tiles (8 stages); float32 outputs, longer K, split_n, split-K kernels and 128x256 tiles keep the
-    stores from registers; an unfit spec is refused."""
+    64x128 cluster tiles (8 stages; short K: the split_n clusters); float32 outputs, longer K, split_n without
+    clusters, split-K kernels and 128x256 tiles keep the stores from registers; an unfit spec is refused."""
     from warp_gemm.families.hopper import rules as R
 
+    s = R.default_spec("float16", "float16", "N", 1536, 1536, R.STAGED_STORE_MAX_K, 1, 132)
+    assert (s.bm, s.bn, s.stages, s.cluster, s.staged_store) == (128, 128, 5, 1, True) and not H.unfit(s)
     s = R.default_spec("float16", "float16", "N", 1000, 1000, 1000, 1, 132)
-    assert (s.bm, s.bn, s.stages, s.bulk_store) == (128, 128, 5, True) and not H.unfit(s)
+    assert (s.bm, s.bn, s.stages, s.cluster, s.split_n, s.staged_store) == (64, 128, 8, 2, True, True)
+    assert not H.unfit(s)
     s = R.default_spec("bfloat16", "bfloat16", "T", 1000, 1000, 4000, 1, 132)
-    assert (s.bm, s.bn, s.stages, s.cluster, s.bulk_store) == (64, 128, 8, 2, True)
-    assert not R.default_spec("float16", "float32", "N", 1000, 1000, 1000, 1, 132).bulk_store
-    assert not R.default_spec("float16", "float16", "N", 4096, 4096, 4096, 1, 132).bulk_store
-    long_k = R.default_spec("float16", "float16", "N", 1000, 1000, 1536, 1, 132)
-    assert (long_k.bm, long_k.bn, long_k.cluster) == (128, 128, 1) and not long_k.bulk_store and long_k.stages == 6
+    assert (s.bm, s.bn, s.stages, s.cluster, s.split_n, s.staged_store) == (64, 128, 8, 2, False, True)
+    assert not R.default_spec("float16", "float32", "N", 1000, 1000, 1000, 1, 132).staged_store
+    assert not R.default_spec("float16", "float16", "N", 4096, 4096, 4096, 1, 132).staged_store
+    long_k = R.default_spec("float16", "float16", "N", 1536, 1536, R.STAGED_STORE_MAX_K + 64, 1, 132)
+    assert (long_k.bm, long_k.bn, long_k.cluster) == (128, 128, 1) and not long_k.staged_store and long_k.stages == 6
     sn = R.default_spec("float16", "float16", "N", 1024, 1024, 1024, 1, 132, rows_128=True)
-    assert sn.split_n and not sn.bulk_store
+    assert sn.split_n and not sn.staged_store
     split = R.default_spec("float16", "float16", "N", 1024, 1024, 16384, 1, 132)
-    assert split.splits > 1 and not split.bulk_store and not split.kernel_spec.bulk_store
-    assert "bulk_store" in H.unfit(H.HopperSpec(out_dtype="float32", bulk_store=True))
-    assert "shared memory" in H.unfit(H.HopperSpec(bm=128, bn=128, stages=6, bulk_store=True))
+    assert split.splits > 1 and not split.staged_store and not split.kernel_spec.staged_store
+    assert "staged_store" in H.unfit(H.HopperSpec(out_dtype="float32", staged_store=True))
+    assert "shared memory" in H.unfit(H.HopperSpec(bm=128, bn=128, stages=6, staged_store=True))
 
 
 CLUSTERS = [  # clusters of two blocks: the tile shapes the benchmarks compare, sharing B (pair M) or A (pair N)
@@ -247,12 +250,14 @@ def test_clusters_against_float64(over, layout_b, request):
 @pytest.mark.parametrize("in_dtype", _IN)
 @pytest.mark.parametrize("layout_b", ["T", "N"])
 @pytest.mark.parametrize("M,N,K", [(1000, 1000, 1000), (1023, 1025, 1027), (1, 333, 520), (257, 1, 129)])
-@pytest.mark.parametrize("consumers", [1, 2])
-def test_cluster_shapes_16bit_output(M, N, K, layout_b, in_dtype, consumers, request):
-    """The 64x128 clusters (pair M; one consumer as the planner takes them, or two splitting the columns) with the
-    input dtype as output: 1000^3, tile +- 1, a single row (every pair's second tile masked) and a single column."""
+@pytest.mark.parametrize("consumers,staged", [(1, False), (1, True), (2, False)])
+def test_cluster_shapes_16bit_output(M, N, K, layout_b, in_dtype, consumers, staged, request):
+    """The 64x128 clusters (pair M; one consumer as the planner takes them, with and without the staged store, or
+    two splitting the columns) with the input dtype as output: 1000^3, tile +- 1, a single row (every pair's second
+    tile masked) and a single column. One pair item per cluster: the lone clusters' ending (no exit barrier, the
+    last stages not released) with K tiles past the stage count."""
     spec = _spec(in_dtype, in_dtype, layout_b, bm=64, bn=128, stages=8, consumers=consumers,
-                 split_n=consumers == 2, cluster=2)
+                 split_n=consumers == 2, cluster=2, staged_store=staged)
     out, ref = _run(spec, M, N, K, _rng(request))
     _check(out, ref, in_dtype)
 
@@ -486,13 +491,17 @@ def test_split_count_and_tile_choice():
 
 def test_split_n_rule():
     """64x128 tiles with the consumers splitting the columns where unsplit 128x128 tiles leave half the SMs idle and
-    every row is on a 128-byte boundary; 128x128 tiles (or K splits, or tf32) otherwise; never carried into a peel."""
+    every row is on a 128-byte boundary (rows off it: in clusters of two for 16-bit outputs, test_cluster_rule);
+    128x128 tiles (or K splits, or tf32) otherwise; never carried into a peel."""
     from warp_gemm.families.hopper import rules as R
 
     sn = R.default_spec("float16", "float16", "N", 1024, 1024, 1024, 1, 132, rows_128=True)
     assert (sn.bm, sn.bn, sn.stages, sn.split_n, sn.splits) == (64, 128, 8, True, 1) and not H.unfit(sn)
     assert R.default_spec("bfloat16", "bfloat16", "T", 512, 2048, 2048, 1, 132, rows_128=True).split_n
-    assert not R.default_spec("float16", "float16", "N", 1024, 1024, 1024, 1, 132).split_n  # rows off 128 bytes
+    off = R.default_spec("float16", "float32", "N", 1024, 1024, 1024, 1, 132)  # rows off 128 bytes, float32 out
+    assert not off.split_n and off.cluster == 1
+    off = R.default_spec("float16", "float16", "N", 1024, 1024, 1024, 1, 132)  # 16-bit out: the split_n clusters
+    assert off.split_n and off.cluster == 2
     assert not R.default_spec("float16", "float16", "N", 1536, 1536, 1536, 1, 132, rows_128=True).split_n  # 144 tiles
     assert R.default_spec("float16", "float16", "N", 1024, 1024, 16384, 1, 132, rows_128=True).splits == 2  # K split
     assert not R.default_spec("float32", "float32", "T", 1024, 1024, 1024, 1, 132, rows_128=True).split_n
@@ -502,9 +511,9 @@ def test_split_n_rule():
 
 def test_cluster_rule():
     """Clusters of two (64x128 tiles of one consumer sharing the B tile) where 128x128 tiles leave half the SMs
-    idle, rows are off 128 bytes and K is long enough for the B layout; never on 128-byte rows (split_n alone), short
-    K, K splits, tf32, more tiles, one tile row, batches, or a Warp without clusters; a peeled core drops the
-    cluster."""
+    idle, rows are off 128 bytes and K is long enough for the B layout; below that K, 16-bit outputs take the
+    clusters whose two consumers split the columns (float32 outputs none); never on 128-byte rows (split_n alone), K
+    splits, tf32, more tiles, one tile row, batches, or a Warp without clusters; a peeled core drops the cluster."""
     from warp_gemm.families.hopper import rules as R
 
     cl = R.default_spec("float16", "float16", "N", 1000, 1000, 4000, 1, 132)
@@ -514,7 +523,9 @@ def test_cluster_rule():
     assert R.default_spec("bfloat16", "bfloat16", "T", 777, 1000, 3000, 1, 132).cluster == 2
     for lb, k in R.CLUSTER_MIN_K.items():
         assert R.default_spec("float16", "float16", lb, 1000, 1000, k, 1, 132).cluster == 2
-        assert R.default_spec("float16", "float16", lb, 1000, 1000, k - 8, 1, 132).cluster == 1
+        short = R.default_spec("float16", "float16", lb, 1000, 1000, k - 8, 1, 132)
+        assert (short.bm, short.bn, short.cluster, short.split_n, short.staged_store) == (64, 128, 2, True, True)
+        assert R.default_spec("float16", "float32", lb, 1000, 1000, k - 8, 1, 132).cluster == 1
     assert R.default_spec("float16", "float16", "N", 1024, 1024, 4096, 1, 132, rows_128=True).cluster == 1
     assert R.default_spec("float16", "float16", "N", 1536, 1000, 4000, 1, 132).cluster == 1  # 96 tiles
     assert R.default_spec("float16", "float16", "N", 64, 1000, 8000, 1, 132).cluster == 1  # one tile row
@@ -531,6 +542,7 @@ def test_cluster_rule_needs_warp_clusters(monkeypatch):
 
     monkeypatch.setattr(_compat, "HAS_CLUSTER_DIM", False)
     assert R.default_spec("float16", "float16", "N", 1000, 1000, 4000, 1, 132).cluster == 1
+    assert R.default_spec("float16", "float16", "N", 1000, 1000, 1000, 1, 132).cluster == 1
 
 
 def test_peel_choice_model():
@@ -561,9 +573,9 @@ _OFFLINE = [H.HopperSpec(), H.HopperSpec(layout_b="N", out_dtype="float32", epil
             H.HopperSpec(bm=64, bn=128, stages=8, split_n=True, cluster=2, pair="N", out_dtype="float32",
                          epilogue="axpby"),
             H.HopperSpec(bn=128, stages=6, cluster=2, splits=3),
-            H.HopperSpec(layout_b="N", bn=128, stages=5, bulk_store=True),
+            H.HopperSpec(layout_b="N", bn=128, stages=5, staged_store=True),
             H.HopperSpec(bm=64, bn=128, stages=8, split_n=True, cluster=2, layout_b="N", epilogue="axpby",
-                         bulk_store=True)] + (
+                         staged_store=True)] + (
     [H.HopperSpec(in_dtype="bfloat16", out_dtype="bfloat16", bm=256, bn=128, epilogue="axpby")] if HAS_BF16 else [])
 
 
@@ -593,16 +605,17 @@ def test_cuda_build_offline_sm90a(spec, tmp_path):
     assert "setmaxnreg.dec.sync.aligned.u32 40" in ptx and "setmaxnreg.inc.sync.aligned.u32 232" in ptx
     assert "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes" in ptx
     # clusters of two: the kernel declares them, multicasts the shared half, releases stages on both blocks and
-    # meets its partner at a cluster barrier after the set-up and before exit; other kernels have none of it
+    # meets its partner at a cluster barrier after the set-up and (clusters with several items) before exit; other
+    # kernels have none of it
     clustered = spec.cluster == 2
     assert (".reqnctapercluster 2, 1, 1" in ptx) == clustered
     assert ("complete_tx::bytes.multicast::cluster" in ptx) == clustered
     assert ("mbarrier.arrive.shared::cluster.b64" in ptx) == clustered
     assert ptx.count("barrier.cluster.arrive.release") == (2 if clustered else 0)
     assert ptx.count("barrier.cluster.wait.acquire") == (2 if clustered else 0)
-    # the staged store: bulk copies of rows from shared memory, after the async-proxy fence; none without it
-    assert ("cp.async.bulk.global.shared::cta.bulk_group" in ptx) == spec.bulk_store
-    assert ("fence.proxy.async.shared::cta" in ptx) == spec.bulk_store
+    # the maps' fetch starts at entry; the staged store writes its buffer with stmatrix (none without it)
+    assert "prefetch.tensormap" in ptx
+    assert ("stmatrix.sync.aligned.m8n8.x4.shared.b16" in ptx) == spec.staged_store
     if t == "tf32":
         wg = re.findall(r"wgmma\.mma_async\.sync\.aligned\.m64n(\d+)k8\.f32\.tf32\.tf32[^;]*, 1, 1;", ptx)
         assert wg and {int(n) for n in wg} == {spec.wg_n}, wg[:2]

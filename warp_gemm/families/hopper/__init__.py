@@ -5,7 +5,7 @@ shared stages with TMA (``cp.async.bulk.tensor``, tensor maps built by the drive
 completion counted on mbarriers; two consumer warpgroups multiply the stages with ``wgmma.mma_async`` (float32 sums
 in registers, registers moved from the producer with ``setmaxnreg``), release each stage on its own mbarrier and
 store ``alpha * A @ op(B) (+ beta * C)`` from the registers, or for 16-bit outputs of the smaller tiles through a shared
-staging buffer and one bulk copy per row (``HopperSpec.bulk_store``). Blocks are persistent (one per SM) and take the output
+staging buffer copied out a row at a time (``HopperSpec.staged_store``). Blocks are persistent (one per SM) and take the output
 tiles in grouped order. It applies on CUDA sm_90 (H100/H200) to A stored (M, K) row-major and B stored (K, N) or
 (N, K) (F.linear's B = W.T), 16-bit inputs whose base addresses and row strides are multiples of 16 bytes (TMA's
 rule), any M, N, K >= 1 and batch (TMA zero-fills the edges; stores are masked), float16, bfloat16 or float32

@@ -46,9 +46,9 @@ def fields(spec: HopperSpec) -> dict:
         "DREGS": ", ".join(f"%{i}" for i in range(nr)), "NA": nr, "NB": nr + 1, "NS": nr + 2,
         "DOUTS": ", ".join(f'"+f"(d[h][{i}])' for i in range(nr)), "AXPBY": axpby, "STORE": store,
         "VEC16": int(out_t is not None), "OUT_T": out_t or "f16", "QUAD": sn["quad_exchange"],
-        "BULK": int(spec.bulk_store), "EPITCH": spec.epi_pitch,
+        "STAGED": int(spec.staged_store), "EPITCH": spec.epi_pitch,
         "HELPERS": sn["helpers"], "EMPTY_COUNT": "2 * NC" if spec.cluster == 2 else "NC",
-        "CLUSTER_EXIT": sn["cluster_sync"] if spec.cluster == 2 else "",
+        "CLUSTER_EXIT": sn["cluster_exit"] if spec.cluster == 2 else "",
         "PRODUCER_SETMAXNREG": (f'asm volatile("setmaxnreg.dec.sync.aligned.u32 {spec.producer_regs};\\n");'
                              if spec.setmaxnreg else ""),
         "CONSUMER_SETMAXNREG": (f'asm volatile("setmaxnreg.inc.sync.aligned.u32 {spec.consumer_regs};\\n");'

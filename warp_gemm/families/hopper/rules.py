@@ -91,6 +91,20 @@ def wants_cluster(bm: int, bn: int, splits: int, M: int, N: int, K: int, batch: 
             and K >= CLUSTER_MIN_K.get(layout_b, 1 << 62) and cdiv(M, 128) * cdiv(N, 128) <= sm_count // 2)
 
 
+def wants_short_k_cluster(bm: int, bn: int, splits: int, M: int, N: int, K: int, batch: int, sm_count: int,
+                          rows_128: bool, layout_b: str, out_dtype: str) -> bool:
+    """Whether 16-bit outputs below :data:`CLUSTER_MIN_K` take 64x128 tiles in clusters of two sharing their B tile
+    with the two consumers splitting the columns (each 64 x 64; ``split_n``, pair M) and the staged store, where
+    :func:`wants_cluster` would take them but for K. Measured (H100, fp16 unless said, kernel times with the L2
+    flushed before each call, two runs, µs, against the 128x128 tiles with the staged store): 1000^3 10.88 / 10.88
+    against 11.20 / 11.17, B = W.T 10.69 / 10.72 against 10.72 / 11.01, bf16 10.82 / 10.78 against 11.14 / 11.17;
+    1000x1000x64 4.74 / 4.74 against 4.93 / 4.93, x504 7.39 / 7.36 against 7.71 / 7.68, x768 8.38 / 8.48 against
+    8.61 / 8.64; 777x1000x1000 10.46 / 10.43 against 11.10 / 11.10; B = W.T 1000x1000x2000 14.56 / 14.62 against
+    15.01 / 15.17 (6 stages, stores from registers). (cuBLAS's kernel at 1000^3 has the same tiles and clusters.)"""
+    return (out_dtype in ("float16", "bfloat16") and K < CLUSTER_MIN_K.get(layout_b, 1 << 62)
+            and wants_cluster(bm, bn, splits, M, N, 1 << 62, batch, sm_count, rows_128, "N"))
+
+
 #: Peeling (composite/peel.py's edges): a side one past a multiple of the tile (4097) costs a whole row or column of
 #: output tiles, each a full K loop for one useful row. The model: rounds of the persistent grid (``ceil(items /
 #: SMs)``) times PEEL_KT_S per 64-deep K tile of a 128x256 tile (scaled by tile area), against the same over the core
@@ -124,28 +138,28 @@ def peel_choice(spec: HopperSpec, M: int, N: int, K: int, batch: int, sm_count: 
             edge = batch * K * (N if pr else M) * item / peel.PEEL_GEMV_BYTES_PER_S + peel.PEEL_LAUNCH_S
             total = t(bm, bn, M - pr, N - pc) + edge
             if total <= (1 - peel.PEEL_MIN_GAIN) * full and (best is None or total < best[0]):
-                # the cores' 128x256 / 256x128 tiles store from registers (staged_store leaves them)
-                core = replace(spec, bm=bm, bn=bn, stages=STAGES[(bm, bn)], split_n=False, cluster=1, bulk_store=False)
+                # the cores' 128x256 / 256x128 tiles store from registers (with_staged_store leaves them)
+                core = replace(spec, bm=bm, bn=bn, stages=STAGES[(bm, bn)], split_n=False, cluster=1, staged_store=False)
                 best = (total, core, pr, pc)
     return None if best is None else best[1:]
 
 
-def staged_store(spec: HopperSpec, K: int) -> HopperSpec:
-    """``spec`` with its 16-bit outputs stored through the shared staging buffer (``bulk_store``) where that pays: the
-    64x128 tiles in clusters of two (8 stages and the buffer fit), and 128x128 tiles with K up to
+def with_staged_store(spec: HopperSpec, K: int) -> HopperSpec:
+    """``spec`` with its 16-bit outputs stored through the shared staging buffer (``staged_store``) where that pays: the
+    64x128 tiles of one consumer in clusters of two (8 stages and the buffer fit), and 128x128 tiles with K up to
     :data:`STAGED_STORE_MAX_K` (5 stages for 6: the buffer and 6 stages need 232544 bytes, over sm_90's 232448). H100,
-    kernels with cuBLAS in the same process, µs: fp16 1000^3 15.3-15.5 against 15.6-15.8, W.T 14.9 against
-    15.1-15.2, bf16 15.3-15.4 against 15.6, 1000x1000x64 9.0-9.4 against 9.4-9.8, 1024^3 13.9 against 14.1-14.2;
-    clusters at 1000x1000x4000 29.1-29.2 against 29.5, 777x1000x3000 W.T 25.4 against 25.9-26.0. Left out: 128x128 at
-    2048^3 33.7-33.8 against 33.3-33.5 and bf16 333x4096x4096 W.T 35.9-36.0 against 33.9-34.2 (5 stages on long K),
-    1536^3 tied; the split_n 64x128 tiles 12.8-12.9 against 12.7-12.8 at 1024^3. A kernel without any output store
-    ran 1000^3 in 14.0-14.1 µs: the rest of the store's cost is the writes themselves."""
+    kernels with cuBLAS in the same process, two runs, µs, against the stores from registers: fp16 1000^3 15.0 / 15.1
+    against 15.6 / 15.6, W.T 14.7 / 14.7 against 15.2 / 15.2, bf16 15.0 / 15.2 against 15.6 / 15.6, 1000x1000x64 8.7 /
+    8.6 against 9.0 / 9.0, x504 11.5 / 11.5 against 11.9 / 11.9, 1024^3 13.5 / 13.5 against 14.2 / 14.2, 1536^3 25.6 /
+    25.6 against 26.5 / 26.5; clusters 777x1000x3000 W.T 25.2 / 25.2 against 25.6 / 25.6, 1000x1000x4000 29.2 / 29.2
+    against 29.3 / 29.2. Left out: 128x128 at 2048^3 33.7 / 33.7 against 33.2 / 33.2 and bf16 333x4096x4096 W.T 36.4 /
+    36.4 against 34.4 / 34.0 (5 stages on long K). :func:`wants_short_k_cluster`'s tiles take it too."""
     if spec.out_dtype not in ("float16", "bfloat16") or spec.splits > 1 or spec.split_n:
         return spec
     if (spec.bm, spec.bn) == (128, 128) and spec.cluster == 1 and K <= STAGED_STORE_MAX_K:
-        staged = replace(spec, stages=STAGED_STORE_STAGES_128, bulk_store=True)
+        staged = replace(spec, stages=STAGED_STORE_STAGES_128, staged_store=True)
     elif (spec.bm, spec.bn, spec.cluster) == (64, 128, 2):
-        staged = replace(spec, bulk_store=True)
+        staged = replace(spec, staged_store=True)
     else:
         return spec
     return spec if unfit(staged) else staged
@@ -153,8 +167,8 @@ def staged_store(spec: HopperSpec, K: int) -> HopperSpec:
 
 #: 128x128 tiles with the staged store: 5 stages of 32 KB, the mbarriers and the 34 KB buffer
 STAGED_STORE_STAGES_128 = 5
-#: the longest K of 128x128 tiles with the staged store (1024 the largest measured gaining, 1536 tied, 2048 lost)
-STAGED_STORE_MAX_K = 1024
+#: the longest K of 128x128 tiles with the staged store (1536 the largest measured gaining, 2048 lost)
+STAGED_STORE_MAX_K = 1536
 
 
 def default_spec(in_dtype: str, out_dtype: str, layout_b: str, M: int, N: int, K: int, batch: int, sm_count: int = 132,
@@ -172,10 +186,16 @@ def default_spec(in_dtype: str, out_dtype: str, layout_b: str, M: int, N: int, K
     if in_dtype != "float32" and wants_split_n(bm, bn, s, M, N, batch, sm_count, rows_128):
         return HopperSpec(in_dtype, out_dtype, "N", layout_b, bm=64, bn=128, stages=STAGES[(64, 128)], epilogue=epi,
                           split_n=True)
+    if in_dtype != "float32" and wants_short_k_cluster(bm, bn, s, M, N, K, batch, sm_count, rows_128, layout_b,
+                                                        out_dtype):
+        spec = HopperSpec(in_dtype, out_dtype, "N", layout_b, bm=64, bn=128, stages=STAGES[(64, 128)], epilogue=epi,
+                          cluster=2, split_n=True, staged_store=True)
+        if not unfit(spec):
+            return spec
     if in_dtype != "float32" and wants_cluster(bm, bn, s, M, N, K, batch, sm_count, rows_128, layout_b):
-        return staged_store(HopperSpec(in_dtype, out_dtype, "N", layout_b, bm=64, bn=128, stages=STAGES[(64, 128)],
+        return with_staged_store(HopperSpec(in_dtype, out_dtype, "N", layout_b, bm=64, bn=128, stages=STAGES[(64, 128)],
                                        consumers=1, epilogue=epi, cluster=2), K)
-    return staged_store(HopperSpec(in_dtype, out_dtype, "N", "T" if transpose else layout_b, bm=bm, bn=bn,
+    return with_staged_store(HopperSpec(in_dtype, out_dtype, "N", "T" if transpose else layout_b, bm=bm, bn=bn,
                                    stages=STAGES[(bm, bn)], epilogue=epi, splits=s, transpose_b=transpose), K)
 
 

@@ -46,9 +46,9 @@ class HopperSpec:
     ``finish_launch``) sums the slabs in order and applies alpha, ``beta * C`` and the cast to ``out_dtype``. The
     compiled kernel is :attr:`kernel_spec`'s (every split count shares it).
 
-    ``bulk_store`` (16-bit outputs): each consumer warpgroup writes its packed sums into its own rows of a staging
-    buffer after the mbarriers (:attr:`epi_pitch` bytes a row), then one bulk copy (``cp.async.bulk``) per row stores
-    them, where D's rows start on 16 bytes and N is a multiple of 8 (else the stores from registers)."""
+    ``staged_store`` (16-bit outputs): each consumer warpgroup writes its packed sums into its own rows of a staging
+    buffer after the mbarriers (:attr:`epi_pitch` bytes a row, ``stmatrix``), then copies the rows out with 16-byte
+    stores, where D's rows start on 16 bytes and N is a multiple of 8 (else the stores from registers)."""
 
     in_dtype: str = "float16"
     out_dtype: str = "float16"
@@ -71,8 +71,8 @@ class HopperSpec:
     transpose_b: bool = False
     #: the two consumers split the tile's columns (each all ``bm`` rows, ``bn / 2`` columns) instead of its rows
     split_n: bool = False
-    #: 16-bit outputs stored through a shared staging buffer, a bulk copy per row (see above)
-    bulk_store: bool = False
+    #: 16-bit outputs stored through a shared staging buffer, whole rows at a time (see above)
+    staged_store: bool = False
 
     @property
     def kernel_spec(self) -> HopperSpec:
@@ -85,7 +85,7 @@ class HopperSpec:
         if self.splits == 1:
             return dataclasses.replace(self, transpose_b=False)
         return dataclasses.replace(self, out_dtype="float32", epilogue="scale", splits=1, transpose_b=False,
-                                   bulk_store=False)
+                                   staged_store=False)
 
     @property
     def bk(self) -> int:
@@ -118,8 +118,8 @@ class HopperSpec:
 
     @property
     def epi_bytes(self) -> int:
-        """The staged store's buffer (``bulk_store``): every consumer warpgroup's rows; 0 without it."""
-        return self.consumers * 64 * self.wg_m * self.epi_pitch if self.bulk_store else 0
+        """The staged store's buffer (``staged_store``): every consumer warpgroup's rows; 0 without it."""
+        return self.consumers * 64 * self.wg_m * self.epi_pitch if self.staged_store else 0
 
     @property
     def smem_bytes(self) -> int:
@@ -134,7 +134,7 @@ class HopperSpec:
         tail = ("" if self.setmaxnreg else "_nosetmaxnreg") + (f"_split{self.splits}" if self.splits > 1 else "")
         tail += "_bt" if self.transpose_b else ""
         tail += "_sn" if self.split_n else ""
-        tail += "_bs" if self.bulk_store else ""
+        tail += "_ss" if self.staged_store else ""
         tail += f"_cl{self.cluster}{self.pair.lower()}" if self.cluster > 1 else ""
         return (f"hopper_{PTX_TYPES[self.in_dtype] if self.in_dtype == 'float32' else short[self.in_dtype]}_{short[self.out_dtype]}_{self.layout_a}{self.layout_b}_"
                 f"{self.bm}x{self.bn}_s{self.stages}_c{self.consumers}_{self.epilogue}{tail}")
@@ -168,8 +168,8 @@ def unfit(spec: HopperSpec) -> str:
         return f"bn {spec.bn}: 64-256 in steps of 64, at most 128 float32 sums per thread (bn * wg_m <= 256)"
     if spec.bm > 256:
         return f"bm {spec.bm}: a TMA box has at most 256 rows"
-    if spec.bulk_store and spec.out_dtype not in ("float16", "bfloat16"):
-        return f"bulk_store: 16-bit outputs only (got {spec.out_dtype})"
+    if spec.staged_store and spec.out_dtype not in ("float16", "bfloat16"):
+        return f"staged_store: 16-bit outputs only (got {spec.out_dtype})"
     if spec.stages < 2:
         return f"stages {spec.stages}: at least 2"
     if spec.smem_bytes > SMEM_LIMIT:

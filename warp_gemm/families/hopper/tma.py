@@ -2,9 +2,10 @@
 
 Warp generates the kernel's signature, so a map cannot be a ``__grid_constant__`` parameter: each map is encoded on
 the host by ``cuTensorMapEncodeTiled`` (the driver library through ctypes, no new dependency), copied into a
-128-byte device buffer (Warp allocations are at least 256-byte aligned; the driver asks for 64) and acquired in
-the kernel with ``fence.proxy.tensormap::generic.acquire.gpu``. Maps are cached by (device, pointer, dtype,
-dims, strides, box): a call on operands seen before costs a dictionary lookup.
+128-byte device buffer (Warp allocations are at least 256-byte aligned; the driver asks for 64) and prefetched in
+the kernel (``prefetch.tensormap``). A buffer is written once, before any launch names it, and never freed or
+rewritten (maps dropped from the cache are kept), so the kernels read it without a tensormap-proxy fence. Maps are
+cached by (device, pointer, dtype, dims, strides, box): a call on operands seen before costs a dictionary lookup.
 """
 
 from __future__ import annotations
