@@ -733,3 +733,41 @@ def test_peeled_public_call_against_float64(in_dtype, trans_b, M, N, K, beta, re
         _check(out[-pr:], ref[-pr:], in_dtype)
     if pc:
         _check(out[:, -pc:], ref[:, -pc:], in_dtype)
+
+
+def test_timeline_probe_anchors(monkeypatch, tmp_path):
+    """benchmarks/probes/hopper_timeline.py finds every anchor of its eight stamps in the current kernel text, and its
+    instrumented kernel builds offline for sm_90a."""
+    import importlib.util
+    import pathlib
+    import sys
+
+    from warp_gemm.families.hopper import kernel as HK
+
+    path = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "probes" / "hopper_timeline.py"
+    spec_ = importlib.util.spec_from_file_location("hopper_timeline", path)
+    T = importlib.util.module_from_spec(spec_)
+    monkeypatch.setitem(sys.modules, "hopper_timeline", T)  # its dataclass looks its module up
+    spec_.loader.exec_module(T)
+    for tiles in ("default", "128") + (("cl2", "cl2sn") if _compat.HAS_CLUSTER_DIM else ()):
+        text = T.instrument(HK.snippet(T._specs(tiles, "float16", "T", 1000, 1000, 1000)))
+        assert text.count("TL_[") == 2 * 8, tiles
+    # 128x256 tiles store from registers: the staged block stays in the text under #if 0, its two stamps never run
+    plain = T._specs("default", "float16", "N", 4096, 4096, 4096)
+    assert not plain.staged_store and "#if 0" in HK.snippet(plain)
+    assert T.instrument(HK.snippet(plain)).count("TL_[") == 2 * 8
+    monkeypatch.setattr(HK, "snippet", HK.snippet)  # _timed_class wraps it; restored after the test
+    if not (_compat.HAS_COMPILE_AOT and _compat.HAS_CUDA_ARCH_SUFFIX and _compat.HAS_TILE_EMPTY
+            and _compat.HAS_CLUSTER_DIM):
+        return
+    Timed = T._timed_class()
+    timed = T._as(Timed, T._specs("cl2sn", "float16", "N", 1000, 1000, 1000), True)
+    k = H.get_kernel(timed)
+    k.module.options["block_dim"] = timed.block_dim
+    old = wp.config.cuda_arch_suffix
+    wp.config.cuda_arch_suffix = "a"
+    try:
+        wp.compile_aot_module(k.module, arch=[90], module_dir=str(tmp_path))
+    finally:
+        wp.config.cuda_arch_suffix = old
+    assert any(p.suffix == ".cubin" for p in tmp_path.rglob("*"))
