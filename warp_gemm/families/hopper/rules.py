@@ -87,8 +87,13 @@ def wants_cluster(bm: int, bn: int, splits: int, M: int, N: int, K: int, batch: 
     176.8 / 176.6 against 165.9 / 165.6. The two consumers splitting the columns (``split_n``) in the same clusters
     measured the same or up to 4% slower; with rows on 128 bytes clusters lost to split_n alone (1024^3 152.2
     against 168.2)."""
+    return K >= CLUSTER_MIN_K.get(layout_b, 1 << 62) and _cluster_shape(bm, bn, splits, M, N, batch, sm_count, rows_128)
+
+
+def _cluster_shape(bm: int, bn: int, splits: int, M: int, N: int, batch: int, sm_count: int, rows_128: bool) -> bool:
+    """The clusters' conditions but K (:func:`wants_cluster`, :func:`wants_short_k_cluster`)."""
     return (_compat.HAS_CLUSTER_DIM and not rows_128 and (bm, bn, splits) == (128, 128, 1) and batch == 1 and M > 64
-            and K >= CLUSTER_MIN_K.get(layout_b, 1 << 62) and cdiv(M, 128) * cdiv(N, 128) <= sm_count // 2)
+            and cdiv(M, 128) * cdiv(N, 128) <= sm_count // 2)
 
 
 def wants_short_k_cluster(bm: int, bn: int, splits: int, M: int, N: int, K: int, batch: int, sm_count: int,
@@ -102,7 +107,7 @@ def wants_short_k_cluster(bm: int, bn: int, splits: int, M: int, N: int, K: int,
     8.61 / 8.64; 777x1000x1000 10.46 / 10.43 against 11.10 / 11.10; B = W.T 1000x1000x2000 14.56 / 14.62 against
     15.01 / 15.17 (6 stages, stores from registers). (cuBLAS's kernel at 1000^3 has the same tiles and clusters.)"""
     return (out_dtype in ("float16", "bfloat16") and K < CLUSTER_MIN_K.get(layout_b, 1 << 62)
-            and wants_cluster(bm, bn, splits, M, N, 1 << 62, batch, sm_count, rows_128, "N"))
+            and _cluster_shape(bm, bn, splits, M, N, batch, sm_count, rows_128))
 
 
 #: Peeling (composite/peel.py's edges): a side one past a multiple of the tile (4097) costs a whole row or column of
@@ -139,7 +144,8 @@ def peel_choice(spec: HopperSpec, M: int, N: int, K: int, batch: int, sm_count: 
             total = t(bm, bn, M - pr, N - pc) + edge
             if total <= (1 - peel.PEEL_MIN_GAIN) * full and (best is None or total < best[0]):
                 # the cores' 128x256 / 256x128 tiles store from registers (with_staged_store leaves them)
-                core = replace(spec, bm=bm, bn=bn, stages=STAGES[(bm, bn)], split_n=False, cluster=1, staged_store=False)
+                core = replace(spec, bm=bm, bn=bn, stages=STAGES[(bm, bn)], split_n=False, cluster=1,
+                               staged_store=False)
                 best = (total, core, pr, pc)
     return None if best is None else best[1:]
 
@@ -193,10 +199,10 @@ def default_spec(in_dtype: str, out_dtype: str, layout_b: str, M: int, N: int, K
         if not unfit(spec):
             return spec
     if in_dtype != "float32" and wants_cluster(bm, bn, s, M, N, K, batch, sm_count, rows_128, layout_b):
-        return with_staged_store(HopperSpec(in_dtype, out_dtype, "N", layout_b, bm=64, bn=128, stages=STAGES[(64, 128)],
-                                       consumers=1, epilogue=epi, cluster=2), K)
+        return with_staged_store(HopperSpec(in_dtype, out_dtype, "N", layout_b, bm=64, bn=128,
+                                            stages=STAGES[(64, 128)], consumers=1, epilogue=epi, cluster=2), K)
     return with_staged_store(HopperSpec(in_dtype, out_dtype, "N", "T" if transpose else layout_b, bm=bm, bn=bn,
-                                   stages=STAGES[(bm, bn)], epilogue=epi, splits=s, transpose_b=transpose), K)
+                                        stages=STAGES[(bm, bn)], epilogue=epi, splits=s, transpose_b=transpose), K)
 
 
 def _operand_reason(name: str, view, item: int) -> str:

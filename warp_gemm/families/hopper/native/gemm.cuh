@@ -392,10 +392,10 @@ if (!lone || kt - 1 + ST < kt1) release(empty0 + 8 * prev);
 //! snippet cluster_sched nonl
 //! Clusters of two blocks (after dense_sched; the gemm template's names: t0, grid): the cluster of blocks 2 c and
 //! 2 c + 1 walks the pair items c, c + grid / 2, ... (`t0` and `grid` become cluster counts; the grid is even);
-//! `crank` is this block's rank in its cluster; `lone`: the cluster has at most one item. release(bar): one arrival on the mbarrier at offset `bar` in each
-//! block of the cluster (mapa gives its shared::cluster address): both blocks' producers write into each block's
-//! stages (the shared half by multicast), so each empty barrier counts the consumers of both. The arrival keeps
-//! the default .release.cta semantics, as CUTLASS's ClusterBarrier::arrive: .release.cluster compiles to a
+//! `crank` is this block's rank in its cluster; `lone`: the cluster has at most one item. release(bar): one arrival
+//! on the mbarrier at offset `bar` in each block of the cluster (mapa gives its shared::cluster address): both
+//! blocks' producers write into each block's stages (the shared half by multicast), so each empty barrier counts
+//! the consumers of both. The arrival keeps the default .release.cta semantics, as CUTLASS's ClusterBarrier::arrive: .release.cluster compiles to a
 //! MEMBAR.ALL.GPU before it (sm_90a SASS), and with it every cluster kernel measured about half the speed of the
 //! same tiles without a cluster (H100; fp16 4096^3 333 against 665 TFLOP/s).
     unsigned crank;
