@@ -349,6 +349,17 @@ def _cpu_views(M=256, N=384, K=512, ld_a=None, off_a=0, col_stride_b=False):
     return A, B, D
 
 
+def test_tma_promotion_follows_the_rows_lines():
+    from warp_gemm.families.hopper import tma
+
+    # rows on 128-byte lines: 256-byte promotion; a row stride or base off a line: 128
+    assert tma.promotion(1 << 20, 2048) == tma._L2_PROMOTION_256B
+    assert tma.promotion(1 << 20, 128 * 37) == tma._L2_PROMOTION_256B
+    assert tma.promotion(1 << 20, 2000) == tma._L2_PROMOTION_128B
+    assert tma.promotion((1 << 20) + 16, 2048) == tma._L2_PROMOTION_128B
+    assert tma.promotion((1 << 20) + 64, 4096) == tma._L2_PROMOTION_128B
+
+
 def test_rules_refuse_cpu_and_other_gpus():
     A, B, D = _cpu_views()
     why = H.applies(wp.get_device("cpu"), "float16", "float16", "N", "T", 256, 384, 512, 1, A, B, D, False)
