@@ -100,3 +100,18 @@ def test_preload_builds_new_modules_once_then_launches():
 def test_preload_leaves_the_cpu_to_first_launches():
     k1, k2 = _fresh_kernel("c"), _fresh_kernel("d")
     assert launches.preload([(k1, wp.get_device("cpu"), None), (k2, wp.get_device("cpu"), None)]) == 0
+
+
+def test_eager_torch_calls_leave_symbolic_shapes_unimported():
+    # torch._check_value and its kin import torch.fx.experimental.symbolic_shapes (and sympy) on first use: 0.3 s of a
+    # first eager call; the torch ops check plain bools themselves (torch/ops.py: _check)
+    import subprocess
+    import sys
+
+    code = ("import sys, torch, warp, warp_gemm\nwarp.config.quiet = True\n"
+            "a = torch.randn(8, 8)\nwarp_gemm.linear(a, a, torch.randn(8))\nwarp_gemm.gemm(a, a)\n"
+            "warp_gemm.matmul(a, a)\n"
+            "print('symbolic_shapes' if 'torch.fx.experimental.symbolic_shapes' in sys.modules else 'clean')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "clean"

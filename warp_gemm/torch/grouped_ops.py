@@ -24,14 +24,15 @@ _NS = "warp_gemm"
 
 # --- shapes (the real and fake implementations share them) ---------------------------------------------------
 def _mm_shape(a, b, offs):
-    torch._check(a.dim() in (2, 3) and b.dim() in (2, 3),
-                 lambda: f"warp_gemm::grouped_mm: mat_a {list(a.shape)} and mat_b {list(b.shape)} must be 2-D or 3-D")
+    _check(a.dim() in (2, 3) and b.dim() in (2, 3),
+           lambda: f"warp_gemm::grouped_mm: mat_a {list(a.shape)} and mat_b {list(b.shape)} must be 2-D or 3-D",
+           RuntimeError)
     if a.dim() == 2 and b.dim() == 3:
         return (a.shape[0], b.shape[2])
     if a.dim() == 3 and b.dim() == 2:
         return (a.shape[1], b.shape[1])
     if a.dim() == 2:
-        torch._check(offs is not None, lambda: "warp_gemm::grouped_mm: 2-D x 2-D operands need offs")
+        _check(offs is not None, lambda: "warp_gemm::grouped_mm: 2-D x 2-D operands need offs", RuntimeError)
         return (offs.shape[0], a.shape[0], b.shape[1])
     return (a.shape[0], a.shape[1], b.shape[2])
 
@@ -121,7 +122,8 @@ _mat_op = torch.library.custom_op(f"{_NS}::grouped_matmul", _mat_impl, mutates_a
 
 @_mat_op.register_fake
 def _mat_fake(a, b, allow_tf32):
-    torch._check(len(a) == len(b), lambda: f"warp_gemm::grouped_matmul: {len(a)} left and {len(b)} right operands")
+    _check(len(a) == len(b), lambda: f"warp_gemm::grouped_matmul: {len(a)} left and {len(b)} right operands",
+           RuntimeError)
     return [x.new_empty((x.shape[0], y.shape[1])) for x, y in zip(a, b)]
 
 
@@ -150,7 +152,7 @@ _mat_op.register_autograd(_mat_backward, setup_context=_mat_setup)
 
 # --- entry points -------------------------------------------------------------------------------------------------
 # Eager calls with nothing to record skip the dispatcher (ops.py: _direct, EAGER_FAST_PATH).
-from .ops import _direct
+from .ops import _check, _direct
 
 _REQUIRES_GRAD = operator.attrgetter("requires_grad")
 

@@ -114,6 +114,17 @@ def _act_arg(activation) -> str:
     return "none" if activation is None else activation
 
 
+def _check(cond, message, kind=ValueError) -> None:
+    """``kind(message())`` where ``cond`` is False. A plain bool is checked here: ``torch._check_value`` and its kin
+    import ``torch.fx.experimental.symbolic_shapes`` (and sympy) on first use, 0.4 s of an eager first call on the
+    development host; symbolic conditions (torch.compile's tracing) go to them."""
+    if isinstance(cond, bool):
+        if not cond:
+            raise kind(message())
+        return
+    {ValueError: torch._check_value, TypeError: torch._check_type, RuntimeError: torch._check}[kind](cond, message)
+
+
 def _act_name(arg: str):
     return None if arg == "none" else _epi.check_activation(arg)
 
@@ -121,12 +132,12 @@ def _act_name(arg: str):
 # --- shapes (shared by the real and fake implementations) ---------------------------------------------
 def _gemm_shape(a, b, c, trans_a, trans_b):
     for name, t in (("a", a), ("b", b)):
-        torch._check_value(t.dim() in (2, 3), lambda: f"warp_gemm::gemm: {name} has shape {list(t.shape)}; "
-                           "warp_gemm takes 2-D (M, K) or 3-D batched (B, M, K) operands")
-    torch._check_type(a.dtype == b.dtype, lambda: f"warp_gemm::gemm: a is {a.dtype} but b is {b.dtype}")
+        _check(t.dim() in (2, 3), lambda: f"warp_gemm::gemm: {name} has shape {list(t.shape)}; "
+               "warp_gemm takes 2-D (M, K) or 3-D batched (B, M, K) operands")
+    _check(a.dtype == b.dtype, lambda: f"warp_gemm::gemm: a is {a.dtype} but b is {b.dtype}", TypeError)
     M, K = (a.shape[-1], a.shape[-2]) if trans_a else (a.shape[-2], a.shape[-1])
     K2, N = (b.shape[-1], b.shape[-2]) if trans_b else (b.shape[-2], b.shape[-1])
-    torch._check_value(K == K2, lambda: f"warp_gemm::gemm: inner dimensions differ ({K} != {K2})")
+    _check(K == K2, lambda: f"warp_gemm::gemm: inner dimensions differ ({K} != {K2})")
     nba = a.shape[0] if a.dim() == 3 else None
     nbb = b.shape[0] if b.dim() == 3 else None
     if nba is None and nbb is None:
@@ -136,7 +147,7 @@ def _gemm_shape(a, b, c, trans_a, trans_b):
     elif nbb is None or nbb == 1:
         nb = nba
     else:
-        torch._check_value(nba == nbb, lambda: f"warp_gemm::gemm: batch dimensions {nba} and {nbb} do not broadcast")
+        _check(nba == nbb, lambda: f"warp_gemm::gemm: batch dimensions {nba} and {nbb} do not broadcast")
         nb = nba
     return (nb, M, N)
 
@@ -231,16 +242,16 @@ def _keeps_preact(activation: str, save_preact: bool) -> bool:
 
 # --- warp_gemm::linear ----------------------------------------------------------------------------------
 def _linear_shapes(x, weight, bias):
-    """The result's shape; ValueError (torch._check_value, also while tracing) naming x, weight and bias."""
-    torch._check_value(weight.dim() == 2, lambda: f"linear: weight has shape {list(weight.shape)}; expected 2-D "
-                       "(out_features, in_features)")
-    torch._check_value(x.dim() >= 1, lambda: "linear: x must have at least one dimension")
-    torch._check_value(x.shape[-1] == weight.shape[1], lambda: f"linear: x has shape {list(x.shape)} ({x.shape[-1]} "
-                       f"in_features) but weight has shape {list(weight.shape)} ({weight.shape[1]} in_features)")
+    """The result's shape; ValueError (:func:`_check`, also while tracing) naming x, weight and bias."""
+    _check(weight.dim() == 2, lambda: f"linear: weight has shape {list(weight.shape)}; expected 2-D "
+           "(out_features, in_features)")
+    _check(x.dim() >= 1, lambda: "linear: x must have at least one dimension")
+    _check(x.shape[-1] == weight.shape[1], lambda: f"linear: x has shape {list(x.shape)} ({x.shape[-1]} "
+           f"in_features) but weight has shape {list(weight.shape)} ({weight.shape[1]} in_features)")
     if bias is not None:
-        torch._check_value(bias.dim() <= 1 and bias.numel() in (1, weight.shape[0]),
-                           lambda: f"linear: bias has shape {list(bias.shape)}; expected ({weight.shape[0]},) for "
-                           f"weight of shape {list(weight.shape)}")
+        _check(bias.dim() <= 1 and bias.numel() in (1, weight.shape[0]),
+               lambda: f"linear: bias has shape {list(bias.shape)}; expected ({weight.shape[0]},) for "
+               f"weight of shape {list(weight.shape)}")
     return tuple(x.shape[:-1]) + (weight.shape[0],)
 
 
