@@ -782,3 +782,47 @@ def test_timeline_probe_anchors(monkeypatch, tmp_path):
     finally:
         wp.config.cuda_arch_suffix = old
     assert any(p.suffix == ".cubin" for p in tmp_path.rglob("*"))
+
+
+def test_variants_probe_edits(monkeypatch, tmp_path):
+    """benchmarks/probes/hopper_variants.py finds what its edits change in the current kernel text (every stage's
+    copies, every wgmma), and a variant builds offline for sm_90a."""
+    import importlib.util
+    import pathlib
+    import sys
+
+    from warp_gemm.families.hopper import kernel as HK
+
+    probes = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "probes"
+    monkeypatch.syspath_prepend(str(probes))  # it imports hopper_timeline's tile choices
+    spec_ = importlib.util.spec_from_file_location("hopper_variants", probes / "hopper_variants.py")
+    V = importlib.util.module_from_spec(spec_)
+    monkeypatch.setitem(sys.modules, "hopper_variants", V)  # its dataclass looks its module up
+    spec_.loader.exec_module(V)
+    import hopper_timeline as T
+
+    for tiles in ("default", "128") + (("cl2", "cl2sn") if _compat.HAS_CLUSTER_DIM else ()):
+        for layout in ("N", "T"):
+            text = HK.snippet(T._specs(tiles, "float16", layout, 1000, 1000, 1000))
+            copies = V.edit(text, "nl2")
+            assert copies.count("if (kt < kt0 + 2) {") == text.count(V.EXPECT) >= 1, (tiles, layout)
+            products = V.edit(text, "nowg")
+            assert "wgmma.mma_async" in text and "wgmma.mma_async" not in products, (tiles, layout)
+            assert V.edit(text, "base") == text
+    with pytest.raises(AssertionError, match="unknown variant"):
+        V.edit(text, "nl")
+    monkeypatch.setattr(HK, "snippet", HK.snippet)  # _variant_class wraps it; restored after the test
+    if not (_compat.HAS_COMPILE_AOT and _compat.HAS_CUDA_ARCH_SUFFIX and _compat.HAS_TILE_EMPTY
+            and _compat.HAS_CLUSTER_DIM):
+        return
+    Variant = V._variant_class()
+    spec = V._as(Variant, T._specs("cl2sn", "float16", "N", 1000, 1000, 1000), "nlST_nowg")
+    k = H.get_kernel(spec)
+    k.module.options["block_dim"] = spec.block_dim
+    old = wp.config.cuda_arch_suffix
+    wp.config.cuda_arch_suffix = "a"
+    try:
+        wp.compile_aot_module(k.module, arch=[90], module_dir=str(tmp_path))
+    finally:
+        wp.config.cuda_arch_suffix = old
+    assert any(p.suffix == ".cubin" for p in tmp_path.rglob("*"))
