@@ -8,7 +8,9 @@ Each variant is the kernel's text with one of two edits (asserted: a change of t
 
 - ``nlN``: the producer copies only the item's first N K tiles (``nlST``: as many as there are stages); for later
   K tiles it arrives on the stage's full barrier without bytes, so the consumers multiply what the stage still holds;
-- ``nowg``: the consumers issue no wgmma (their waits, commits and releases stay).
+- ``nowg``: the consumers issue no wgmma (their waits, commits and releases stay);
+- ``entry`` / ``setup``: every thread returns at the kernel's entry / after the barrier set-up (with clusters, after
+  the cluster barrier that follows it): the launch's floor and the set-up's cost.
 
 Both give wrong sums by design (only ``base`` is checked against float64). Printed: each variant's kernel time from
 CUPTI (``torch.profiler``, the median of 40 calls, the L2 flushed before each as the runner does; ``--warm``: also
@@ -31,15 +33,25 @@ EXPECT = ('asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\
 NEXT_STAGE = "if (++s == ST)"
 ARRIVE = 'asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\\n" :: "r"(fb) : "memory");\n'
 # one wgmma of gemm.cuh's wgmma_stage (the predicate block, the instruction and its operands)
+# the barrier set-up's end: the cluster barrier's wait where the kernel has clusters, else the block barrier
+ENTRY = "    const int wg = tid / 128;\n"
+CLUSTER_WAIT = 'asm volatile("barrier.cluster.wait.acquire;\\n" ::: "memory");\n'
+BLOCK_SYNC = "    __syncthreads();"
+RETURN = "    if (tid >= 0) return;\n"  # a condition, so that the code after it still compiles as reachable
 WGMMA = re.compile(r'asm volatile\("\{\\n\.reg \.pred p;\\nsetp\.ne\.b32 p, %\d+, 0;\\n"\s*"wgmma\.mma_async[^;]*?;'
                    r'.*?: "l"\(da\), "l"\(db\), "r"\(acc\)\);\n', re.S)
 
 
 def edit(text: str, variant: str) -> str:
-    """The kernel text of ``variant`` ("base", "nowg", "nl<N>", "nlST", joined by "_"); AssertionError where an edit
-    finds nothing to change."""
+    """The kernel text of ``variant`` ("base", "entry", "setup", "nowg", "nl<N>", "nlST", joined by "_");
+    AssertionError where an edit finds nothing to change."""
     for part in variant.split("_"):
         if part == "base":
+            continue
+        if part in ("entry", "setup"):
+            anchor = ENTRY if part == "entry" else CLUSTER_WAIT if CLUSTER_WAIT in text else BLOCK_SYNC + "\n"
+            assert anchor in text, f"hopper_variants: no anchor for {part!r} in the kernel text"
+            text = text.replace(anchor, anchor + RETURN, 1)
             continue
         if part == "nowg":
             text, n = WGMMA.subn("(void)da; (void)db; (void)acc;\n", text)

@@ -809,6 +809,11 @@ def test_variants_probe_edits(monkeypatch, tmp_path):
             products = V.edit(text, "nowg")
             assert "wgmma.mma_async" in text and "wgmma.mma_async" not in products, (tiles, layout)
             assert V.edit(text, "base") == text
+            for part in ("entry", "setup"):
+                assert V.edit(text, part).count(V.RETURN) == 1, (tiles, layout, part)
+            if _compat.HAS_CLUSTER_DIM and tiles.startswith("cl2"):
+                setup = V.edit(text, "setup")  # after the cluster barrier's wait, not at the block barrier
+                assert setup.index(V.RETURN) > setup.index(V.CLUSTER_WAIT) > setup.index(V.BLOCK_SYNC)
     with pytest.raises(AssertionError, match="unknown variant"):
         V.edit(text, "nl")
     monkeypatch.setattr(HK, "snippet", HK.snippet)  # _variant_class wraps it; restored after the test
