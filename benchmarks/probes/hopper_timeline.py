@@ -98,29 +98,55 @@ def _as(Timed, spec, timeline: bool):
     return Timed(**{f.name: getattr(spec, f.name) for f in dataclasses.fields(spec)}, timeline=timeline)
 
 
-def check() -> int:
-    """Offline sm_90a builds of the instrumented kernel for each tile choice at 1000^3 (float16, both B layouts)."""
+def build_offline(spec) -> None:
+    """Build ``spec``'s Hopper kernel for sm_90a into a temporary directory (no GPU needed), printing its key."""
     import tempfile
 
     import warp as wp
 
-    from warp_gemm import _compat
     from warp_gemm.families.hopper import kernel as HK
+
+    k = HK.get_kernel(spec)
+    k.module.options["block_dim"] = spec.block_dim
+    old = wp.config.cuda_arch_suffix
+    wp.config.cuda_arch_suffix = "a"
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            wp.compile_aot_module(k.module, arch=[90], module_dir=tmp)
+    finally:
+        wp.config.cuda_arch_suffix = old
+    print(f"built {spec.key}", flush=True)
+
+
+def kernel_us(fn, flush, flushed: bool = True) -> float:
+    """Median CUPTI duration (``torch.profiler``) of the kernels ``fn`` launches over 40 calls, the L2 flushed before
+    each (``flush.zero_()``) unless ``flushed`` is False; the flush's own kernels are left out."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    for _ in range(10):
+        fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(40):
+            if flushed:
+                flush.zero_()
+            fn()
+        torch.cuda.synchronize()
+    d = sorted(e.time_range.elapsed_us() for e in prof.events()
+               if e.device_type == torch.autograd.DeviceType.CUDA and "elementwise" not in e.name
+               and "fill" not in e.name.lower())
+    return d[len(d) // 2]
+
+
+def check() -> int:
+    """Offline sm_90a builds of the instrumented kernel for each tile choice at 1000^3 (float16, both B layouts)."""
+    from warp_gemm import _compat
 
     Timed = _timed_class()
     for layout in ("N", "T"):
         for tiles in ("default", "128", "cl2", "cl2sn"):
-            spec = _as(Timed, _specs(tiles, "float16", layout, 1000, 1000, 1000), True)
-            k = HK.get_kernel(spec)
-            k.module.options["block_dim"] = spec.block_dim
-            old = wp.config.cuda_arch_suffix
-            wp.config.cuda_arch_suffix = "a"
-            try:
-                with tempfile.TemporaryDirectory() as tmp:
-                    wp.compile_aot_module(k.module, arch=[90], module_dir=tmp)
-            finally:
-                wp.config.cuda_arch_suffix = old
-            print(f"built {spec.key}", flush=True)
+            build_offline(_as(Timed, _specs(tiles, "float16", layout, 1000, 1000, 1000), True))
     return 0 if _compat.HAS_COMPILE_AOT else 1
 
 
@@ -139,7 +165,6 @@ def main(argv=None) -> int:
 
     import torch
     import warp as wp
-    from torch.profiler import ProfilerActivity, profile
     from triton.testing import do_bench
 
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -201,20 +226,6 @@ def main(argv=None) -> int:
         print(f"  {i} {name:15s} {c:8.0f} cycles {c / ghz / 1000:7.2f} us after entry")
 
     # kernel times: the plain kernel and cuBLAS, the L2 flushed before each call
-    def kernel_us(fn):
-        for _ in range(10):
-            fn()
-        torch.cuda.synchronize()
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            for _ in range(40):
-                flush.zero_()
-                fn()
-            torch.cuda.synchronize()
-        d = sorted(e.time_range.elapsed_us() for e in prof.events()
-                   if e.device_type == torch.autograd.DeviceType.CUDA and "elementwise" not in e.name
-                   and "fill" not in e.name.lower())
-        return d[len(d) // 2]
-
     out = torch.full((1, M, N), float("nan"), device="cuda", dtype=hb.TORCH[args.dtype])
     plain, _ = launcher(_as(Timed, base, False), out)
     plain()
@@ -223,7 +234,7 @@ def main(argv=None) -> int:
     ac, bc = a[0].contiguous(), b_st[0].contiguous()
     cublas = (lambda: torch.matmul(ac, bc)) if args.layout == "N" else (lambda: torch.nn.functional.linear(ac, bc))
     for name, fn in (("warp_gemm", plain), ("cublas", cublas)):
-        k_us = kernel_us(fn)
+        k_us = kernel_us(fn, flush)
         db = do_bench(fn, warmup=25, rep=120, return_mode="median") * 1000
         rows[name] = {"kernel_us": k_us, "do_bench_us": db}
         print(f"  {name:10s} kernel {k_us:6.2f} us (CUPTI)  do_bench {db:6.2f} us")

@@ -97,30 +97,15 @@ def _as(cls, spec, variant: str):
 
 def check(variants) -> int:
     """Offline sm_90a builds of the variants at fp16 1000^3, both B layouts, the default tiles."""
-    import tempfile
-
-    import warp as wp
-
     from warp_gemm import _compat
-    from warp_gemm.families.hopper import kernel as HK
 
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from hopper_timeline import _specs
+    from hopper_timeline import _specs, build_offline
 
     Variant = _variant_class()
     for layout in ("N", "T"):
         for v in variants:
-            spec = _as(Variant, _specs("default", "float16", layout, 1000, 1000, 1000), v)
-            k = HK.get_kernel(spec)
-            k.module.options["block_dim"] = spec.block_dim
-            old = wp.config.cuda_arch_suffix
-            wp.config.cuda_arch_suffix = "a"
-            try:
-                with tempfile.TemporaryDirectory() as tmp:
-                    wp.compile_aot_module(k.module, arch=[90], module_dir=tmp)
-            finally:
-                wp.config.cuda_arch_suffix = old
-            print(f"built {spec.key}", flush=True)
+            build_offline(_as(Variant, _specs("default", "float16", layout, 1000, 1000, 1000), v))
     return 0 if _compat.HAS_COMPILE_AOT else 1
 
 
@@ -140,12 +125,10 @@ def main(argv=None) -> int:
         return check(variants)
 
     import torch
-    import warp as wp
-    from torch.profiler import ProfilerActivity, profile
 
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import hopper_bench as hb
-    from hopper_timeline import _specs
+    from hopper_timeline import _specs, kernel_us
 
     from warp_gemm import _compat
 
@@ -157,21 +140,6 @@ def main(argv=None) -> int:
     ref = torch.matmul(a.double()[0], b.double()[0])
     flush = torch.empty(64 * 1024 * 1024, dtype=torch.int32, device="cuda")
 
-    def kernel_us(fn, flushed=True):
-        for _ in range(10):
-            fn()
-        torch.cuda.synchronize()
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            for _ in range(40):
-                if flushed:
-                    flush.zero_()
-                fn()
-            torch.cuda.synchronize()
-        d = sorted(e.time_range.elapsed_us() for e in prof.events()
-                   if e.device_type == torch.autograd.DeviceType.CUDA and "elementwise" not in e.name
-                   and "fill" not in e.name.lower())
-        return d[len(d) // 2]
-
     rows = {"tiles": base.key, "shape": args.shape, "dtype": args.dtype, "layout": args.layout, "kernel_us": {}}
     print(f"{base.key} {args.dtype} {args.layout} {args.shape}: kernel times (CUPTI, L2 flushed), us")
     for v in variants:
@@ -182,17 +150,17 @@ def main(argv=None) -> int:
         if v == "base":
             err = ((out[0].double() - ref).norm() / ref.norm()).item()
             assert err < 1e-2, err
-        rows["kernel_us"][v] = kernel_us(go)
+        rows["kernel_us"][v] = kernel_us(go, flush)
         print(f"  {v:14s} {rows['kernel_us'][v]:7.2f}", flush=True)
         if v == "base" and args.warm:
-            rows["kernel_us"]["base_warm"] = kernel_us(go, flushed=False)
+            rows["kernel_us"]["base_warm"] = kernel_us(go, flush, flushed=False)
             print(f"  {'base, warm L2':14s} {rows['kernel_us']['base_warm']:7.2f}", flush=True)
     ac, bc = a[0].contiguous(), b_st[0].contiguous()
     cublas = (lambda: torch.matmul(ac, bc)) if args.layout == "N" else (lambda: torch.nn.functional.linear(ac, bc))
-    rows["kernel_us"]["cublas"] = kernel_us(cublas)
+    rows["kernel_us"]["cublas"] = kernel_us(cublas, flush)
     print(f"  {'cublas':14s} {rows['kernel_us']['cublas']:7.2f}")
     if args.warm:
-        rows["kernel_us"]["cublas_warm"] = kernel_us(cublas, flushed=False)
+        rows["kernel_us"]["cublas_warm"] = kernel_us(cublas, flush, flushed=False)
         print(f"  {'cublas, warm':14s} {rows['kernel_us']['cublas_warm']:7.2f}")
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, f"variants_{args.tiles}_{args.dtype}_{args.layout}_{args.shape}.json"), "w") as f:

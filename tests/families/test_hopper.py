@@ -746,6 +746,19 @@ def test_peeled_public_call_against_float64(in_dtype, trans_b, M, N, K, beta, re
         _check(out[:, -pc:], ref[:, -pc:], in_dtype)
 
 
+def _build_sm90a(spec, tmp_path):
+    """``spec``'s kernel built offline for sm_90a into ``tmp_path``: a cubin comes out."""
+    k = H.get_kernel(spec)
+    k.module.options["block_dim"] = spec.block_dim
+    old = wp.config.cuda_arch_suffix
+    wp.config.cuda_arch_suffix = "a"
+    try:
+        wp.compile_aot_module(k.module, arch=[90], module_dir=str(tmp_path))
+    finally:
+        wp.config.cuda_arch_suffix = old
+    assert any(p.suffix == ".cubin" for p in tmp_path.rglob("*"))
+
+
 def test_timeline_probe_anchors(monkeypatch, tmp_path):
     """benchmarks/probes/hopper_timeline.py finds every anchor of its eight stamps in the current kernel text, and its
     instrumented kernel builds offline for sm_90a."""
@@ -773,15 +786,7 @@ def test_timeline_probe_anchors(monkeypatch, tmp_path):
         return
     Timed = T._timed_class()
     timed = T._as(Timed, T._specs("cl2sn", "float16", "N", 1000, 1000, 1000), True)
-    k = H.get_kernel(timed)
-    k.module.options["block_dim"] = timed.block_dim
-    old = wp.config.cuda_arch_suffix
-    wp.config.cuda_arch_suffix = "a"
-    try:
-        wp.compile_aot_module(k.module, arch=[90], module_dir=str(tmp_path))
-    finally:
-        wp.config.cuda_arch_suffix = old
-    assert any(p.suffix == ".cubin" for p in tmp_path.rglob("*"))
+    _build_sm90a(timed, tmp_path)
 
 
 def test_variants_probe_edits(monkeypatch, tmp_path):
@@ -822,12 +827,4 @@ def test_variants_probe_edits(monkeypatch, tmp_path):
         return
     Variant = V._variant_class()
     spec = V._as(Variant, T._specs("cl2sn", "float16", "N", 1000, 1000, 1000), "nlST_nowg")
-    k = H.get_kernel(spec)
-    k.module.options["block_dim"] = spec.block_dim
-    old = wp.config.cuda_arch_suffix
-    wp.config.cuda_arch_suffix = "a"
-    try:
-        wp.compile_aot_module(k.module, arch=[90], module_dir=str(tmp_path))
-    finally:
-        wp.config.cuda_arch_suffix = old
-    assert any(p.suffix == ".cubin" for p in tmp_path.rglob("*"))
+    _build_sm90a(spec, tmp_path)
