@@ -112,6 +112,6 @@ def test_eager_torch_calls_leave_symbolic_shapes_unimported():
             "a = torch.randn(8, 8)\nwarp_gemm.linear(a, a, torch.randn(8))\nwarp_gemm.gemm(a, a)\n"
             "warp_gemm.matmul(a, a)\n"
             "print('symbolic_shapes' if 'torch.fx.experimental.symbolic_shapes' in sys.modules else 'clean')\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == "clean"

@@ -150,12 +150,36 @@ def check() -> int:
     return 0 if _compat.HAS_COMPILE_AOT else 1
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_problem_args(ap) -> None:
+    """The probes' problem options: shape, dtype, B layout, tile choice (:func:`_specs`)."""
     ap.add_argument("--shape", default="1000x1000x1000")
     ap.add_argument("--dtype", default="float16", choices=["float16", "bfloat16"])
     ap.add_argument("--layout", default="N", choices=["N", "T"])
     ap.add_argument("--tiles", default="default", choices=["default", "128", "cl2", "cl2sn"])
+
+
+def problem(args):
+    """``(M, N, K, spec, a, b_st, ref, flush)`` for parsed problem options: the tile choice's spec, random operands
+    (torch views, rows padded to 8 elements), the float64 product and a 256 MB buffer whose zeroing flushes the L2."""
+    import torch
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import hopper_bench as hb
+
+    from warp_gemm import _compat
+
+    _compat.init()
+    M, N, K = (int(x) for x in args.shape.split("x"))
+    spec = _specs(args.tiles, args.dtype, args.layout, M, N, K)
+    a, b_st, b = hb.operands(M, N, K, args.dtype, args.layout, pad=True)
+    ref = torch.matmul(a.double()[0], b.double()[0])
+    flush = torch.empty(64 * 1024 * 1024, dtype=torch.int32, device="cuda")
+    return M, N, K, spec, a, b_st, ref, flush
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_problem_args(ap)
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--check", action="store_true")
@@ -167,19 +191,12 @@ def main(argv=None) -> int:
     import warp as wp
     from triton.testing import do_bench
 
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    M, N, K, base, a, b_st, ref, flush = problem(args)
     import hopper_bench as hb
 
-    from warp_gemm import _compat
     from warp_gemm.families.hopper import launch as H
 
-    _compat.init()
-    M, N, K = (int(x) for x in args.shape.split("x"))
     Timed = _timed_class()
-    base = _specs(args.tiles, args.dtype, args.layout, M, N, K)
-    a, b_st, b = hb.operands(M, N, K, args.dtype, args.layout, pad=True)
-    ref = torch.matmul(a.double()[0], b.double()[0])
-    flush = torch.empty(64 * 1024 * 1024, dtype=torch.int32, device="cuda")
     dev = wp.device_from_torch(a.device)
     stream = wp.stream_from_torch(torch.cuda.current_stream())
     wa = lambda t: wp.from_torch(t, dtype={torch.bfloat16: wp.bfloat16}.get(t.dtype))

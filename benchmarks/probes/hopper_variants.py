@@ -39,7 +39,7 @@ CLUSTER_WAIT = 'asm volatile("barrier.cluster.wait.acquire;\\n" ::: "memory");\n
 BLOCK_SYNC = "    __syncthreads();"
 RETURN = "    if (tid >= 0) return;\n"  # a condition, so that the code after it still compiles as reachable
 WGMMA = re.compile(r'asm volatile\("\{\\n\.reg \.pred p;\\nsetp\.ne\.b32 p, %\d+, 0;\\n"\s*"wgmma\.mma_async[^;]*?;'
-                   r'.*?: "l"\(da\), "l"\(db\), "r"\(acc\)\);\n', re.S)
+                   r'.*?: "l"\(da\), "l"\(db\), "r"\(acc\)\);\n', re.DOTALL)
 
 
 def edit(text: str, variant: str) -> str:
@@ -110,11 +110,11 @@ def check(variants) -> int:
 
 
 def main(argv=None) -> int:
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from hopper_timeline import add_problem_args, kernel_us, problem
+
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--shape", default="1000x1000x1000")
-    ap.add_argument("--dtype", default="float16", choices=["float16", "bfloat16"])
-    ap.add_argument("--layout", default="N", choices=["N", "T"])
-    ap.add_argument("--tiles", default="default", choices=["default", "128", "cl2", "cl2sn"])
+    add_problem_args(ap)
     ap.add_argument("--variants", default="base,nowg,nlST,nlST_nowg,nl1_nowg,nl0_nowg")
     ap.add_argument("--warm", action="store_true", help="also time base and cuBLAS without the L2 flush")
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
@@ -126,19 +126,10 @@ def main(argv=None) -> int:
 
     import torch
 
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    M, N, _, base, a, b_st, ref, flush = problem(args)
     import hopper_bench as hb
-    from hopper_timeline import _specs, kernel_us
 
-    from warp_gemm import _compat
-
-    _compat.init()
-    M, N, K = (int(x) for x in args.shape.split("x"))
     Variant = _variant_class()
-    base = _specs(args.tiles, args.dtype, args.layout, M, N, K)
-    a, b_st, b = hb.operands(M, N, K, args.dtype, args.layout, pad=True)
-    ref = torch.matmul(a.double()[0], b.double()[0])
-    flush = torch.empty(64 * 1024 * 1024, dtype=torch.int32, device="cuda")
 
     rows = {"tiles": base.key, "shape": args.shape, "dtype": args.dtype, "layout": args.layout, "kernel_us": {}}
     print(f"{base.key} {args.dtype} {args.layout} {args.shape}: kernel times (CUPTI, L2 flushed), us")
