@@ -416,10 +416,11 @@ if (!lone || kt - 1 + ST < kt1) release(empty0 + 8 * prev);
 //! grid of pair rows (pair M) or pair columns (pair N)): tile row (or column) 2 p + crank.
                 if (${PAIR_M}) tm = 2 * tm + (int)crank; else tn = 2 * tn + (int)crank;
 //! snippet cluster_sync
-//! Every thread of both blocks (after the barrier set-up: the partner's barriers exist before any multicast copy
-//! or remote arrival reaches them; at the end: no block leaves while its partner may still arrive on its barriers).
+//! Every thread of both blocks after the barrier set-up: the partner's barriers exist before any multicast copy or
+//! remote arrival reaches them. Thread 0's fence.mbarrier_init.release.cluster publishes the inits, so the arrival
+//! is relaxed (PTX ISA's pattern for mbarrier inits, as CUTLASS's sm90 kernels).
 
-    asm volatile("barrier.cluster.arrive.release;\n" ::: "memory");
+    asm volatile("barrier.cluster.arrive.relaxed;\n" ::: "memory");
     asm volatile("barrier.cluster.wait.acquire;\n" ::: "memory");
 //! snippet cluster_exit
 //! The clustered kernel's end (CLUSTER_EXIT): no block leaves while its partner may still arrive on its barriers
