@@ -48,6 +48,38 @@ def test_readme_references_exist():
     assert not missing, f"README.md names files that do not exist: {missing}"
 
 
+
+def _targets_rows():
+    """(shape, dtype, layout) -> (warp_gemm, cuBLAS) TFLOP/s from benchmarks/results/h100-targets."""
+    import json
+
+    rows = {}
+    for f in sorted((ROOT / "benchmarks/results/h100-targets").glob("targets_*.json")):
+        data = json.loads(f.read_text())
+        for r in data["rows"]:
+            key = (r["shape"], r["dtype"], data["header"].get("layout", "nn"))
+            rows.setdefault(key, {})[r["provider"]] = r["tflops"]
+    return rows
+
+
+def test_readme_performance_table_matches_the_targets_files():
+    """Every 16-bit and tf32 row of README.md's performance table reads the committed targets run."""
+    text = (ROOT / "README.md").read_text()
+    table = text[text.index("## Performance"):text.index("## Test it")]
+    rows, dtypes = _targets_rows(), {"fp16": "float16", "bf16": "bfloat16", "tf32": "tf32"}
+    seen = 0
+    for m in re.finditer(r"^\| ([\d×³]+)(, B = W\.T)? \| (fp16|bf16|tf32) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \|$",
+                         table, re.M):
+        dims = [int(x) for x in m.group(1).replace("³", "").split("×")]
+        dims = dims * 3 if len(dims) == 1 else dims
+        key = ("M{}-N{}-K{}".format(*dims), dtypes[m.group(3)], "nt" if m.group(2) else "nn")
+        assert key in rows, f"README.md row {m.group(0)!r} has no row in benchmarks/results/h100-targets"
+        ours, cublas = rows[key]["warp_gemm"], rows[key]["torch"]
+        shown = [f"{x:.0f}" if x >= 100 else f"{x:.1f}" for x in (ours, cublas)] + [f"{ours / cublas:.2f}"]
+        assert [m.group(4), m.group(5), m.group(6)] == shown, f"README.md row {m.group(0)!r}: the file reads {shown}"
+        seen += 1
+    assert seen >= 10, f"README.md's performance table: only {seen} 16-bit / tf32 rows found"
+
 def test_tiling_diagram_generator(tmp_path):
     pytest.importorskip("matplotlib")
     spec = importlib.util.spec_from_file_location("gen_tiling_diagram", DOCS / "gen_tiling_diagram.py")
