@@ -177,6 +177,21 @@ def problem(args):
     return M, N, K, spec, a, b_st, ref, flush
 
 
+
+def cublas_call(args, a, b_st):
+    """cuBLAS on the problem's operands: ``torch.matmul`` (layout N) or ``F.linear`` (layout T, B = W.T)."""
+    import torch
+
+    ac, bc = a[0].contiguous(), b_st[0].contiguous()
+    return (lambda: torch.matmul(ac, bc)) if args.layout == "N" else (lambda: torch.nn.functional.linear(ac, bc))
+
+
+def save(args, stem: str, rows) -> None:
+    """``rows`` as ``<out>/<stem>_<tiles>_<dtype>_<layout>_<shape>.json``."""
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, f"{stem}_{args.tiles}_{args.dtype}_{args.layout}_{args.shape}.json"), "w") as f:
+        json.dump(rows, f, indent=1)
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_problem_args(ap)
@@ -248,16 +263,12 @@ def main(argv=None) -> int:
     plain()
     torch.cuda.synchronize()
     assert err_of(out) < 1e-2, err_of(out)
-    ac, bc = a[0].contiguous(), b_st[0].contiguous()
-    cublas = (lambda: torch.matmul(ac, bc)) if args.layout == "N" else (lambda: torch.nn.functional.linear(ac, bc))
-    for name, fn in (("warp_gemm", plain), ("cublas", cublas)):
+    for name, fn in (("warp_gemm", plain), ("cublas", cublas_call(args, a, b_st))):
         k_us = kernel_us(fn, flush)
         db = do_bench(fn, warmup=25, rep=120, return_mode="median") * 1000
         rows[name] = {"kernel_us": k_us, "do_bench_us": db}
         print(f"  {name:10s} kernel {k_us:6.2f} us (CUPTI)  do_bench {db:6.2f} us")
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, f"timeline_{args.tiles}_{args.dtype}_{args.layout}_{args.shape}.json"), "w") as f:
-        json.dump(rows, f, indent=1)
+    save(args, "timeline", rows)
     return 0
 
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 import re
 import sys
@@ -111,7 +110,7 @@ def check(variants) -> int:
 
 def main(argv=None) -> int:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from hopper_timeline import add_problem_args, kernel_us, problem
+    from hopper_timeline import add_problem_args, cublas_call, kernel_us, problem, save
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_problem_args(ap)
@@ -146,16 +145,13 @@ def main(argv=None) -> int:
         if v == "base" and args.warm:
             rows["kernel_us"]["base_warm"] = kernel_us(go, flush, flushed=False)
             print(f"  {'base, warm L2':14s} {rows['kernel_us']['base_warm']:7.2f}", flush=True)
-    ac, bc = a[0].contiguous(), b_st[0].contiguous()
-    cublas = (lambda: torch.matmul(ac, bc)) if args.layout == "N" else (lambda: torch.nn.functional.linear(ac, bc))
+    cublas = cublas_call(args, a, b_st)
     rows["kernel_us"]["cublas"] = kernel_us(cublas, flush)
     print(f"  {'cublas':14s} {rows['kernel_us']['cublas']:7.2f}")
     if args.warm:
         rows["kernel_us"]["cublas_warm"] = kernel_us(cublas, flush, flushed=False)
         print(f"  {'cublas, warm':14s} {rows['kernel_us']['cublas_warm']:7.2f}")
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, f"variants_{args.tiles}_{args.dtype}_{args.layout}_{args.shape}.json"), "w") as f:
-        json.dump(rows, f, indent=1)
+    save(args, "variants", rows)
     return 0
 
 
