@@ -1,6 +1,6 @@
 """Markdown tables (one per dtype) from benchmark-runner JSON files.
 
-    python benchmarks/md_tables.py benchmarks/results/h100-16bit/fp16_2026-11-24.json more.json
+    python benchmarks/md_tables.py benchmarks/results/h100-16bit/fp16_bf16_2026-11-27.json more.json
 
 One table per dtype: median TFLOP/s of warp_gemm (its default choice), the Triton reference and
 torch.matmul, and warp_gemm / cuBLAS, in the order the runner measured the shapes. A later file's row

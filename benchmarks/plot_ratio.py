@@ -1,7 +1,7 @@
 """warp_gemm / cuBLAS per shape, one bar per run (several runs: how the ratio moved between them).
 
     python benchmarks/plot_ratio.py docs/img/ratio_fp16.png \
-        "H100=benchmarks/results/h100-16bit/fp16_2026-11-24.json,benchmarks/results/h100-16bit/medium_fp16_2026-11-23.json" \
+        "H100=benchmarks/results/h100-16bit/fp16_bf16_2026-11-27.json" \
         [--dtype float16]
 
 Each run is a label and one or more runner JSON files (``benchmarks/run.py --json``); a shape's ratio is
