@@ -8,11 +8,16 @@
 # odd-shape matrix, the version shim's own tests). On releases with wp.compile_aot_module the GPU
 # kernels are also compiled offline for sm_80 and sm_90 (no GPU needed).
 #
+# Then the package as a user gets it (WHEEL_TEST=0 skips this): an sdist and a wheel built from it,
+# the wheel installed into a fresh virtual environment (not editable) with the newest release, and from
+# a folder outside the source tree an example, `warp-gemm check --device cpu` on both CPU backends and
+# `warp-gemm bench --quick --device cpu`.
+#
 # Disk: one full environment (.venv-test-<newest>: torch, Triton, the test extras, warp_gemm editable,
 # 2.2 GB); an older release is only its warp-lang, installed into .venv-warp-<release> (pip --target,
 # about 0.3 GB) and put in front of the newest environment's packages with PYTHONPATH. Temporary files
-# (pytest's, Warp's, NVRTC's precompiled headers, 0.5 GB a process) go to one folder removed on exit.
-#
+# (pytest's, Warp's, NVRTC's precompiled headers: 1.3 GB in the newest release's run) go to one folder
+# removed on exit; so does the wheel's environment (1.4 GB) after its test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RELEASES=${WARP_RELEASES:-"1.19.0 1.12.1 1.7.2"}
@@ -21,21 +26,8 @@ PY=${PYTHON:-python3}
 TORCH_PIN=${TORCH_PIN:-torch==2.13.0}   # the CPU build; an unpinned torch pulls gigabytes of CUDA
 TRITON_PIN=${TRITON_PIN:-triton==3.6.0}
 PIP=(-m pip install -q --disable-pip-version-check)
-TMPDIR=$(mktemp -d); export TMPDIR
-before_pch=$(ls -d /tmp/__nvrtc_auto_pch_* 2>/dev/null || true)
-cleanup() {
-  rm -rf "$TMPDIR"
-  # NVRTC (CUDA 13) may write its precompiled headers under /tmp whatever TMPDIR says: remove the ones
-  # this run's processes left behind.
-  local d pid
-  for d in /tmp/__nvrtc_auto_pch_*; do
-    [ -d "$d" ] || continue
-    echo "$before_pch" | grep -qxF "$d" && continue
-    pid=${d#/tmp/__nvrtc_auto_pch_}; pid=${pid%%_*}
-    kill -0 "$pid" 2>/dev/null || rm -rf "$d"
-  done
-}
-trap cleanup EXIT
+TMPDIR=$(mktemp -d); export TMPDIR   # NVRTC's __nvrtc_auto_pch_<pid>_0 folders land here too
+trap 'rm -rf "$TMPDIR"' EXIT
 
 base=".venv-test-$NEWEST"
 status=0
